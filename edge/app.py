@@ -1,0 +1,57 @@
+"""The ASGI application: routes of every module, the middleware stack, start-up and shutdown."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.routing import BaseRoute
+
+from edge.context import Context
+from edge.errors import exception_handlers
+from edge.routes import health
+from edge.settings import Settings
+from edge.store import Store
+
+log = logging.getLogger("edge.app")
+
+
+def build_routes(ctx: Context) -> list[BaseRoute]:
+    return [*health.routes(ctx)]
+
+
+def build_middleware(ctx: Context) -> list[Middleware]:
+    """The stack, outermost first."""
+    return []
+
+
+def create_app(
+    settings: Settings,
+    *,
+    store: Store | None = None,
+    clock=None,
+    context: Context | None = None,
+) -> Starlette:
+    """The edge for one environment. Tests pass a ``context`` (or store/clock) to share state."""
+    ctx = context or Context.build(settings, store=store, clock=clock)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await ctx.store.open()
+        log.info("edge %s environment ready on %s", settings.env, settings.base_url)
+        try:
+            yield
+        finally:
+            await ctx.store.close()
+
+    app = Starlette(
+        routes=build_routes(ctx),
+        middleware=build_middleware(ctx),
+        exception_handlers=exception_handlers(),
+        lifespan=lifespan,
+    )
+    app.state.ctx = ctx
+    return app

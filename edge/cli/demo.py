@@ -1,0 +1,55 @@
+"""``edge demo`` (what ``make run`` starts): the edge on localhost with demo keys printed."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+from edge.cli._common import settings_from, with_context
+from edge.context import Context
+from edge.keys import PRODUCTS
+from edge.server import serve
+from edge.settings import add_arguments
+
+DEMO_NAME = "demo (make run)"
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "demo",
+        help="serve production mode on localhost with demo keys (what `make run` does)",
+        description="Issue fresh demo keys (revoking the last run's), print them and serve. "
+        "Loopback and private addresses pass the geofence.",
+    )
+    add_arguments(p)
+    p.set_defaults(func=run)
+
+
+async def _fresh_keys(ctx: Context) -> dict[str, str]:
+    for record in await ctx.store.list_keys():
+        if record.name == DEMO_NAME and record.revoked_at is None:
+            await ctx.store.revoke_key(record.key_id, ctx.clock())
+    keys = {}
+    for product in PRODUCTS:
+        keys[product], _ = await ctx.keyring.issue(ctx.settings.env, product, DEMO_NAME)
+    return keys
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = settings_from(args)
+    if args.allow_private_ips is None:
+        settings = dataclasses.replace(settings, allow_private_ips=True)
+    keys = with_context(settings, _fresh_keys)
+    base = settings.base_url
+    print(f"\nContextual ad edge ({settings.env}) on {base}\n")
+    for product, key in keys.items():
+        print(f"  {product:<11} key: {key}")
+    print(
+        f"\n  try: curl -s {base}/v1/ugc/health\n"
+        f"       curl -s -X POST {base}/v1/ugc/process -H 'X-API-Key: {keys['ugc']}' \\\n"
+        "            -H 'Content-Type: application/json' \\\n"
+        '            -d \'{"post_id": "p1", "message": "my pup will not touch his kibble"}\'\n',
+        flush=True,
+    )
+    serve(settings)
+    return 0

@@ -1,0 +1,144 @@
+"""``edge keys issue|rotate|revoke|list``: operator key management (SPEC 5, DESIGN 2)."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import sys
+
+import orjson
+
+from edge.cli._common import settings_from, with_context
+from edge.context import Context
+from edge.errors import EdgeError
+from edge.keys import PRODUCTS
+from edge.settings import add_arguments
+
+
+def register(sub) -> None:
+    p = sub.add_parser("keys", help="issue, rotate, revoke and list API keys")
+    ksub = p.add_subparsers(dest="keys_command", required=True, metavar="ACTION")
+
+    issue = ksub.add_parser("issue", help="issue a key; it is printed once, only its hash is kept")
+    issue.add_argument("--env", required=True, choices=["production", "sandbox"])
+    issue.add_argument("--product", required=True, choices=PRODUCTS)
+    issue.add_argument("--name", default="", help="a label for the key (partner, purpose)")
+    add_arguments(issue, ["db"])
+    issue.set_defaults(func=_issue)
+
+    rotate = ksub.add_parser(
+        "rotate", help="new primary key; the given key stays valid as a secondary for 24 h"
+    )
+    rotate.add_argument("key", help="the current key, or - to read it from standard input")
+    rotate.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_arguments(rotate, ["db"])
+    rotate.set_defaults(func=_rotate)
+
+    revoke = ksub.add_parser("revoke", help="revoke a key at once (by the key or its key_id)")
+    revoke.add_argument("key", help="the key, its key_id, or - to read it from standard input")
+    add_arguments(revoke, ["db"])
+    revoke.set_defaults(func=_revoke)
+
+    lst = ksub.add_parser("list", help="list keys (ids, scope, status; never the keys)")
+    lst.add_argument("--json", action="store_true", help="print JSON lines")
+    add_arguments(lst, ["db"])
+    lst.set_defaults(func=_list)
+
+
+def _key_arg(value: str) -> str:
+    return sys.stdin.readline().strip() if value == "-" else value.strip()
+
+
+def _iso(ts: float | None) -> str:
+    if ts is None:
+        return ""
+    return (
+        dt.datetime.fromtimestamp(ts, dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    )
+
+
+def _issue(args: argparse.Namespace) -> int:
+    async def work(ctx: Context) -> int:
+        key, record = await ctx.keyring.issue(args.env, args.product, args.name)
+        print(key)
+        print(
+            f"issued {record.key_id} ({record.env}/{record.product}); store it now, "
+            "it cannot be shown again",
+            file=sys.stderr,
+        )
+        return 0
+
+    return with_context(settings_from(args), work)
+
+
+def _rotate(args: argparse.Namespace) -> int:
+    key = _key_arg(args.key)
+
+    async def work(ctx: Context) -> int:
+        try:
+            rot = await ctx.keyring.rotate(key)
+        except EdgeError as exc:
+            print(f"edge keys rotate: {exc.message}", file=sys.stderr)
+            return 1
+        result = {
+            "apiKey": rot.api_key,
+            "secondaryKey": rot.secondary_key,
+            "secondaryKeyExpiresAt": _iso(rot.secondary_expires_at),
+        }
+        if args.json:
+            print(orjson.dumps(result).decode())
+        else:
+            print(rot.api_key)
+            print(
+                f"new key {rot.record.key_id}; the previous key works until "
+                f"{result['secondaryKeyExpiresAt']}",
+                file=sys.stderr,
+            )
+        return 0
+
+    return with_context(settings_from(args), work)
+
+
+def _revoke(args: argparse.Namespace) -> int:
+    key = _key_arg(args.key)
+
+    async def work(ctx: Context) -> int:
+        record = await ctx.keyring.revoke(key)
+        if record is None:
+            print("edge keys revoke: no such active key", file=sys.stderr)
+            return 1
+        print(f"revoked {record.key_id} ({record.env}/{record.product})")
+        return 0
+
+    return with_context(settings_from(args), work)
+
+
+def _list(args: argparse.Namespace) -> int:
+    async def work(ctx: Context) -> int:
+        now = ctx.clock()
+        records = await ctx.store.list_keys()
+        rows = [
+            {
+                "key_id": r.key_id,
+                "env": r.env,
+                "product": r.product,
+                "name": r.name,
+                "status": r.status(now),
+                "created_at": _iso(r.created_at),
+                "expires_at": _iso(r.expires_at),
+                "replaced_by": r.replaced_by or "",
+            }
+            for r in records
+        ]
+        if args.json:
+            for row in rows:
+                print(orjson.dumps(row).decode())
+            return 0
+        cols = list(rows[0]) if rows else ["key_id", "env", "product", "name", "status"]
+        widths = {c: max([len(c), *(len(str(r[c])) for r in rows)]) for c in cols}
+        print("  ".join(c.ljust(widths[c]) for c in cols).rstrip())
+        for r in rows:
+            print("  ".join(str(r[c]).ljust(widths[c]) for c in cols).rstrip())
+        return 0
+
+    return with_context(settings_from(args), work)

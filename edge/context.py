@@ -1,0 +1,34 @@
+"""What every route and command shares, built once per process from the settings."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from edge.keys import Keyring
+from edge.settings import Settings
+from edge.store import Store, open_store
+
+Clock = Callable[[], float]
+
+
+@dataclass
+class Context:
+    settings: Settings
+    store: Store
+    clock: Clock
+    keyring: Keyring
+    # Filled during start-up (the app's lifespan), never per request.
+    matcher: Any = None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def build(
+        cls, settings: Settings, *, store: Store | None = None, clock: Clock | None = None
+    ) -> Context:
+        store = store if store is not None else open_store(settings)
+        clock = clock or time.time
+        keyring = Keyring(store, clock, settings.key_cache_seconds)
+        return cls(settings=settings, store=store, clock=clock, keyring=keyring)

@@ -1,0 +1,142 @@
+"""The error family and the one JSON error shape every route answers with (DESIGN 4.9).
+
+``{"error": {"code": "...", "message": "...", "field": "..."}}``; ``field`` only where one
+field is at fault. Handlers below turn our errors, Starlette's HTTP errors (404, 405) and
+unexpected exceptions into that shape; a 500 body never carries a stack trace.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+
+log = logging.getLogger("edge.errors")
+
+
+class EdgeError(Exception):
+    status = 500
+    code = "internal_error"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        field: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        code: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+        self.headers = dict(headers or {})
+        if code is not None:
+            self.code = code
+
+
+class BadRequest(EdgeError):
+    status, code = 400, "bad_request"
+
+
+class Unauthorized(EdgeError):
+    status, code = 401, "unauthorized"
+
+
+class Forbidden(EdgeError):
+    status, code = 403, "forbidden"
+
+
+class NotFound(EdgeError):
+    status, code = 404, "not_found"
+
+
+class MethodNotAllowed(EdgeError):
+    status, code = 405, "method_not_allowed"
+
+
+class Conflict(EdgeError):
+    status, code = 409, "conflict"
+
+
+class PayloadTooLarge(EdgeError):
+    status, code = 413, "payload_too_large"
+
+
+class UnsupportedMediaType(EdgeError):
+    status, code = 415, "unsupported_media_type"
+
+
+class Unprocessable(EdgeError):
+    status, code = 422, "validation_error"
+
+
+class TooManyRequests(EdgeError):
+    status, code = 429, "rate_limited"
+
+
+class BadGateway(EdgeError):
+    status, code = 502, "upstream_unavailable"
+
+
+class ServiceUnavailable(EdgeError):
+    status, code = 503, "unavailable"
+
+
+_STARLETTE_CODES = {
+    400: "bad_request",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "payload_too_large",
+}
+
+
+def error_body(code: str, message: str, field: str | None = None) -> bytes:
+    err: dict[str, Any] = {"code": code, "message": message}
+    if field is not None:
+        err["field"] = field
+    return orjson.dumps({"error": err})
+
+
+def error_response(
+    status: int,
+    code: str,
+    message: str,
+    field: str | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> Response:
+    return Response(
+        error_body(code, message, field),
+        status_code=status,
+        headers=dict(headers or {}),
+        media_type="application/json",
+    )
+
+
+async def _edge_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, EdgeError)
+    return error_response(exc.status, exc.code, exc.message, exc.field, exc.headers)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    code = _STARLETTE_CODES.get(exc.status_code, "http_error")
+    message = {
+        404: f"no route for {request.url.path}",
+        405: f"{request.method} is not allowed on {request.url.path}",
+    }.get(exc.status_code, str(exc.detail))
+    return error_response(exc.status_code, code, message, headers=exc.headers)
+
+
+async def _unexpected(request: Request, exc: Exception) -> Response:
+    # Logged with its traceback for operators; the caller learns only that it failed.
+    log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    return error_response(500, "internal_error", "the server failed to answer this request")
+
+
+def exception_handlers() -> dict[Any, Any]:
+    return {EdgeError: _edge_error, HTTPException: _http_error, Exception: _unexpected}

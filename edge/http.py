@@ -1,0 +1,60 @@
+"""Request and response helpers shared by every route: bounded JSON bodies, JSON answers."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+
+from edge.errors import BadRequest, EdgeError, PayloadTooLarge, UnsupportedMediaType
+
+
+class JSONResponse(Response):
+    media_type = "application/json"
+
+    def render(self, content: Any) -> bytes:
+        return orjson.dumps(content)
+
+
+def json_response(
+    data: Any, status: int = 200, headers: Mapping[str, str] | None = None
+) -> JSONResponse:
+    return JSONResponse(data, status_code=status, headers=dict(headers or {}))
+
+
+async def read_json(
+    request: Request,
+    *,
+    max_bytes: int,
+    allow_text_plain: bool = False,
+    invalid: type[EdgeError] = BadRequest,
+) -> Any:
+    """The parsed JSON body, or an error in the one shape.
+
+    ``allow_text_plain`` admits ``text/plain`` bodies (``navigator.sendBeacon`` sends them
+    without a CORS preflight). ``invalid`` is the error for unparsable JSON: 400 on most
+    routes, 422 on ``/v1/ai/process`` (SPEC 7).
+    """
+    ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    accepted = ("application/json", "text/plain") if allow_text_plain else ("application/json",)
+    if ctype not in accepted:
+        raise UnsupportedMediaType(
+            f"Content-Type must be {' or '.join(accepted)}", field="Content-Type"
+        )
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > max_bytes:
+        raise PayloadTooLarge(f"the body is larger than {max_bytes} bytes")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > max_bytes:
+            raise PayloadTooLarge(f"the body is larger than {max_bytes} bytes")
+    if not body:
+        raise invalid("the body is empty; a JSON document is required")
+    try:
+        return orjson.loads(bytes(body))
+    except orjson.JSONDecodeError as exc:
+        raise invalid(f"the body is not valid JSON: {exc.msg} at position {exc.pos}") from None

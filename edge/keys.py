@@ -1,0 +1,204 @@
+"""Product-scoped API keys (SPEC 5, DESIGN 4.5).
+
+A key reads ``prod-ugc-<32 base62>-<6 base62 checksum>`` (``sandbox-`` for the sandbox;
+products ``ugc``, ``ai``, ``ad-manager``). The checksum (CRC32 of what precedes it) lets a
+secret scanner recognise a leaked key and lets us turn away typos without a store read.
+Only a SHA-256 of the key is stored; ``lookup`` (a prefix of that hash) finds the row and
+the whole hash is then compared in constant time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import string
+import zlib
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from edge.errors import Conflict, Unauthorized
+from edge.store.base import KeyRecord, Store
+
+PRODUCTS = ("ugc", "ai", "ad-manager")
+ENV_PREFIX = {"production": "prod", "sandbox": "sandbox"}
+PREFIX_ENV = {v: k for k, v in ENV_PREFIX.items()}
+SECONDARY_TTL_SECONDS = 24 * 3600  # SPEC 4.8 and 8: the previous key lives 24 hours
+_ALPHABET = string.digits + string.ascii_letters
+_RANDOM_LEN = 32  # ~190 bits
+_CHECK_LEN = 6
+_LOOKUP_LEN = 24
+_CACHE_MAX = 10_000
+
+
+def _base62(n: int, width: int) -> str:
+    out = []
+    for _ in range(width):
+        n, r = divmod(n, 62)
+        out.append(_ALPHABET[r])
+    return "".join(reversed(out))
+
+
+def _checksum(body: str) -> str:
+    return _base62(zlib.crc32(body.encode()), _CHECK_LEN)
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedKey:
+    env: str
+    product: str
+
+
+def generate(env: str, product: str) -> str:
+    if env not in ENV_PREFIX or product not in PRODUCTS:
+        raise ValueError(f"no such environment/product: {env}/{product}")
+    body = f"{ENV_PREFIX[env]}-{product}-" + "".join(
+        secrets.choice(_ALPHABET) for _ in range(_RANDOM_LEN)
+    )
+    return f"{body}-{_checksum(body)}"
+
+
+def parse(key: str) -> ParsedKey | None:
+    """Environment and product of a well-formed key with a correct checksum, else None."""
+    if len(key) > 80 or not key.isascii():
+        return None
+    body, _, check = key.rpartition("-")
+    head, _, random_part = body.rpartition("-")
+    prefix, _, product = head.partition("-")
+    if (
+        prefix not in PREFIX_ENV
+        or product not in PRODUCTS
+        or len(random_part) != _RANDOM_LEN
+        or not all(c in _ALPHABET for c in random_part)
+        or not hmac.compare_digest(check, _checksum(body))
+    ):
+        return None
+    return ParsedKey(PREFIX_ENV[prefix], product)
+
+
+def key_hash(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class Rotation:
+    api_key: str
+    secondary_key: str
+    secondary_expires_at: float
+    record: KeyRecord
+
+
+class Keyring:
+    """Issues, verifies, rotates and revokes keys on top of the store.
+
+    Verified records are cached for ``cache_seconds`` so the hot path rarely reads the
+    store; a revocation made by another process (the CLI) takes effect within that time.
+    """
+
+    def __init__(self, store: Store, clock: Callable[[], float], cache_seconds: float) -> None:
+        self._store = store
+        self._clock = clock
+        self._ttl = cache_seconds
+        self._cache: OrderedDict[str, tuple[KeyRecord, float]] = OrderedDict()
+
+    async def issue(self, env: str, product: str, name: str = "") -> tuple[str, KeyRecord]:
+        key = generate(env, product)
+        record = self._record(key, env, product, name)
+        await self._store.insert_key(record)
+        return key, record
+
+    def _record(self, key: str, env: str, product: str, name: str) -> KeyRecord:
+        digest = key_hash(key)
+        return KeyRecord(
+            key_id="key_" + secrets.token_hex(6),
+            lookup=digest[:_LOOKUP_LEN],
+            key_hash=digest,
+            env=env,
+            product=product,
+            name=name,
+            created_at=self._clock(),
+        )
+
+    async def find(self, key: str) -> KeyRecord | None:
+        """The stored record of this exact key, or None (no validity check)."""
+        if parse(key) is None:
+            return None
+        digest = key_hash(key)
+        lookup = digest[:_LOOKUP_LEN]
+        now = self._clock()
+        cached = self._cache.get(lookup)
+        if cached is not None and now - cached[1] < self._ttl:
+            record = cached[0]
+            self._cache.move_to_end(lookup)
+        else:
+            record = await self._store.key_by_lookup(lookup)
+            if record is None:
+                self._cache.pop(lookup, None)
+                return None
+            self._cache[lookup] = (record, now)
+            if len(self._cache) > _CACHE_MAX:
+                self._cache.popitem(last=False)
+        if not hmac.compare_digest(record.key_hash, digest):
+            return None
+        return record
+
+    async def verify(self, key: str | None, *, env: str, product: str) -> KeyRecord:
+        """The record of a key valid for this environment and product; else Unauthorized."""
+        if not key:
+            raise Unauthorized("an X-API-Key header is required", field="X-API-Key")
+        parsed = parse(key)
+        if parsed is None:
+            raise Unauthorized("the API key is malformed", field="X-API-Key")
+        if parsed.env != env:
+            raise Unauthorized(
+                f"this is a {parsed.env} key; this is the {env} environment", field="X-API-Key"
+            )
+        if parsed.product != product:
+            raise Unauthorized(
+                f"this key is for the {parsed.product} product; this endpoint needs {product}",
+                field="X-API-Key",
+            )
+        record = await self.find(key)
+        if record is None:
+            raise Unauthorized("the API key is not known", field="X-API-Key")
+        status = record.status(self._clock())
+        if status == "revoked":
+            raise Unauthorized("the API key was revoked", field="X-API-Key")
+        if status == "expired":
+            raise Unauthorized("the API key expired after rotation", field="X-API-Key")
+        return record
+
+    async def rotate(self, key: str) -> Rotation:
+        """New primary for ``key``'s product; ``key`` stays valid for 24 hours.
+
+        The one code path of operator rotation (``edge keys rotate``) and the earlier
+        self-service endpoint (``GET /keys/apiKey``).
+        """
+        old = await self.find(key)
+        now = self._clock()
+        if old is None or not old.is_valid(now):
+            raise Unauthorized("the API key is not valid", field="X-API-Key")
+        if old.status(now) != "active":
+            raise Conflict(
+                "this key was already rotated; rotate its replacement instead", field="X-API-Key"
+            )
+        new_key = generate(old.env, old.product)
+        record = self._record(new_key, old.env, old.product, old.name)
+        expires = now + SECONDARY_TTL_SECONDS
+        if not await self._store.rotate_key(old.key_id, record, expires, now):
+            raise Conflict("this key was rotated concurrently", field="X-API-Key")
+        self._cache.pop(old.lookup, None)
+        return Rotation(new_key, key, expires, record)
+
+    async def revoke(self, key_or_id: str) -> KeyRecord | None:
+        """Revoke by the key itself or by its ``key_id``; the record, or None if unknown."""
+        record = (
+            await self._store.key_by_id(key_or_id)
+            if key_or_id.startswith("key_")
+            else await self.find(key_or_id)
+        )
+        if record is None or not await self._store.revoke_key(record.key_id, self._clock()):
+            return None
+        self._cache.pop(record.lookup, None)
+        return await self._store.key_by_id(record.key_id)

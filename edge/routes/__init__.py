@@ -1,0 +1,1 @@
+"""Route modules. Each exposes ``routes(ctx) -> list[BaseRoute]``; ``edge.app`` lists them."""

@@ -1,0 +1,22 @@
+"""Liveness checks (SPEC 4.4): no key, 200, on both environments."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.routing import BaseRoute, Route
+
+from edge import __version__
+from edge.context import Context
+from edge.http import json_response
+
+
+def routes(ctx: Context) -> list[BaseRoute]:
+    body = {"status": "ok", "env": ctx.settings.env, "version": __version__}
+
+    async def health(request: Request):
+        return json_response(body, headers={"Cache-Control": "no-store"})
+
+    paths = ["/v1/ugc/health", "/v1/ai/health", "/dea/health"]
+    if not ctx.settings.is_production:
+        paths.append("/ugc/health")  # the sandbox's UGC health path (SPEC 4.5)
+    return [Route(path, health, methods=["GET"]) for path in paths]

@@ -1,0 +1,278 @@
+"""The one settings object: built once from command-line flags and ``EDGE_*`` variables.
+
+Precedence is flag, then environment variable, then default. Every setting has a default
+and a one-line help (the README's settings table is checked against this list by a test).
+Bad values fail at start-up with the variable named, never later.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import os
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Literal
+
+Env = Literal["production", "sandbox"]
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+class SettingsError(ValueError):
+    """A setting has a value that cannot be used; the message names the variable."""
+
+
+@dataclass(frozen=True, slots=True)
+class RateLimit:
+    """``requests`` per ``period_seconds``, which is also the burst a key may spend at once."""
+
+    requests: int
+    period_seconds: float
+
+    @property
+    def per_second(self) -> float:
+        return self.requests / self.period_seconds
+
+    def __str__(self) -> str:
+        return f"{self.requests}/{self.period_seconds:g}s"
+
+
+# -- parsers: text -> typed value, raising ValueError with a human message ------------------
+
+_PERIODS = {"s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def _parse_bool(text: str) -> bool:
+    low = text.strip().lower()
+    if low in {"1", "true", "yes", "on"}:
+        return True
+    if low in {"0", "false", "no", "off", ""}:
+        return False
+    raise ValueError(f"expected 1/0, true/false, yes/no or on/off, got {text!r}")
+
+
+def _int_in(lo: int, hi: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise ValueError(f"expected an integer, got {text!r}") from None
+        if not lo <= value <= hi:
+            raise ValueError(f"expected an integer from {lo} to {hi}, got {value}")
+        return value
+
+    return parse
+
+
+def _choice(*options: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        if text not in options:
+            raise ValueError(f"expected one of {', '.join(options)}, got {text!r}")
+        return text
+
+    return parse
+
+
+def _optional_path(text: str) -> Path | None:
+    return Path(text) if text else None
+
+
+def _url(text: str) -> str | None:
+    if not text:
+        return None
+    if not re.fullmatch(r"https?://[^/\s?#]+(/[^\s?#]*)?", text):
+        raise ValueError(f"expected an http(s) URL with no query, got {text!r}")
+    return text.rstrip("/")
+
+
+def _networks(text: str) -> tuple[IPNetwork, ...]:
+    out = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        try:
+            out.append(ipaddress.ip_network(part, strict=False))
+        except ValueError:
+            raise ValueError(f"expected comma-separated IPs or CIDRs, got {part!r}") from None
+    return tuple(out)
+
+
+def _rate_limit(text: str) -> RateLimit:
+    m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d*\.?\d*)\s*([smh])\s*", text)
+    if not m or int(m.group(1)) < 1:
+        raise ValueError(f"expected REQUESTS/PERIOD such as 20/s, 600/60s or 1000/h, got {text!r}")
+    count = float(m.group(2)) if m.group(2) else 1.0
+    if count <= 0:
+        raise ValueError(f"the period must be positive, got {text!r}")
+    return RateLimit(int(m.group(1)), count * _PERIODS[m.group(3)])
+
+
+def _secret(text: str) -> str | None:
+    if text and len(text) < 32:
+        raise ValueError("expected at least 32 characters of secret text")
+    return text or None
+
+
+def _setting(default: Any, help: str, parse: Callable[[str], Any], *, secret: bool = False):
+    return field(
+        default=default,
+        repr=not secret,
+        metadata={"help": help, "parse": parse, "secret": secret},
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    env: Env = _setting(
+        "production",
+        "Environment this process serves: production or sandbox (one per process).",
+        _choice("production", "sandbox"),
+    )
+    host: str = _setting("127.0.0.1", "Address to listen on.", str)
+    port: int = _setting(8000, "TCP port to listen on.", _int_in(1, 65535))
+    db: Path = _setting(
+        Path("var/edge.db"), "SQLite database file (created with its folder if missing).", Path
+    )
+    catalogue: Path | None = _setting(
+        None,
+        "Catalogue JSON of live demand; empty means the bundled sandbox catalogue.",
+        _optional_path,
+    )
+    geoip_db: Path | None = _setting(
+        None,
+        "MaxMind-format .mmdb for the US-only geofence; empty means the bundled test database.",
+        _optional_path,
+    )
+    public_base_url: str | None = _setting(
+        None,
+        "Public URL of this edge, used in beacon URLs and the tag; empty means http://HOST:PORT.",
+        _url,
+    )
+    trusted_proxies: tuple[IPNetwork, ...] = _setting(
+        (),
+        "Comma-separated IPs/CIDRs of proxies whose X-Forwarded-For hops are believed.",
+        _networks,
+    )
+    allow_private_ips: bool = _setting(
+        False,
+        "Let loopback and private addresses through the production geofence (demo, tests).",
+        _parse_bool,
+    )
+    legacy_api: bool = _setting(
+        False,
+        "Serve the earlier-described unprefixed endpoints (/ugc/process, /keys/apiKey, ...).",
+        _parse_bool,
+    )
+    signing_key: str | None = _setting(
+        None,
+        "Secret (32+ chars) that signs beacon URLs and impression tokens; empty: kept in the db.",
+        _secret,
+        secret=True,
+    )
+    rate_limit_ugc: RateLimit = _setting(
+        RateLimit(50, 1.0), "Per-key request rate for the UGC product, e.g. 50/s.", _rate_limit
+    )
+    rate_limit_ai: RateLimit = _setting(
+        RateLimit(50, 1.0), "Per-key request rate for the AI product, e.g. 50/s.", _rate_limit
+    )
+    rate_limit_ad_manager: RateLimit = _setting(
+        RateLimit(10, 1.0), "Per-key request rate for Ad Manager, e.g. 10/s.", _rate_limit
+    )
+    match_timeout_ms: int = _setting(
+        2000, "Deadline for one matcher call; past it the caller gets 502.", _int_in(10, 60_000)
+    )
+    max_body_bytes: int = _setting(
+        262_144, "Largest request body accepted, in bytes (413 above).", _int_in(1024, 16 << 20)
+    )
+    max_ads: int = _setting(3, "Most ads returned for one match.", _int_in(1, 20))
+    key_cache_seconds: int = _setting(
+        5, "How long a verified key is trusted before the store is asked again.", _int_in(0, 3600)
+    )
+    model_threads: int = _setting(
+        1, "onnxruntime intra-op threads of the embedding model.", _int_in(1, 64)
+    )
+    cache_dir: Path = _setting(
+        Path("var/cache"), "Folder for derived files such as catalogue embedding caches.", Path
+    )
+    log_level: str = _setting(
+        "info",
+        "Log level: debug, info, warning or error.",
+        _choice("debug", "info", "warning", "error"),
+    )
+    access_log: bool = _setting(True, "Log one line per request (never keys).", _parse_bool)
+
+    # -- derived values --------------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        """Where browsers and partners reach this edge."""
+        return self.public_base_url or f"http://{self.host}:{self.port}"
+
+    @property
+    def is_production(self) -> bool:
+        return self.env == "production"
+
+    @property
+    def key_env_prefix(self) -> str:
+        return "prod" if self.is_production else "sandbox"
+
+    # -- construction ----------------------------------------------------------------------
+
+    @classmethod
+    def from_sources(
+        cls,
+        flags: Mapping[str, Any] | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> Settings:
+        """Build from parsed flags (None means not given) over ``EDGE_*`` variables."""
+        flags = flags or {}
+        environ = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            name = env_var(f.name)
+            raw = flags.get(f.name)
+            source = "--" + f.name.replace("_", "-")
+            if raw is None and name in environ:
+                raw, source = environ[name], name
+            if raw is None:
+                continue
+            if not isinstance(raw, str):  # a typed flag value (argparse bool)
+                values[f.name] = raw
+                continue
+            try:
+                values[f.name] = f.metadata["parse"](raw)
+            except ValueError as exc:
+                raise SettingsError(f"{source}: {exc}") from None
+        return cls(**values)
+
+
+def env_var(name: str) -> str:
+    return "EDGE_" + name.upper()
+
+
+def describe() -> Iterable[tuple[str, str, str, str]]:
+    """(field, variable, default, help) for every setting: the README table's source."""
+    for f in fields(Settings):
+        default = f.default
+        shown = "" if default is None or default == () else str(default)
+        yield f.name, env_var(f.name), shown, f.metadata["help"]
+
+
+def add_arguments(parser: argparse.ArgumentParser, names: Iterable[str] | None = None) -> None:
+    """Add ``--flag`` options for the named settings (all when None) to a parser."""
+    wanted = set(names) if names is not None else None
+    for f in fields(Settings):
+        if wanted is not None and f.name not in wanted:
+            continue
+        flag = "--" + f.name.replace("_", "-")
+        help_text = f"{f.metadata['help']} [{env_var(f.name)}]"
+        if f.metadata["parse"] is _parse_bool:
+            parser.add_argument(
+                flag,
+                dest=f.name,
+                default=None,
+                action=argparse.BooleanOptionalAction,
+                help=help_text,
+            )
+        else:
+            parser.add_argument(flag, dest=f.name, default=None, metavar="VALUE", help=help_text)

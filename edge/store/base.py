@@ -1,0 +1,93 @@
+"""The store interface. Callers (routes, CLI, the matcher's state adapter) speak only to this.
+
+A backend implements every method; SQLite is the default (``edge.store.sqlite``) and a
+PostgreSQL backend for several edge instances would be another subclass with the same
+methods. Every write method returns only after its data is committed, so a 2xx built on it
+is a durable acknowledgement.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from typing import Literal
+
+Product = Literal["ugc", "ai", "ad-manager"]
+KeyStatus = Literal["active", "secondary", "expired", "revoked"]
+
+
+class StoreUnavailable(Exception):
+    """The store could not commit or answer (disk full, locked too long, closed)."""
+
+
+@dataclass(frozen=True, slots=True)
+class KeyRecord:
+    key_id: str
+    lookup: str
+    key_hash: str
+    env: str
+    product: str
+    name: str
+    created_at: float
+    expires_at: float | None = None
+    revoked_at: float | None = None
+    replaced_by: str | None = None
+
+    def status(self, now: float) -> KeyStatus:
+        if self.revoked_at is not None:
+            return "revoked"
+        if self.expires_at is None:
+            return "active"
+        # Valid strictly before the expiry instant: "after the expiry only the new key works".
+        return "secondary" if now < self.expires_at else "expired"
+
+    def is_valid(self, now: float) -> bool:
+        return self.status(now) in ("active", "secondary")
+
+
+class Store(abc.ABC):
+    """Durable state of the edge."""
+
+    @abc.abstractmethod
+    async def open(self) -> None:
+        """Connect and apply pending schema migrations."""
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Finish queued writes and disconnect."""
+
+    # -- meta ------------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def get_meta(self, name: str) -> bytes | None: ...
+
+    @abc.abstractmethod
+    async def put_meta_if_absent(self, name: str, value: bytes) -> bytes:
+        """Store ``value`` unless ``name`` is set; return what is stored now."""
+
+    # -- keys ------------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def insert_key(self, record: KeyRecord) -> None: ...
+
+    @abc.abstractmethod
+    async def key_by_lookup(self, lookup: str) -> KeyRecord | None: ...
+
+    @abc.abstractmethod
+    async def key_by_id(self, key_id: str) -> KeyRecord | None: ...
+
+    @abc.abstractmethod
+    async def list_keys(self) -> list[KeyRecord]: ...
+
+    @abc.abstractmethod
+    async def rotate_key(
+        self, old_key_id: str, new: KeyRecord, secondary_expires_at: float, now: float
+    ) -> bool:
+        """Atomically add ``new`` and make the old key a secondary until the given instant.
+
+        False (and nothing written) when the old key is not an active primary at ``now``.
+        """
+
+    @abc.abstractmethod
+    async def revoke_key(self, key_id: str, at: float) -> bool:
+        """Revoke a key; False when it does not exist or was already revoked."""

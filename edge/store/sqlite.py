@@ -1,0 +1,315 @@
+"""SQLite backend: WAL mode, one writer thread with group commit, a small reader pool.
+
+The event loop never touches SQLite. Writes are queued to one thread that takes every job
+waiting, runs each in its own savepoint inside one transaction, commits once (one fsync
+for the whole group, ``synchronous=FULL``) and only then resolves the callers' futures. So
+an acknowledged write is on disk, a failing job does not spoil its neighbours, and a burst
+of beacons costs a few fsyncs instead of one each. Reads run on pooled read-only
+connections, which WAL lets proceed while the writer commits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures as cf
+import logging
+import queue
+import sqlite3
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from edge.store.base import KeyRecord, Store, StoreUnavailable
+from edge.store.migrations import apply_migrations
+
+log = logging.getLogger("edge.store")
+T = TypeVar("T")
+WriteFn = Callable[..., Any]
+
+_BUSY_TIMEOUT_MS = 5000
+_MAX_BATCH = 512
+_STOP = object()
+
+
+@dataclass(slots=True)
+class _Job:
+    fn: WriteFn
+    args: tuple[Any, ...]
+    future: cf.Future
+
+
+def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
+    # isolation_level=None: we issue BEGIN/COMMIT ourselves.
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=5.0)
+    conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+    conn.execute("PRAGMA foreign_keys = ON")
+    if readonly:
+        conn.execute("PRAGMA query_only = ON")
+    else:
+        conn.execute("PRAGMA journal_mode = WAL")
+        # FULL: a commit is fsynced before it returns; group commit pays for it.
+        conn.execute("PRAGMA synchronous = FULL")
+    return conn
+
+
+class _Writer(threading.Thread):
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        super().__init__(name="edge-store-writer", daemon=True)
+        self._conn = conn
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.batches = 0
+        self.jobs = 0
+
+    def submit(self, fn: WriteFn, args: tuple[Any, ...]) -> cf.Future:
+        future: cf.Future = cf.Future()
+        self._queue.put(_Job(fn, args, future))
+        return future
+
+    def stop(self) -> None:
+        self._queue.put(_STOP)
+
+    def run(self) -> None:
+        while True:
+            first = self._queue.get()
+            if first is _STOP:
+                break
+            batch = [first]
+            stopping = False
+            while len(batch) < _MAX_BATCH:
+                try:
+                    nxt = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if nxt is _STOP:
+                    stopping = True
+                    break
+                batch.append(nxt)
+            self._commit(batch)
+            if stopping:
+                break
+        self._conn.close()
+
+    def _commit(self, batch: list[_Job]) -> None:
+        conn = self._conn
+        outcomes: list[tuple[_Job, Any, BaseException | None]] = []
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            for job in batch:
+                conn.execute("SAVEPOINT job")
+                try:
+                    result = job.fn(conn, *job.args)
+                except Exception as exc:  # this job only: undo it, keep the others
+                    conn.execute("ROLLBACK TO job")
+                    conn.execute("RELEASE job")
+                    outcomes.append((job, None, exc))
+                else:
+                    conn.execute("RELEASE job")
+                    outcomes.append((job, result, None))
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            log.error("store commit failed for %d writes: %s", len(batch), exc)
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            failure = StoreUnavailable(f"the store could not commit: {exc}")
+            for job in batch:
+                if not job.future.done():
+                    job.future.set_exception(failure)
+            return
+        self.batches += 1
+        self.jobs += len(batch)
+        for job, result, exc in outcomes:
+            if exc is None:
+                job.future.set_result(result)
+            else:
+                job.future.set_exception(exc)
+
+
+class SQLiteStore(Store):
+    """The default store. ``path`` is created with its folder when missing."""
+
+    def __init__(self, path: Path | str, *, readers: int = 2) -> None:
+        self.path = Path(path)
+        self._readers = readers
+        self._writer: _Writer | None = None
+        self._pool: cf.ThreadPoolExecutor | None = None
+        self._local = threading.local()
+        self._read_conns: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        await asyncio.to_thread(self.open_blocking)
+
+    def open_blocking(self) -> None:
+        if self._writer is not None:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = connect(self.path)
+        apply_migrations(conn)
+        self._writer = _Writer(conn)
+        self._writer.start()
+        self._pool = cf.ThreadPoolExecutor(self._readers, thread_name_prefix="edge-store-read")
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self.close_blocking)
+
+    def close_blocking(self) -> None:
+        if self._writer is None:
+            return
+        writer, self._writer = self._writer, None
+        writer.stop()
+        writer.join()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+        with self._lock:
+            for conn in self._read_conns:
+                conn.close()
+            self._read_conns.clear()
+        self._local = threading.local()
+
+    @property
+    def group_commit_stats(self) -> tuple[int, int]:
+        """(transactions committed, writes in them) since open."""
+        w = self._writer
+        return (w.batches, w.jobs) if w else (0, 0)
+
+    # -- the two primitives every domain method is built on ----------------------------------
+
+    async def write(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn(conn, *args)`` in the writer thread; return after it is committed."""
+        return await asyncio.wrap_future(self._submit(fn, args))
+
+    def write_blocking(self, fn: Callable[..., T], *args: Any) -> T:
+        return self._submit(fn, args).result()
+
+    async def read(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn(conn, *args)`` on a read-only pooled connection."""
+        if self._pool is None:
+            raise StoreUnavailable("the store is not open")
+        return await asyncio.wrap_future(self._pool.submit(self._run_read, fn, args))
+
+    def read_blocking(self, fn: Callable[..., T], *args: Any) -> T:
+        if self._pool is None:
+            raise StoreUnavailable("the store is not open")
+        return self._pool.submit(self._run_read, fn, args).result()
+
+    def _submit(self, fn: WriteFn, args: tuple[Any, ...]) -> cf.Future:
+        if self._writer is None:
+            raise StoreUnavailable("the store is not open")
+        return self._writer.submit(fn, args)
+
+    def _run_read(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = connect(self.path, readonly=True)
+            self._local.conn = conn
+            with self._lock:
+                self._read_conns.append(conn)
+        try:
+            return fn(conn, *args)
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"the store could not answer: {exc}") from exc
+
+    # -- meta ------------------------------------------------------------------------------
+
+    async def get_meta(self, name: str) -> bytes | None:
+        return await self.read(_get_meta, name)
+
+    async def put_meta_if_absent(self, name: str, value: bytes) -> bytes:
+        return await self.write(_put_meta_if_absent, name, value)
+
+    # -- keys ------------------------------------------------------------------------------
+
+    async def insert_key(self, record: KeyRecord) -> None:
+        await self.write(_insert_key, record)
+
+    async def key_by_lookup(self, lookup: str) -> KeyRecord | None:
+        return await self.read(_key_where, "lookup", lookup)
+
+    async def key_by_id(self, key_id: str) -> KeyRecord | None:
+        return await self.read(_key_where, "key_id", key_id)
+
+    async def list_keys(self) -> list[KeyRecord]:
+        return await self.read(_list_keys)
+
+    async def rotate_key(
+        self, old_key_id: str, new: KeyRecord, secondary_expires_at: float, now: float
+    ) -> bool:
+        return await self.write(_rotate_key, old_key_id, new, secondary_expires_at, now)
+
+    async def revoke_key(self, key_id: str, at: float) -> bool:
+        return await self.write(_revoke_key, key_id, at)
+
+
+# -- SQL, run in the writer thread or a reader ----------------------------------------------
+
+_KEY_COLUMNS = (
+    "key_id, lookup, key_hash, env, product, name, created_at, expires_at, revoked_at, replaced_by"
+)
+
+
+def _get_meta(conn: sqlite3.Connection, name: str) -> bytes | None:
+    row = conn.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
+    return None if row is None else bytes(row[0])
+
+
+def _put_meta_if_absent(conn: sqlite3.Connection, name: str, value: bytes) -> bytes:
+    conn.execute("INSERT OR IGNORE INTO meta (name, value) VALUES (?, ?)", (name, value))
+    return bytes(conn.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()[0])
+
+
+def _insert_key(conn: sqlite3.Connection, r: KeyRecord) -> None:
+    conn.execute(
+        f"INSERT INTO api_keys ({_KEY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            r.key_id,
+            r.lookup,
+            r.key_hash,
+            r.env,
+            r.product,
+            r.name,
+            r.created_at,
+            r.expires_at,
+            r.revoked_at,
+            r.replaced_by,
+        ),
+    )
+
+
+def _key_where(conn: sqlite3.Connection, column: str, value: str) -> KeyRecord | None:
+    assert column in ("lookup", "key_id")
+    row = conn.execute(
+        f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE {column} = ?",
+        (value,),
+    ).fetchone()
+    return None if row is None else KeyRecord(*row)
+
+
+def _list_keys(conn: sqlite3.Connection) -> list[KeyRecord]:
+    rows = conn.execute(f"SELECT {_KEY_COLUMNS} FROM api_keys ORDER BY created_at, key_id")
+    return [KeyRecord(*row) for row in rows]
+
+
+def _rotate_key(
+    conn: sqlite3.Connection, old_id: str, new: KeyRecord, expires_at: float, now: float
+) -> bool:
+    old = _key_where(conn, "key_id", old_id)
+    if old is None or old.status(now) != "active":
+        return False
+    _insert_key(conn, new)
+    conn.execute(
+        "UPDATE api_keys SET expires_at = ?, replaced_by = ? WHERE key_id = ?",
+        (expires_at, new.key_id, old_id),
+    )
+    return True
+
+
+def _revoke_key(conn: sqlite3.Connection, key_id: str, at: float) -> bool:
+    cur = conn.execute(
+        "UPDATE api_keys SET revoked_at = ? WHERE key_id = ? AND revoked_at IS NULL", (at, key_id)
+    )
+    return cur.rowcount == 1

@@ -1,0 +1,1 @@
+"""geoip package."""

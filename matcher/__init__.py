@@ -1,0 +1,1 @@
+"""In-process matching engine: catalogue, embeddings, brand safety, geo, eligibility, ranking."""

@@ -1,0 +1,71 @@
+import io
+import json
+
+from edge.cli import main
+from edge.keys import parse
+
+
+def _issue(capsys, db, product="ugc", env="production"):
+    assert main(["keys", "issue", "--env", env, "--product", product, "--db", str(db)]) == 0
+    out = capsys.readouterr()
+    key = out.out.strip()
+    assert parse(key) is not None
+    assert "cannot be shown again" in out.err
+    return key
+
+
+def test_issue_list_rotate_revoke(tmp_path, capsys):
+    db = tmp_path / "edge.db"
+    key = _issue(capsys, db)
+
+    assert main(["keys", "list", "--json", "--db", str(db)]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(r["env"], r["product"], r["status"]) for r in rows] == [
+        ("production", "ugc", "active")
+    ]
+    assert key not in json.dumps(rows)
+
+    assert main(["keys", "rotate", key, "--json", "--db", str(db)]) == 0
+    rot = json.loads(capsys.readouterr().out)
+    assert rot["secondaryKey"] == key and parse(rot["apiKey"]) is not None
+    assert rot["secondaryKeyExpiresAt"].endswith("Z")
+
+    main(["keys", "list", "--json", "--db", str(db)])
+    statuses = sorted(json.loads(x)["status"] for x in capsys.readouterr().out.splitlines())
+    assert statuses == ["active", "secondary"]
+
+    assert main(["keys", "revoke", rot["apiKey"], "--db", str(db)]) == 0
+    assert "revoked" in capsys.readouterr().out
+    assert main(["keys", "revoke", rot["apiKey"], "--db", str(db)]) == 1
+
+
+def test_key_can_come_from_stdin(tmp_path, capsys, monkeypatch):
+    db = tmp_path / "edge.db"
+    key = _issue(capsys, db, product="ai", env="sandbox")
+    monkeypatch.setattr("sys.stdin", io.StringIO(key + "\n"))
+    assert main(["keys", "revoke", "-", "--db", str(db)]) == 0
+    assert "sandbox/ai" in capsys.readouterr().out
+
+
+def test_table_listing_has_headers(tmp_path, capsys):
+    db = tmp_path / "edge.db"
+    _issue(capsys, db, product="ad-manager")
+    main(["keys", "list", "--db", str(db)])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:5] == ["key_id", "env", "product", "name", "status"]
+    assert "ad-manager" in lines[1]
+
+
+def test_rotate_unknown_key_fails_cleanly(tmp_path, capsys):
+    from edge.keys import generate
+
+    assert (
+        main(["keys", "rotate", generate("production", "ugc"), "--db", str(tmp_path / "e.db")]) == 1
+    )
+    assert "not valid" in capsys.readouterr().err
+
+
+def test_bad_setting_exits_2_with_the_name(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("EDGE_PORT", "nope")
+    assert main(["keys", "list", "--db", str(tmp_path / "e.db")]) == 2
+    assert "EDGE_PORT" in capsys.readouterr().err

@@ -1,0 +1,81 @@
+"""Shared fixtures: settings on a temporary database, an app client, a controllable clock."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator
+
+import pytest
+from starlette.testclient import TestClient
+
+from edge.app import create_app
+from edge.context import Context
+from edge.settings import Settings
+
+US_CLIENT = ("216.160.83.56", 50000)  # US in the bundled test geo database
+
+
+class FakeClock:
+    """A clock tests move by hand: ``clock.advance(seconds)``."""
+
+    def __init__(self, start: float = 1_790_000_000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def settings(tmp_path) -> Settings:
+    return Settings(db=tmp_path / "edge.db", cache_dir=tmp_path / "cache")
+
+
+@pytest.fixture
+def make_client(tmp_path, clock) -> Iterator[Callable[..., TestClient]]:
+    """``make_client(env="sandbox", legacy_api=True, ...)``: a started app on a fresh db."""
+    clients: list[TestClient] = []
+
+    def make(**overrides) -> TestClient:
+        overrides.setdefault("db", tmp_path / "edge.db")
+        overrides.setdefault("cache_dir", tmp_path / "cache")
+        settings = dataclasses.replace(Settings(), **overrides)
+        ctx = Context.build(settings, clock=clock)
+        client = TestClient(
+            create_app(settings, context=ctx), client=US_CLIENT, raise_server_exceptions=False
+        )
+        client.__enter__()
+        clients.append(client)
+        return client
+
+    yield make
+    for c in clients:
+        c.__exit__(None, None, None)
+
+
+def issue_key(client: TestClient, product: str, env: str | None = None) -> str:
+    """Issue a key through the running app's keyring (the CLI's code path)."""
+    ctx: Context = client.app.state.ctx
+    key, _ = client.portal.call(ctx.keyring.issue, env or ctx.settings.env, product, "test")
+    return key
+
+
+def assert_error_shape(response, status: int, code: str | None = None) -> dict:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/json")
+    body = response.json()
+    assert set(body) == {"error"}, body
+    err = body["error"]
+    assert set(err) <= {"code", "message", "field"} and {"code", "message"} <= set(err), err
+    assert isinstance(err["code"], str) and err["code"]
+    assert isinstance(err["message"], str) and err["message"]
+    if code is not None:
+        assert err["code"] == code, err
+    return err

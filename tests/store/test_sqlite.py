@@ -1,0 +1,127 @@
+import asyncio
+import sqlite3
+
+import pytest
+
+from edge.store import KeyRecord, SQLiteStore, StoreUnavailable
+from edge.store.migrations import apply_migrations, migration_files
+
+
+def _record(key_id="key_a", lookup="l" * 24, **kw) -> KeyRecord:
+    base = dict(
+        key_id=key_id,
+        lookup=lookup,
+        key_hash="h" * 64,
+        env="production",
+        product="ugc",
+        name="",
+        created_at=1.0,
+    )
+    return KeyRecord(**{**base, **kw})
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = SQLiteStore(tmp_path / "sub" / "edge.db")
+    s.open_blocking()
+    yield s
+    s.close_blocking()
+
+
+def test_open_creates_folder_wal_and_every_migration(store):
+    conn = sqlite3.connect(store.path)
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    applied = [r[0] for r in conn.execute("SELECT name FROM schema_migrations ORDER BY name")]
+    assert applied == [name for name, _ in migration_files()]
+
+
+def test_migrations_apply_once(tmp_path):
+    conn = sqlite3.connect(tmp_path / "m.db", isolation_level=None)
+    first = apply_migrations(conn)
+    assert first and apply_migrations(conn) == []
+
+
+def test_failed_migration_leaves_nothing_half_applied(tmp_path, monkeypatch):
+    import edge.store.migrations as m
+
+    good = m.migration_files()
+    bad = ("9999_broken", "CREATE TABLE half (x INTEGER);\nCREATE TABLE oops (;\n")
+    monkeypatch.setattr(m, "migration_files", lambda: [*good, bad])
+    conn = sqlite3.connect(tmp_path / "m.db", isolation_level=None)
+    with pytest.raises(sqlite3.OperationalError):
+        m.apply_migrations(conn)
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+    assert "half" not in tables and "api_keys" in tables
+
+
+def test_acknowledged_write_is_visible_to_another_connection(store):
+    asyncio.run(store.insert_key(_record()))
+    other = sqlite3.connect(store.path)
+    assert other.execute("SELECT key_id FROM api_keys").fetchall() == [("key_a",)]
+
+
+def test_data_survives_reopen(tmp_path):
+    path = tmp_path / "edge.db"
+    s = SQLiteStore(path)
+    s.open_blocking()
+    asyncio.run(s.insert_key(_record()))
+    s.close_blocking()
+    s2 = SQLiteStore(path)
+    s2.open_blocking()
+    try:
+        assert asyncio.run(s2.key_by_id("key_a")).lookup == "l" * 24
+    finally:
+        s2.close_blocking()
+
+
+def test_group_commit_shares_transactions(store):
+    async def burst():
+        await asyncio.gather(
+            *(store.insert_key(_record(f"key_{i}", f"{i:024d}")) for i in range(300))
+        )
+
+    asyncio.run(burst())
+    batches, jobs = store.group_commit_stats
+    assert jobs == 300
+    assert batches < 300  # many writes shared one commit (one fsync)
+    assert len(asyncio.run(store.list_keys())) == 300
+
+
+def test_a_failing_write_does_not_spoil_its_batch(store):
+    async def burst():
+        return await asyncio.gather(
+            store.insert_key(_record("key_1", "1" * 24)),
+            store.insert_key(_record("key_1", "2" * 24)),  # duplicate primary key
+            store.insert_key(_record("key_3", "3" * 24)),
+            return_exceptions=True,
+        )
+
+    results = asyncio.run(burst())
+    assert results[0] is None and results[2] is None
+    assert isinstance(results[1], sqlite3.IntegrityError)
+    ids = [r.key_id for r in asyncio.run(store.list_keys())]
+    assert ids == ["key_1", "key_3"]
+
+
+def test_closed_store_refuses_work(tmp_path):
+    s = SQLiteStore(tmp_path / "x.db")
+    with pytest.raises(StoreUnavailable):
+        asyncio.run(s.list_keys())
+
+
+def test_meta_put_if_absent_keeps_the_first_value(store):
+    assert asyncio.run(store.put_meta_if_absent("k", b"one")) == b"one"
+    assert asyncio.run(store.put_meta_if_absent("k", b"two")) == b"one"
+    assert asyncio.run(store.get_meta("k")) == b"one"
+    assert asyncio.run(store.get_meta("missing")) is None
+
+
+def test_rotate_is_atomic_and_refuses_a_non_primary(store):
+    asyncio.run(store.insert_key(_record("key_old", "o" * 24)))
+    new = _record("key_new", "n" * 24)
+    assert asyncio.run(store.rotate_key("key_old", new, 100.0, now=2.0))
+    old = asyncio.run(store.key_by_id("key_old"))
+    assert old.expires_at == 100.0 and old.replaced_by == "key_new"
+    again = _record("key_newer", "x" * 24)
+    assert not asyncio.run(store.rotate_key("key_old", again, 200.0, now=3.0))
+    assert asyncio.run(store.key_by_id("key_newer")) is None

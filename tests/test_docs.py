@@ -1,0 +1,25 @@
+"""The README documents every setting and command (the contract users rely on)."""
+
+from pathlib import Path
+
+from edge.cli import build_parser
+from edge.settings import describe
+
+README = (Path(__file__).parent.parent / "README.md").read_text()
+
+
+def test_every_setting_is_in_the_readme():
+    missing = [var for _name, var, _d, _h in describe() if f"`{var}`" not in README]
+    assert not missing, f"settings missing from README.md: {missing}"
+
+
+def test_every_command_is_in_the_readme():
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    missing = [name for name in sub.choices if f"edge {name}" not in README]
+    assert not missing, f"commands missing from README.md: {missing}"
+
+
+def test_first_screen_gives_the_two_commands():
+    first_screen = "\n".join(README.splitlines()[:40])
+    assert "make run" in first_screen and "make test" in first_screen

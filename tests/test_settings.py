@@ -1,0 +1,80 @@
+from pathlib import Path
+
+import pytest
+
+from edge.settings import RateLimit, Settings, SettingsError, describe
+
+
+def test_defaults_need_no_environment():
+    s = Settings.from_sources({}, {})
+    assert s.env == "production"
+    assert s.db == Path("var/edge.db")
+    assert s.base_url == "http://127.0.0.1:8000"
+    assert s.trusted_proxies == ()
+
+
+def test_flag_beats_environment_beats_default():
+    env = {"EDGE_PORT": "9001", "EDGE_ENV": "sandbox"}
+    s = Settings.from_sources({"port": "9002"}, env)
+    assert s.port == 9002
+    assert s.env == "sandbox"
+    assert s.key_env_prefix == "sandbox"
+
+
+def test_typed_parsing():
+    s = Settings.from_sources(
+        {},
+        {
+            "EDGE_TRUSTED_PROXIES": "10.0.0.0/8, 192.168.1.1",
+            "EDGE_LEGACY_API": "yes",
+            "EDGE_RATE_LIMIT_UGC": "600/60s",
+            "EDGE_PUBLIC_BASE_URL": "https://edge.example.com/",
+        },
+    )
+    assert [str(n) for n in s.trusted_proxies] == ["10.0.0.0/8", "192.168.1.1/32"]
+    assert s.legacy_api is True
+    assert s.rate_limit_ugc == RateLimit(600, 60.0)
+    assert s.rate_limit_ugc.per_second == 10
+    assert s.base_url == "https://edge.example.com"
+
+
+@pytest.mark.parametrize(
+    ("var", "value", "named"),
+    [
+        ("EDGE_PORT", "eighty", "EDGE_PORT"),
+        ("EDGE_PORT", "70000", "EDGE_PORT"),
+        ("EDGE_ENV", "staging", "EDGE_ENV"),
+        ("EDGE_LEGACY_API", "maybe", "EDGE_LEGACY_API"),
+        ("EDGE_TRUSTED_PROXIES", "10.0.0.0/8,proxy", "EDGE_TRUSTED_PROXIES"),
+        ("EDGE_RATE_LIMIT_AI", "fast", "EDGE_RATE_LIMIT_AI"),
+        ("EDGE_PUBLIC_BASE_URL", "ftp://x", "EDGE_PUBLIC_BASE_URL"),
+        ("EDGE_SIGNING_KEY", "short", "EDGE_SIGNING_KEY"),
+    ],
+)
+def test_bad_values_fail_at_start_with_the_variable_named(var, value, named):
+    with pytest.raises(SettingsError, match=named):
+        Settings.from_sources({}, {var: value})
+
+
+def test_bad_flag_is_named_as_a_flag():
+    with pytest.raises(SettingsError, match="--port"):
+        Settings.from_sources({"port": "x"}, {})
+
+
+def test_settings_are_frozen():
+    s = Settings()
+    with pytest.raises(AttributeError):
+        s.port = 1  # type: ignore[misc]
+
+
+def test_secret_is_not_in_repr():
+    s = Settings.from_sources({}, {"EDGE_SIGNING_KEY": "s" * 40})
+    assert "s" * 40 not in repr(s)
+
+
+def test_every_setting_has_help():
+    rows = list(describe())
+    assert rows
+    for name, var, _default, help_text in rows:
+        assert var == "EDGE_" + name.upper()
+        assert help_text.strip().endswith(".") or help_text.strip().endswith(")"), name
