@@ -12,15 +12,24 @@ from starlette.routing import BaseRoute
 
 from edge.context import Context
 from edge.errors import exception_handlers
-from edge.routes import health
+from edge.routes import health, meta
 from edge.settings import Settings
+from edge.signing import Signer
 from edge.store import Store
 
 log = logging.getLogger("edge.app")
 
 
+# Every route family, each `routes(ctx)` and optionally `openapi(ctx)`.
+ROUTE_MODULES = (health,)
+
+
 def build_routes(ctx: Context) -> list[BaseRoute]:
-    return [*health.routes(ctx)]
+    routes: list[BaseRoute] = []
+    for module in ROUTE_MODULES:
+        routes.extend(module.routes(ctx))
+    routes.extend(meta.routes(ctx, ROUTE_MODULES))
+    return routes
 
 
 def build_middleware(ctx: Context) -> list[Middleware]:
@@ -41,6 +50,8 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await ctx.store.open()
+        if ctx.signer is None:
+            ctx.signer = await Signer.from_settings(settings, ctx.store)
         log.info("edge %s environment ready on %s", settings.env, settings.base_url)
         try:
             yield

@@ -9,6 +9,7 @@ from typing import Any
 
 from edge.keys import Keyring
 from edge.settings import Settings
+from edge.signing import Signer
 from edge.store import Store, open_store
 
 Clock = Callable[[], float]
@@ -21,6 +22,7 @@ class Context:
     clock: Clock
     keyring: Keyring
     # Filled during start-up (the app's lifespan), never per request.
+    signer: Signer | None = None
     matcher: Any = None
     extras: dict[str, Any] = field(default_factory=dict)
 

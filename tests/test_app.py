@@ -47,3 +47,17 @@ def test_unexpected_exception_is_500_without_a_stack_trace(make_client, caplog):
     err = assert_error_shape(r, 500, "internal_error")
     assert "secret" not in r.text and "Traceback" not in r.text and "line" not in err["message"]
     assert any("secret internals" in str(rec.exc_info) for rec in caplog.records if rec.exc_info)
+
+
+def test_openapi_document_lists_the_served_routes(make_client):
+    doc = make_client(env="sandbox").get("/openapi.json").json()
+    assert doc["openapi"] == "3.1.0"
+    assert {"/v1/ugc/health", "/ugc/health", "/dea/health", "/openapi.json"} <= set(doc["paths"])
+    assert doc["components"]["schemas"]["Error"]["required"] == ["error"]
+
+
+def test_signing_key_is_generated_once_and_kept(make_client, tmp_path):
+    first = make_client()
+    token = first.app.state.ctx.signer.sign("p", b"m")
+    second = make_client()  # same database, a new process would read the same key
+    assert second.app.state.ctx.signer.sign("p", b"m") == token

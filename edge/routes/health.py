@@ -8,6 +8,7 @@ from starlette.routing import BaseRoute, Route
 from edge import __version__
 from edge.context import Context
 from edge.http import json_response
+from edge.openapi import json_body
 
 
 def routes(ctx: Context) -> list[BaseRoute]:
@@ -16,7 +17,31 @@ def routes(ctx: Context) -> list[BaseRoute]:
     async def health(request: Request):
         return json_response(body, headers={"Cache-Control": "no-store"})
 
+    return [Route(path, health, methods=["GET"]) for path in _paths(ctx)]
+
+
+def _paths(ctx: Context) -> list[str]:
     paths = ["/v1/ugc/health", "/v1/ai/health", "/dea/health"]
     if not ctx.settings.is_production:
         paths.append("/ugc/health")  # the sandbox's UGC health path (SPEC 4.5)
-    return [Route(path, health, methods=["GET"]) for path in paths]
+    return paths
+
+
+HEALTH_SCHEMA = {
+    "type": "object",
+    "required": ["status", "env", "version"],
+    "properties": {
+        "status": {"const": "ok"},
+        "env": {"enum": ["production", "sandbox"]},
+        "version": {"type": "string"},
+    },
+}
+
+
+def openapi(ctx: Context) -> dict:
+    op = {
+        "summary": "Liveness check (no key)",
+        "tags": ["health"],
+        "responses": {"200": json_body(HEALTH_SCHEMA, "The process is up")},
+    }
+    return {"paths": {path: {"get": op} for path in _paths(ctx)}}

@@ -91,3 +91,9 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def revoke_key(self, key_id: str, at: float) -> bool:
         """Revoke a key; False when it does not exist or was already revoked."""
+
+    # -- matcher state (suppressions, frequency, no-match windows) ----------------------------
+
+    # -- delivery events (impressions, hovers, failures, billing) and publishers -------------
+
+    # -- partner API (legacy impressions and disables, rate-limit state) ----------------------

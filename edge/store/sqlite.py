@@ -244,6 +244,12 @@ class SQLiteStore(Store):
     async def revoke_key(self, key_id: str, at: float) -> bool:
         return await self.write(_revoke_key, key_id, at)
 
+    # -- matcher state (suppressions, frequency, no-match windows) ----------------------------
+
+    # -- delivery events (impressions, hovers, failures, billing) and publishers -------------
+
+    # -- partner API (legacy impressions and disables, rate-limit state) ----------------------
+
 
 # -- SQL, run in the writer thread or a reader ----------------------------------------------
 

@@ -1,0 +1,157 @@
+"""Signed beacon material shared by the routes that hand it out and those that take it back.
+
+- AI beacon URLs (SPEC 2.6, DESIGN 4.7): built by ``/v1/ai/process``, verified by
+  ``/dea/ai/impressions/{render,view}``. ``sig`` covers kind, ad, message and conversation.
+- Impression tokens (DESIGN 4.8): issued with every filled ``/dea`` placement and inside the
+  edge's own pixel of a ``/v1/ugc/process`` ad; single-use (the token id is the dedupe key)
+  and valid for ``IMPRESSION_TOKEN_TTL_SECONDS``.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from typing import Literal
+from urllib.parse import urlencode
+
+from edge.signing import Signer
+
+AI_BEACON_PURPOSE = "ai-beacon/v1"
+IMPRESSION_PURPOSE = "impression/v1"
+IMPRESSION_TOKEN_TTL_SECONDS = 24 * 3600
+AiBeaconKind = Literal["render", "view"]
+Surface = Literal["url", "ugc"]
+
+
+class InvalidToken(ValueError):
+    """A token or beacon signature that is forged, malformed, expired or for elsewhere."""
+
+
+# -- AI beacon URLs ----------------------------------------------------------------------------
+
+
+def _ai_message(kind: str, ad_id: int, message_id: str, conversation_id: str) -> bytes:
+    return "\n".join((kind, str(ad_id), message_id, conversation_id)).encode()
+
+
+def ai_beacon_urls(
+    signer: Signer, base_url: str, ad_id: int, message_id: str, conversation_id: str | None
+) -> tuple[str, str]:
+    """(render_impression_url, view_impression_url), ready to fire verbatim."""
+    conv = conversation_id or ""
+    urls = []
+    for kind in ("render", "view"):
+        query = {"ad_id": ad_id, "message_id": message_id, "conversation_id": conv}
+        query["sig"] = signer.sign(AI_BEACON_PURPOSE, _ai_message(kind, ad_id, message_id, conv))
+        urls.append(f"{base_url}/dea/ai/impressions/{kind}?{urlencode(query)}")
+    return urls[0], urls[1]
+
+
+@dataclass(frozen=True, slots=True)
+class AiBeacon:
+    kind: AiBeaconKind
+    ad_id: int
+    message_id: str
+    conversation_id: str
+
+
+def verify_ai_beacon(signer: Signer, kind: AiBeaconKind, query: dict[str, str]) -> AiBeacon:
+    """The beacon the query describes, or InvalidToken when it is not one we signed."""
+    try:
+        ad_id = int(query["ad_id"])
+        message_id = query["message_id"]
+        conv = query.get("conversation_id", "")
+        sig = query["sig"]
+    except (KeyError, ValueError):
+        raise InvalidToken("ad_id, message_id and sig are required") from None
+    if not signer.verify(AI_BEACON_PURPOSE, _ai_message(kind, ad_id, message_id, conv), sig):
+        raise InvalidToken("the beacon signature does not match")
+    return AiBeacon(kind, ad_id, message_id, conv)
+
+
+# -- impression tokens -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ImpressionClaims:
+    token_id: str  # unique per token: the key that makes a replay count once
+    surface: Surface  # which beacon route takes it
+    env: str
+    ad_id: str
+    campaign_id: str
+    issued_at: int
+    cpm_usd: float | None = None  # the bid when the ad set prices per mille, at issue time
+    publisher_id: str | None = None
+    post_id: str | None = None
+    slot_id: str | None = None
+
+
+def issue_impression_token(
+    signer: Signer,
+    *,
+    surface: Surface,
+    env: str,
+    ad_id: str,
+    campaign_id: str,
+    now: float,
+    cpm_usd: float | None = None,
+    publisher_id: str | None = None,
+    post_id: str | None = None,
+    slot_id: str | None = None,
+) -> tuple[str, ImpressionClaims]:
+    claims = ImpressionClaims(
+        token_id=secrets.token_urlsafe(12),
+        surface=surface,
+        env=env,
+        ad_id=ad_id,
+        campaign_id=campaign_id,
+        issued_at=int(now),
+        cpm_usd=cpm_usd,
+        publisher_id=publisher_id,
+        post_id=post_id,
+        slot_id=slot_id,
+    )
+    payload = {
+        "t": claims.token_id,
+        "s": surface,
+        "e": env,
+        "a": ad_id,
+        "c": campaign_id,
+        "i": claims.issued_at,
+        "m": cpm_usd,
+        "p": publisher_id,
+        "o": post_id,
+        "l": slot_id,
+    }
+    return signer.seal(IMPRESSION_PURPOSE, payload), claims
+
+
+def read_impression_token(
+    signer: Signer, token: object, *, surface: Surface, env: str, now: float
+) -> ImpressionClaims:
+    """Claims of a valid token for this surface and environment, else InvalidToken."""
+    payload = signer.unseal(IMPRESSION_PURPOSE, token) if isinstance(token, str) else None
+    if payload is None:
+        raise InvalidToken("the impression token is not one this edge issued")
+    try:
+        claims = ImpressionClaims(
+            token_id=str(payload["t"]),
+            surface=payload["s"],
+            env=payload["e"],
+            ad_id=str(payload["a"]),
+            campaign_id=str(payload["c"]),
+            issued_at=int(payload["i"]),
+            cpm_usd=payload["m"],
+            publisher_id=payload["p"],
+            post_id=payload["o"],
+            slot_id=payload["l"],
+        )
+    except (KeyError, TypeError, ValueError):
+        raise InvalidToken("the impression token is malformed") from None
+    if claims.surface != surface:
+        raise InvalidToken(f"this token belongs to the /dea/{claims.surface} beacon")
+    if claims.env != env:
+        raise InvalidToken(f"this token was issued by the {claims.env} environment")
+    if not 0 <= now - claims.issued_at <= IMPRESSION_TOKEN_TTL_SECONDS:
+        raise InvalidToken("the impression token has expired")
+    return claims

@@ -1,0 +1,75 @@
+"""The OpenAPI 3.1 document of every route the edge exposes, assembled from route modules.
+
+Each route module may define ``openapi(ctx) -> {"paths": {...}, "components": {...}}``
+describing only its own routes; this module merges them with the shared parts (the error
+shape, the key scheme). The document is built once at start-up and served as bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from edge import __version__
+from edge.context import Context
+
+ERROR_SCHEMA = {
+    "type": "object",
+    "required": ["error"],
+    "additionalProperties": False,
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["code", "message"],
+            "additionalProperties": False,
+            "properties": {
+                "code": {"type": "string", "description": "Stable machine-readable code."},
+                "message": {"type": "string", "description": "Human-readable explanation."},
+                "field": {"type": "string", "description": "The field or header at fault."},
+            },
+        }
+    },
+}
+
+
+def error_response(description: str) -> dict[str, Any]:
+    """A response object whose body is the one error shape."""
+    return {
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+    }
+
+
+def json_body(schema: dict[str, Any], description: str = "OK") -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _merge(into: dict[str, Any], part: dict[str, Any], where: str) -> None:
+    for key, value in part.items():
+        if key in into and isinstance(into[key], dict) and isinstance(value, dict):
+            _merge(into[key], value, f"{where}/{key}")
+        elif key in into and into[key] != value:
+            raise ValueError(f"two route modules define {where}/{key} differently")
+        else:
+            into[key] = value
+
+
+def build_document(ctx: Context, fragments: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "openapi": "3.1.0",
+        "info": {
+            "title": f"Contextual ad edge ({ctx.settings.env})",
+            "version": __version__,
+            "description": "Partner API (/v1), delivery edge (/dea) and sandbox routes. "
+            "Every error body is the Error schema.",
+        },
+        "servers": [{"url": ctx.settings.base_url}],
+        "paths": {},
+        "components": {
+            "schemas": {"Error": ERROR_SCHEMA},
+            "securitySchemes": {"ApiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key"}},
+        },
+    }
+    for fragment in fragments:
+        _merge(doc, fragment, "")
+    return doc

@@ -1,0 +1,73 @@
+"""HMAC signing of what the edge hands out and later takes back (DESIGN 4.7, 4.8).
+
+Two things are signed: AI beacon URLs (``sig`` over kind, ad, message and conversation) and
+impression tokens (a compact payload the tag or a pixel sends back when an ad is seen).
+Each use has its own ``purpose`` so a signature made for one is worthless for the other.
+The key comes from ``EDGE_SIGNING_KEY`` or, when unset, is generated once and kept in the
+store, so tokens stay valid across restarts.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import secrets
+from typing import Any
+
+import orjson
+
+from edge.settings import Settings
+from edge.store import Store
+
+_SIG_BYTES = 16  # 128-bit truncated HMAC-SHA256: ample against forgery, short in URLs
+_META_NAME = "signing_key"
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+class Signer:
+    def __init__(self, key: bytes) -> None:
+        if len(key) < 32:
+            raise ValueError("the signing key must have at least 32 bytes")
+        self._key = key
+
+    def __repr__(self) -> str:
+        return "Signer(<secret>)"
+
+    @classmethod
+    async def from_settings(cls, settings: Settings, store: Store) -> Signer:
+        if settings.signing_key:
+            return cls(settings.signing_key.encode())
+        return cls(await store.put_meta_if_absent(_META_NAME, secrets.token_bytes(32)))
+
+    def sign(self, purpose: str, message: bytes) -> str:
+        mac = hmac.new(self._key, purpose.encode() + b"\x00" + message, hashlib.sha256)
+        return _b64(mac.digest()[:_SIG_BYTES])
+
+    def verify(self, purpose: str, message: bytes, signature: str) -> bool:
+        return hmac.compare_digest(self.sign(purpose, message), signature)
+
+    def seal(self, purpose: str, payload: dict[str, Any]) -> str:
+        """A URL-safe token carrying ``payload``, readable by anyone, forgeable by no one."""
+        body = _b64(orjson.dumps(payload))
+        return f"{body}.{self.sign(purpose, body.encode())}"
+
+    def unseal(self, purpose: str, token: str) -> dict[str, Any] | None:
+        """The payload of a token this signer sealed for ``purpose``, else None."""
+        if not isinstance(token, str) or len(token) > 2048 or token.count(".") != 1:
+            return None
+        body, signature = token.split(".")
+        if not self.verify(purpose, body.encode(), signature):
+            return None
+        try:
+            payload = orjson.loads(_unb64(body))
+        except (ValueError, orjson.JSONDecodeError):
+            return None
+        return payload if isinstance(payload, dict) else None

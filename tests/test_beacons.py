@@ -1,0 +1,89 @@
+from urllib.parse import parse_qsl, urlsplit
+
+import pytest
+
+from edge.beacons import (
+    IMPRESSION_TOKEN_TTL_SECONDS,
+    InvalidToken,
+    ai_beacon_urls,
+    issue_impression_token,
+    read_impression_token,
+    verify_ai_beacon,
+)
+from edge.signing import Signer
+
+SIGNER = Signer(b"k" * 32)
+OTHER = Signer(b"x" * 32)
+
+
+def _query(url):
+    return dict(parse_qsl(urlsplit(url).query, keep_blank_values=True))
+
+
+def test_ai_urls_are_on_dea_and_verify():
+    render, view = ai_beacon_urls(SIGNER, "https://edge.example", 42, "m-1", "c-9")
+    assert render.startswith("https://edge.example/dea/ai/impressions/render?")
+    assert view.startswith("https://edge.example/dea/ai/impressions/view?")
+    q = _query(render)
+    assert (q["ad_id"], q["message_id"], q["conversation_id"]) == ("42", "m-1", "c-9")
+    beacon = verify_ai_beacon(SIGNER, "render", q)
+    assert (beacon.kind, beacon.ad_id, beacon.message_id) == ("render", 42, "m-1")
+
+
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        lambda q: {**q, "ad_id": "43"},
+        lambda q: {**q, "message_id": "m-2"},
+        lambda q: {**q, "conversation_id": ""},
+        lambda q: {k: v for k, v in q.items() if k != "sig"},
+        lambda q: {**q, "ad_id": "forty-two"},
+    ],
+)
+def test_tampered_ai_beacon_is_refused(tamper):
+    render, _ = ai_beacon_urls(SIGNER, "https://e", 42, "m-1", "c-9")
+    with pytest.raises(InvalidToken):
+        verify_ai_beacon(SIGNER, "render", tamper(_query(render)))
+
+
+def test_render_signature_does_not_open_the_view_beacon():
+    render, _ = ai_beacon_urls(SIGNER, "https://e", 42, "m-1", None)
+    with pytest.raises(InvalidToken):
+        verify_ai_beacon(SIGNER, "view", _query(render))
+    with pytest.raises(InvalidToken):
+        verify_ai_beacon(OTHER, "render", _query(render))
+
+
+def _token(**kw):
+    args = dict(surface="url", env="production", ad_id="ad-1", campaign_id="cmp-1", now=1000.0)
+    return issue_impression_token(SIGNER, **{**args, **kw})
+
+
+def test_impression_token_round_trip_and_unique_ids():
+    token, claims = _token(cpm_usd=2.5, publisher_id="pub-1", slot_id="side")
+    assert read_impression_token(SIGNER, token, surface="url", env="production", now=1001) == claims
+    assert _token()[1].token_id != claims.token_id
+
+
+@pytest.mark.parametrize(
+    ("mutate", "kw", "match"),
+    [
+        (lambda t: t[:-2] + "AA", {}, "not one"),
+        (lambda t: "x" + t, {}, "not one"),
+        (lambda t: t, {"surface": "ugc"}, "belongs"),
+        (lambda t: t, {"env": "sandbox"}, "environment"),
+        (lambda t: t, {"now": 1000.0 + IMPRESSION_TOKEN_TTL_SECONDS + 1}, "expired"),
+        (lambda t: 12345, {}, "not one"),
+    ],
+)
+def test_bad_impression_tokens(mutate, kw, match):
+    token, _ = _token()
+    args = {"surface": "url", "env": "production", "now": 1001.0, **kw}
+    with pytest.raises(InvalidToken, match=match):
+        read_impression_token(SIGNER, mutate(token), **args)
+
+
+def test_signer_hides_its_key_and_refuses_short_keys():
+    assert "k" * 32 not in repr(SIGNER)
+    with pytest.raises(ValueError):
+        Signer(b"short")
