@@ -10,9 +10,10 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.routing import BaseRoute
 
+from edge import matching
 from edge.context import Context
 from edge.errors import exception_handlers
-from edge.routes import health, meta
+from edge.routes import ad_manager, ai, dea, health, legacy, meta, sandbox, tag, ugc
 from edge.settings import Settings
 from edge.signing import Signer
 from edge.store import Store
@@ -21,7 +22,10 @@ log = logging.getLogger("edge.app")
 
 
 # Every route family, each `routes(ctx)` and optionally `openapi(ctx)`.
-ROUTE_MODULES = (health,)
+ROUTE_MODULES = (health, ugc, ai, ad_manager, sandbox, legacy, dea, tag)
+# Modules with `async startup(ctx)` / `async shutdown(ctx)`, started in this order and
+# stopped in reverse (route modules may define them too).
+LIFECYCLE_MODULES = (matching, *ROUTE_MODULES)
 
 
 def build_routes(ctx: Context) -> list[BaseRoute]:
@@ -52,10 +56,18 @@ def create_app(
         await ctx.store.open()
         if ctx.signer is None:
             ctx.signer = await Signer.from_settings(settings, ctx.store)
-        log.info("edge %s environment ready on %s", settings.env, settings.base_url)
+        started = []
         try:
+            for module in LIFECYCLE_MODULES:
+                if hasattr(module, "startup"):
+                    await module.startup(ctx)
+                started.append(module)
+            log.info("edge %s environment ready on %s", settings.env, settings.base_url)
             yield
         finally:
+            for module in reversed(started):
+                if hasattr(module, "shutdown"):
+                    await module.shutdown(ctx)
             await ctx.store.close()
 
     app = Starlette(

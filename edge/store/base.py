@@ -12,6 +12,9 @@ import abc
 from dataclasses import dataclass
 from typing import Literal
 
+from edge.store.events import EventStore
+from edge.store.matcher_state import MatcherStateStore
+
 Product = Literal["ugc", "ai", "ad-manager"]
 KeyStatus = Literal["active", "secondary", "expired", "revoked"]
 
@@ -45,8 +48,9 @@ class KeyRecord:
         return self.status(now) in ("active", "secondary")
 
 
-class Store(abc.ABC):
-    """Durable state of the edge."""
+class Store(MatcherStateStore, EventStore, abc.ABC):
+    """Durable state of the edge: keys and meta here; matcher state and delivery events in
+    their own modules (``matcher_state.py``, ``events.py``), each an interface part."""
 
     @abc.abstractmethod
     async def open(self) -> None:
@@ -91,9 +95,3 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def revoke_key(self, key_id: str, at: float) -> bool:
         """Revoke a key; False when it does not exist or was already revoked."""
-
-    # -- matcher state (suppressions, frequency, no-match windows) ----------------------------
-
-    # -- delivery events (impressions, hovers, failures, billing) and publishers -------------
-
-    # -- partner API (legacy impressions and disables, rate-limit state) ----------------------

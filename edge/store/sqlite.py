@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from edge.store.base import KeyRecord, Store, StoreUnavailable
+from edge.store.events import SQLiteEventStore
+from edge.store.matcher_state import SQLiteMatcherState
 from edge.store.migrations import apply_migrations
 
 log = logging.getLogger("edge.store")
@@ -126,7 +128,7 @@ class _Writer(threading.Thread):
                 job.future.set_exception(exc)
 
 
-class SQLiteStore(Store):
+class SQLiteStore(SQLiteMatcherState, SQLiteEventStore, Store):
     """The default store. ``path`` is created with its folder when missing."""
 
     def __init__(self, path: Path | str, *, readers: int = 2) -> None:
@@ -243,12 +245,6 @@ class SQLiteStore(Store):
 
     async def revoke_key(self, key_id: str, at: float) -> bool:
         return await self.write(_revoke_key, key_id, at)
-
-    # -- matcher state (suppressions, frequency, no-match windows) ----------------------------
-
-    # -- delivery events (impressions, hovers, failures, billing) and publishers -------------
-
-    # -- partner API (legacy impressions and disables, rate-limit state) ----------------------
 
 
 # -- SQL, run in the writer thread or a reader ----------------------------------------------
