@@ -10,7 +10,7 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.routing import BaseRoute
 
-from edge import matching
+from edge import counters, matching
 from edge.context import Context
 from edge.errors import exception_handlers
 from edge.routes import ad_manager, ai, dea, health, legacy, meta, sandbox, tag, ugc
@@ -25,7 +25,7 @@ log = logging.getLogger("edge.app")
 ROUTE_MODULES = (health, ugc, ai, ad_manager, sandbox, legacy, dea, tag)
 # Modules with `async startup(ctx)` / `async shutdown(ctx)`, started in this order and
 # stopped in reverse (route modules may define them too).
-LIFECYCLE_MODULES = (matching, *ROUTE_MODULES)
+LIFECYCLE_MODULES = (matching, *ROUTE_MODULES, counters)
 
 
 def build_routes(ctx: Context) -> list[BaseRoute]:

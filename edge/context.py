@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from edge.counters import Counters
 from edge.keys import Keyring
 from edge.settings import Settings
 from edge.signing import Signer
@@ -23,7 +24,9 @@ class Context:
     keyring: Keyring
     # Filled during start-up (the app's lifespan), never per request.
     signer: Signer | None = None
-    matcher: Any = None
+    matcher: Any = None  # matcher.Matcher, loaded by edge.matching.startup
+    geo: Any = None  # geoip reader, opened at start-up by the delivery edge
+    counters: Counters = field(default_factory=Counters)
     extras: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
