@@ -1,0 +1,162 @@
+"""The event store: billing-grade impressions, replays, billing, counters, publishers."""
+
+import asyncio
+import sqlite3
+
+import pytest
+
+from edge.store import Hover, Impression, PlacementFailure, SQLiteStore
+from edge.store.events import normalise_origin
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = SQLiteStore(tmp_path / "edge.db")
+    s.open_blocking()
+    yield s
+    s.close_blocking()
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def imp(keys=("tok:a",), **kw) -> Impression:
+    base = dict(
+        kind="url", env="production", ad_id="ad-1", campaign_id="cmp-1", at=10.0,
+        publisher_id="pub-1",
+    )  # fmt: skip
+    return Impression(dedupe_keys=tuple(keys), **{**base, **kw})
+
+
+def counts(store) -> dict:
+    return {(s, i, c): a for s, i, c, a in run(store.counts())}
+
+
+def test_impression_counts_once_per_any_shared_key(store):
+    assert run(store.record_impression(imp(("tok:a", "iid:1")))) is True
+    assert run(store.record_impression(imp(("tok:a", "iid:2")))) is False  # same token
+    assert run(store.record_impression(imp(("tok:b", "iid:1")))) is False  # same impression id
+    # The replay taught the store iid:2, so a third beacon sharing only that is a replay too.
+    assert run(store.record_impression(imp(("tok:c", "iid:2")))) is False
+    assert run(store.record_impression(imp(("tok:d", "iid:3")))) is True
+    assert run(store.impression_count()) == 2
+    assert counts(store)[("ad", "ad-1", "impressions")] == 2
+    assert counts(store)[("publisher", "pub-1", "viewable_impressions")] == 2
+
+
+def test_concurrent_replays_of_one_token_count_once(store):
+    async def burst():
+        return await asyncio.gather(*(store.record_impression(imp(("tok:z",))) for _ in range(50)))
+
+    assert sum(run(burst())) == 1
+    assert run(store.impression_count("url")) == 1
+
+
+def test_production_cpm_impression_is_billed_and_feeds_spend(store):
+    run(store.record_impression(imp(("a",), cpm_usd=4.0)))
+    run(store.record_impression(imp(("b",), cpm_usd=4.0)))
+    run(store.record_impression(imp(("c",), cpm_usd=2.0, campaign_id="cmp-2")))
+    assert run(store.spend_by_campaign()) == pytest.approx({"cmp-1": 0.008, "cmp-2": 0.002})
+    assert counts(store)[("ad", "ad-1", "billable_usd")] == pytest.approx(0.010)
+
+
+@pytest.mark.parametrize(
+    "kw", [{"env": "sandbox", "cpm_usd": 4.0}, {"cpm_usd": None}, {"cpm_usd": 0.0}]
+)
+def test_no_billing_for_sandbox_or_non_cpm(store, kw):
+    assert run(store.record_impression(imp(**kw))) is True
+    assert run(store.spend_by_campaign()) == {}
+    conn = sqlite3.connect(store.path)
+    assert conn.execute("SELECT count(*) FROM billing_events").fetchone()[0] == 0
+
+
+def test_replay_is_not_billed_twice(store):
+    run(store.record_impression(imp(("a",), cpm_usd=4.0)))
+    run(store.record_impression(imp(("a",), cpm_usd=4.0)))
+    assert run(store.spend_by_campaign()) == pytest.approx({"cmp-1": 0.004})
+
+
+def test_ai_render_and_view_feed_different_counters(store):
+    run(store.record_impression(imp(("r",), kind="ai-render", publisher_id=None)))
+    run(store.record_impression(imp(("v",), kind="ai-view", publisher_id=None)))
+    c = counts(store)
+    assert c[("ad", "ad-1", "impressions")] == 1
+    assert c[("ad", "ad-1", "viewable_impressions")] == 1
+
+
+def test_impression_needs_a_dedupe_key(store):
+    with pytest.raises(ValueError):
+        run(store.record_impression(imp(())))
+
+
+def test_hover_once_per_token_and_failures_counted(store):
+    h = Hover(token_id="t1", ad_id="ad-1", at=1.0, hover_ms=700, publisher_id="pub-1")
+    assert run(store.record_hover(h)) is True
+    assert run(store.record_hover(h)) is False
+    f = PlacementFailure(publisher_id="pub-1", slot_id="side", reason="timeout", at=2.0)
+    run(store.record_failure(f))
+    run(store.record_failure(f))
+    c = counts(store)
+    assert c[("ad", "ad-1", "hovers")] == 1
+    assert c[("publisher", "pub-1", "failures")] == 2
+
+
+def test_add_counts_adds_and_never_resets(store):
+    run(store.add_counts([("ad", "ad-1", "matches", 2), ("publisher", "p", "requests", 1)]))
+    run(store.add_counts([("ad", "ad-1", "matches", 3)]))
+    run(store.add_counts([]))
+    assert counts(store)[("ad", "ad-1", "matches")] == 5
+    assert run(store.counts(["publisher"])) == [("publisher", "p", "requests", 1.0)]
+
+
+def test_counts_survive_reopen(tmp_path):
+    s = SQLiteStore(tmp_path / "e.db")
+    s.open_blocking()
+    run(s.record_impression(imp(cpm_usd=1.0)))
+    s.close_blocking()
+    s.open_blocking()
+    assert run(s.impression_count()) == 1
+    assert run(s.spend_by_campaign()) == pytest.approx({"cmp-1": 0.001})
+    s.close_blocking()
+
+
+def test_publishers_upsert_merges_normalised_origins(store):
+    run(store.upsert_publisher("pub-1", ["https://News.Example:443/"], 1.0))
+    run(store.upsert_publisher("pub-1", ["http://localhost:8080", "https://news.example"], 2.0))
+    run(store.upsert_publisher("pub-0", [], 3.0))
+    pubs = run(store.list_publishers())
+    assert [p.publisher_id for p in pubs] == ["pub-0", "pub-1"]
+    assert pubs[1].origins == ("https://news.example", "http://localhost:8080")
+    assert (pubs[1].created_at, pubs[1].updated_at) == (1.0, 2.0)
+    assert run(store.remove_publisher("pub-0")) is True
+    assert run(store.remove_publisher("pub-0")) is False
+
+
+@pytest.mark.parametrize("bad_id", ["", "has space", "x" * 65, "-lead"])
+def test_publisher_id_is_checked(store, bad_id):
+    with pytest.raises(ValueError):
+        run(store.upsert_publisher(bad_id, [], 1.0))
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("https://a.example", "https://a.example"),
+        ("HTTP://A.Example:80", "http://a.example"),
+        ("http://127.0.0.1:8001/", "http://127.0.0.1:8001"),
+        ("http://[::1]:9000", "http://[::1]:9000"),
+    ],
+)
+def test_normalise_origin(text, expected):
+    assert normalise_origin(text) == expected
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["a.example", "ftp://a.example", "https://a.example/path", "https://u:p@a.example",
+     "https://a.example?q=1", "https://a.example:99999", "https://"],
+)  # fmt: skip
+def test_bad_origins_are_refused(bad):
+    with pytest.raises(ValueError):
+        normalise_origin(bad)
