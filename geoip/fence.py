@@ -1,0 +1,53 @@
+"""The US-only decision of the production geofence (SPEC 1, 5.11; DESIGN 4.6).
+
+Fail closed: an address the database does not place, or that is not an address at all, is
+refused like a non-US one. Loopback and private ranges pass only when the operator allows
+them (``EDGE_ALLOW_PRIVATE_IPS``: demo and tests on one machine); they are never in a geo
+database, so without the flag they are refused as unknown.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from geoip.reader import parse_ip
+
+ALLOWED_COUNTRY = "US"
+Reason = Literal["us", "private", "not_us", "unknown", "not_an_ip"]
+
+
+class CountryLookup(Protocol):
+    def country(self, ip: object) -> str | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    allowed: bool
+    reason: Reason
+    country: str | None = None
+
+
+def is_private(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """Loopback, RFC 1918 / ULA, link-local and carrier-grade NAT: never a located client."""
+    if ip.is_loopback or ip.is_private or ip.is_link_local:
+        return True
+    return isinstance(ip, ipaddress.IPv4Address) and ip in _CGNAT
+
+
+_CGNAT = ipaddress.ip_network("100.64.0.0/10")
+
+
+def us_only(geo: CountryLookup, client: object, *, allow_private: bool) -> Verdict:
+    ip = parse_ip(client)
+    if ip is None:
+        return Verdict(False, "not_an_ip")
+    if is_private(ip):
+        return Verdict(allow_private, "private" if allow_private else "unknown")
+    country = geo.country(ip)
+    if country is None:
+        return Verdict(False, "unknown")
+    if country == ALLOWED_COUNTRY:
+        return Verdict(True, "us", country)
+    return Verdict(False, "not_us", country)
