@@ -1,11 +1,131 @@
-"""GET /v1/ad-manager/campaigns and /ad-sets (SPEC 4.1)."""
+"""GET /v1/ad-manager/campaigns and /v1/ad-manager/ad-sets (SPEC 4.1, 4.5, 9).
+
+Both environments, same paths (SPEC 9): production lists the live catalogue, the sandbox
+its static one. Items have the catalogue file's fields (DESIGN 3); an ad set also names its
+``campaign_id``. Pages are ordered by id and the cursor is the last id seen, so a
+catalogue reload between pages neither repeats nor skips what is still there.
+"""
 
 from __future__ import annotations
 
-from starlette.routing import BaseRoute
+import base64
+import binascii
+import bisect
+from collections.abc import Sequence
+from typing import Any
+
+import anyio.to_thread
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
 
 from edge.context import Context
+from edge.errors import BadRequest
+from edge.http import json_response
+from edge.partner import schemas_admin
+from edge.partner.guard import admit
+
+CAMPAIGNS = "/v1/ad-manager/campaigns"
+AD_SETS = "/v1/ad-manager/ad-sets"
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 200
+
+
+def encode_cursor(last_id: str) -> str:
+    return base64.urlsafe_b64encode(last_id.encode()).rstrip(b"=").decode()
+
+
+def decode_cursor(cursor: str) -> str:
+    try:
+        return base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+    except (binascii.Error, ValueError):
+        raise BadRequest("cursor is not one this API returned", field="cursor") from None
+
+
+def page_params(request: Request, allowed: Sequence[str]) -> tuple[int, str | None]:
+    """(limit, id after which the page starts) from the query string."""
+    for name in request.query_params:
+        if name not in allowed:
+            raise BadRequest(
+                f"{name} is not a known query parameter (expected {', '.join(allowed)})",
+                field=name,
+            )
+    raw = request.query_params.get("limit")
+    limit = DEFAULT_LIMIT
+    if raw is not None:
+        if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
+            raise BadRequest(f"limit must be an integer from 1 to {MAX_LIMIT}", field="limit")
+        limit = int(raw)
+    cursor = request.query_params.get("cursor")
+    return limit, decode_cursor(cursor) if cursor else None
+
+
+class Listing:
+    """The catalogue's campaigns and ad sets as sorted dicts, built once per catalogue
+    (``as_dict`` of a large catalogue is too slow to repeat on every page)."""
+
+    def __init__(self, catalogue: Any) -> None:
+        self.catalogue = catalogue
+        self.campaigns = sorted((c.as_dict() for c in catalogue.campaigns), key=_id)
+        self.ad_sets = sorted(
+            ({"campaign_id": c["id"], **s} for c in self.campaigns for s in c["ad_sets"]),
+            key=_id,
+        )
+        self.campaign_ids = [c["id"] for c in self.campaigns]
+        self.ad_set_ids = [s["id"] for s in self.ad_sets]
+
+
+def _id(item: dict[str, Any]) -> str:
+    return item["id"]
+
+
+def paginate(
+    items: Sequence[dict[str, Any]], ids: Sequence[str], limit: int, after: str | None
+) -> tuple[list[dict[str, Any]], str | None]:
+    """One page of id-sorted ``items`` starting after the id ``after``; the next cursor."""
+    start = bisect.bisect_right(ids, after) if after is not None else 0
+    page = list(items[start : start + limit])
+    more = start + limit < len(items)
+    return page, encode_cursor(page[-1]["id"]) if more and page else None
 
 
 def routes(ctx: Context) -> list[BaseRoute]:
-    return []
+    cache: list[Listing] = []
+
+    async def listing() -> Listing:
+        catalogue = ctx.matcher.catalogue
+        if not cache or cache[0].catalogue is not catalogue:  # first use, or reloaded
+            built = await anyio.to_thread.run_sync(Listing, catalogue)
+            cache[:] = [built]
+        return cache[0]
+
+    def answer(headers: dict[str, str], body: dict[str, Any]) -> Response:
+        return json_response(body, headers={**headers, "Cache-Control": "no-store"})
+
+    async def campaigns(request: Request) -> Response:
+        admission = await admit(ctx, request, "ad-manager")
+        limit, after = page_params(request, ("limit", "cursor"))
+        lst = await listing()
+        page, cursor = paginate(lst.campaigns, lst.campaign_ids, limit, after)
+        return answer(admission.headers, {"campaigns": page, "next_cursor": cursor})
+
+    async def ad_sets(request: Request) -> Response:
+        admission = await admit(ctx, request, "ad-manager")
+        limit, after = page_params(request, ("limit", "cursor", "campaign_id"))
+        lst = await listing()
+        items, ids = lst.ad_sets, lst.ad_set_ids
+        wanted = request.query_params.get("campaign_id")
+        if wanted is not None:
+            items = [s for s in items if s["campaign_id"] == wanted]
+            ids = [s["id"] for s in items]
+        page, cursor = paginate(items, ids, limit, after)
+        return answer(admission.headers, {"ad_sets": page, "next_cursor": cursor})
+
+    return [
+        Route(CAMPAIGNS, campaigns, methods=["GET"]),
+        Route(AD_SETS, ad_sets, methods=["GET"]),
+    ]
+
+
+def openapi(ctx: Context) -> dict:
+    return schemas_admin.ad_manager_doc(ctx, CAMPAIGNS, AD_SETS, DEFAULT_LIMIT, MAX_LIMIT)

@@ -1,11 +1,57 @@
-"""POST /v1/ai/process (SPEC 4.3)."""
+"""POST /v1/ai/process (SPEC 4.3): match an ad to an assistant turn. Production only: the
+AI product has no sandbox (SPEC 1, DESIGN 4.4), so the sandbox answers 404 here."""
 
 from __future__ import annotations
 
-from starlette.routing import BaseRoute
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
 
+from edge import matching
 from edge.context import Context
+from edge.errors import Unprocessable
+from edge.http import json_response, read_json
+from edge.partner import schemas
+from edge.partner.bodies import parse_ai
+from edge.partner.guard import admit
+from edge.partner.render import ai_body, count_outcome
+from matcher.types import MatchRequest
+
+PATH = "/v1/ai/process"
 
 
 def routes(ctx: Context) -> list[BaseRoute]:
-    return []
+    if not ctx.settings.is_production:
+        return []
+
+    async def process(request: Request) -> Response:
+        admission = await admit(ctx, request, "ai")
+        data = await read_json(
+            request, max_bytes=ctx.settings.max_body_bytes, invalid=Unprocessable
+        )
+        body = parse_ai(data)
+        result = await matching.match(
+            ctx,
+            MatchRequest(
+                product="ai",
+                content=body.content,
+                prompt=body.prompt,
+                # Disables and frequency are per conversation; a lone turn is its own thread.
+                thread_id=body.conversation_id or body.message_id,
+                geo=body.geo,
+                max_ads=ctx.settings.max_ads,
+            ),
+        )
+        count_outcome(ctx, admission.key.key_id, result)
+        return json_response(
+            ai_body(ctx, result, body.message_id, body.conversation_id),
+            headers={**admission.headers, "Cache-Control": "no-store"},
+        )
+
+    return [Route(PATH, process, methods=["POST"])]
+
+
+def openapi(ctx: Context) -> dict:
+    if not ctx.settings.is_production:
+        return {}
+    return schemas.ai_process_doc(ctx, PATH)

@@ -1,11 +1,144 @@
-"""Earlier-described unprefixed routes behind EDGE_LEGACY_API (SPEC 4.8, 4.9)."""
+"""Earlier-described unprefixed routes (SPEC 4.8, 4.9; DESIGN 4.1), served only with
+EDGE_LEGACY_API=1; without it these paths are 404 as SPEC 4.7 says.
+
+- POST /ugc/process: the UGC match with ``meta.location``; ads carry SPEC 2.1 + 2.2 fields;
+  an empty ``ads`` array (never the no-match body) when nothing passes.
+- POST /ugc/disable: thread-scoped, idempotent disables of (post_id, ad_id) pairs.
+- POST /ugc/impression: a billing-grade impression; ``Idempotency-Key`` makes retries count once.
+- GET /keys/apiKey: self-service rotation through the same Keyring.rotate as ``edge keys rotate``.
+"""
 
 from __future__ import annotations
 
-from starlette.routing import BaseRoute
+import datetime as dt
+import uuid
 
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from edge import keys
 from edge.context import Context
+from edge.errors import BadGateway, BadRequest, Unauthorized
+from edge.http import json_response, read_json
+from edge.partner import schemas_admin
+from edge.partner.bodies import parse_disable, parse_impression, parse_legacy_process
+from edge.partner.flow import match_ugc
+from edge.partner.guard import admit, rate_limits
+from edge.partner.render import cpm_usd, legacy_ad
+from edge.store import Impression, StoreUnavailable
+
+PATHS = {
+    "process": "/ugc/process",
+    "disable": "/ugc/disable",
+    "impression": "/ugc/impression",
+    "rotate": "/keys/apiKey",
+}
+STORE_RETRY_AFTER = "5"
+_NO_STORE = {"Cache-Control": "no-store"}
+
+
+def _store_down(what: str) -> BadGateway:
+    return BadGateway(
+        f"the store could not commit the {what}; nothing was changed, retry shortly",
+        headers={"Retry-After": STORE_RETRY_AFTER},
+    )
+
+
+def _idempotency_key(request: Request) -> str | None:
+    value = request.headers.get("idempotency-key")
+    if value is None:
+        return None
+    value = value.strip().strip('"')  # the IETF draft sends it as a quoted string
+    if not value or len(value) > 255 or not value.isprintable():
+        raise BadRequest(
+            "Idempotency-Key must be 1 to 255 printable characters", field="Idempotency-Key"
+        )
+    return value
 
 
 def routes(ctx: Context) -> list[BaseRoute]:
-    return []
+    if not ctx.settings.legacy_api:
+        return []
+    max_bytes = ctx.settings.max_body_bytes
+
+    async def process(request: Request) -> Response:
+        admission = await admit(ctx, request, "ugc")
+        body = parse_legacy_process(await read_json(request, max_bytes=max_bytes))
+        result = await match_ugc(ctx, request, body, admission.key.key_id)
+        ads = [legacy_ad(s) for s in result.ads]  # no-match and empty both read "ads": []
+        return json_response(
+            {"post_id": body.post_id, "ads": ads}, headers={**admission.headers, **_NO_STORE}
+        )
+
+    async def disable(request: Request) -> Response:
+        admission = await admit(ctx, request, "ugc")
+        pairs = parse_disable(await read_json(request, max_bytes=max_bytes))
+        try:
+            await ctx.store.disable_ads(
+                [(p.post_id, p.ad_id, p.meta_data) for p in pairs], ctx.clock()
+            )
+        except StoreUnavailable:
+            raise _store_down("disables") from None
+        return json_response({"success": True}, headers={**admission.headers, **_NO_STORE})
+
+    async def impression(request: Request) -> Response:
+        admission = await admit(ctx, request, "ugc")
+        idem = _idempotency_key(request)
+        post_id, ad_id = parse_impression(await read_json(request, max_bytes=max_bytes))
+        placement = ctx.matcher.catalogue.placement(ad_id)
+        if placement is None:
+            raise BadRequest(f"ad_id {ad_id!r} is not an ad of the catalogue", field="ad_id")
+        # Without an Idempotency-Key every call is a new impression: many readers of one
+        # thread see the same (post_id, ad_id), so that pair cannot be the dedupe key.
+        dedupe = f"legacy:{admission.key.key_id}:{idem}" if idem else f"legacy:once:{uuid.uuid4()}"
+        imp = Impression(
+            kind="legacy",
+            dedupe_keys=(dedupe,),
+            env=ctx.settings.env,
+            ad_id=ad_id,
+            campaign_id=placement.campaign.id,
+            at=ctx.clock(),
+            post_id=post_id,
+            cpm_usd=cpm_usd(ctx, placement),
+        )
+        try:
+            counted = await ctx.store.record_impression(imp)
+        except StoreUnavailable:
+            raise _store_down("impression") from None
+        headers = {**admission.headers, **_NO_STORE}
+        if not counted:
+            headers["Idempotent-Replayed"] = "true"
+        return json_response({"post_id": post_id, "acknowledged": True}, headers=headers)
+
+    async def rotate(request: Request) -> Response:
+        key = request.headers.get("x-api-key")
+        parsed = keys.parse(key) if key else None
+        if parsed is None:
+            raise Unauthorized("a valid X-API-Key header is required", field="X-API-Key")
+        try:
+            record = await ctx.keyring.verify(key, env=ctx.settings.env, product=parsed.product)
+            headers = rate_limits(ctx)[parsed.product].enforce(record.key_id)
+            rotation = await ctx.keyring.rotate(key)  # the operator's code path (edge keys)
+        except StoreUnavailable:
+            raise _store_down("rotation") from None
+        expires = dt.datetime.fromtimestamp(int(rotation.secondary_expires_at), dt.UTC)
+        body = {
+            "apiKey": rotation.api_key,
+            "secondaryKey": rotation.secondary_key,
+            "secondaryKeyExpiresAt": expires.isoformat().replace("+00:00", "Z"),
+        }
+        return json_response(body, headers={**headers, **_NO_STORE})
+
+    return [
+        Route(PATHS["process"], process, methods=["POST"]),
+        Route(PATHS["disable"], disable, methods=["POST"]),
+        Route(PATHS["impression"], impression, methods=["POST"]),
+        Route(PATHS["rotate"], rotate, methods=["GET"]),
+    ]
+
+
+def openapi(ctx: Context) -> dict:
+    if not ctx.settings.legacy_api:
+        return {}
+    return schemas_admin.legacy_doc(ctx, PATHS)

@@ -1,11 +1,81 @@
-"""The sandbox host's own routes: /ugc/v1/process (SPEC 4.5)."""
+"""The sandbox host's UGC match, POST /ugc/v1/process (SPEC 4.5, DESIGN 4.4).
+
+Same body and response schema as production's /v1/ugc/process, on the static catalogue the
+sandbox process loads at start-up; about one post_id in five gets the no-match body, by a
+hash of post_id. ``"explain": true`` adds why. Sandbox impressions never bill (the edge
+pixel's token says ``sandbox`` and carries no price).
+"""
 
 from __future__ import annotations
 
-from starlette.routing import BaseRoute
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
 
 from edge.context import Context
+from edge.http import json_response, read_json
+from edge.partner import schemas
+from edge.partner.bodies import parse_ugc
+from edge.partner.flow import (
+    SANDBOX_NO_MATCH_ONE_IN,
+    SANDBOX_NO_MATCH_SECONDS,
+    match_ugc,
+    sandbox_no_match,
+)
+from edge.partner.guard import admit
+from edge.partner.render import ugc_body
+from matcher.types import MatchResult
+
+PATH = "/ugc/v1/process"
 
 
 def routes(ctx: Context) -> list[BaseRoute]:
-    return []
+    if ctx.settings.is_production:
+        return []
+
+    async def process(request: Request) -> Response:
+        admission = await admit(ctx, request, "ugc")
+        data = await read_json(request, max_bytes=ctx.settings.max_body_bytes)
+        body = parse_ugc(data, sandbox=True)
+        if sandbox_no_match(body.post_id):
+            out: dict[str, Any] = {"no_ad_retry_after_seconds": SANDBOX_NO_MATCH_SECONDS}
+            ctx.counters.add("key", admission.key.key_id, "no_matches")
+            why = {
+                "outcome": "no_match",
+                "reason": "sandbox_sample",
+                "detail": f"about one post_id in {SANDBOX_NO_MATCH_ONE_IN} gets the no-match "
+                "body in the sandbox, chosen by a hash of post_id; change post_id to match",
+            }
+        else:
+            result = await match_ugc(ctx, request, body, admission.key.key_id)
+            out = ugc_body(ctx, result, body.post_id)
+            why = _explain(result)
+        if body.explain:
+            out["explain"] = why
+        return json_response(out, headers={**admission.headers, "Cache-Control": "no-store"})
+
+    return [Route(PATH, process, methods=["POST"])]
+
+
+def _explain(result: MatchResult) -> dict[str, Any]:
+    return {
+        "outcome": result.outcome,
+        "reason": result.reason,
+        "ads": [
+            {
+                "ad_id": s.placement.ad.id,
+                "relevancy_score": round(s.relevancy_score, 4),
+                "rank_score": round(s.rank_score, 4),
+            }
+            for s in result.ads
+        ],
+        "matcher": result.explanation or {},
+    }
+
+
+def openapi(ctx: Context) -> dict:
+    if ctx.settings.is_production:
+        return {}
+    return schemas.ugc_process_doc(ctx, PATH, sandbox=True)

@@ -1,11 +1,40 @@
-"""POST /v1/ugc/process (SPEC 4.2)."""
+"""POST /v1/ugc/process (SPEC 4.2): match an ad to a post. Production only: the sandbox
+serves the same contract at /ugc/v1/process (edge.routes.sandbox, docs/decisions.md)."""
 
 from __future__ import annotations
 
-from starlette.routing import BaseRoute
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
 
 from edge.context import Context
+from edge.http import json_response, read_json
+from edge.partner import schemas
+from edge.partner.bodies import parse_ugc
+from edge.partner.flow import match_ugc
+from edge.partner.guard import admit
+from edge.partner.render import ugc_body
+
+PATH = "/v1/ugc/process"
 
 
 def routes(ctx: Context) -> list[BaseRoute]:
-    return []
+    if not ctx.settings.is_production:
+        return []
+
+    async def process(request: Request) -> Response:
+        admission = await admit(ctx, request, "ugc")
+        body = parse_ugc(await read_json(request, max_bytes=ctx.settings.max_body_bytes))
+        result = await match_ugc(ctx, request, body, admission.key.key_id)
+        return json_response(
+            ugc_body(ctx, result, body.post_id),
+            headers={**admission.headers, "Cache-Control": "no-store"},
+        )
+
+    return [Route(PATH, process, methods=["POST"])]
+
+
+def openapi(ctx: Context) -> dict:
+    if not ctx.settings.is_production:
+        return {}
+    return schemas.ugc_process_doc(ctx, PATH, sandbox=False)

@@ -1,0 +1,130 @@
+"""MatchResult -> the response bodies of SPEC 2.1, 2.2, 2.4, 2.5 and 2.6.
+
+The creative fields come from the catalogue exactly as written (``click_through_url`` is
+used exactly as given). UGC ads also carry the edge's own impression pixel, so a partner
+that fires ``pixel_trackers`` (SPEC 1, step 5) has the impression counted by the edge.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from edge.beacons import ai_beacon_urls, issue_impression_token
+from edge.context import Context
+from matcher.types import MatchResult, Placement, ScoredAd
+
+EDGE_PIXEL_VENDOR = "edge"
+
+
+def creative(p: Placement) -> dict[str, Any]:
+    """The SPEC 2.1 fields, shared by every product."""
+    return {
+        "title": p.ad.title,
+        "cta": p.ad.cta,
+        "click_through_url": p.ad.click_through_url,
+        "advertiser_name": p.campaign.advertiser_name,
+        "ttl_seconds": p.ad.ttl_seconds,
+        "pixel_trackers": [
+            {"vendor": t.vendor, "tracker_type": t.tracker_type, "url": t.url}
+            for t in p.ad.pixel_trackers
+        ],
+    }
+
+
+def cpm_usd(ctx: Context, p: Placement) -> float | None:
+    """The per-mille price an impression bills, only in production (SPEC 6: no sandbox
+    billing) and only for CPM ad sets."""
+    pricing = p.ad_set.pricing_model
+    if ctx.settings.is_production and pricing.type == "cpm":
+        return pricing.bid_amount
+    return None
+
+
+def edge_pixel(ctx: Context, p: Placement, post_id: str) -> dict[str, str]:
+    assert ctx.signer is not None  # set at start-up, before any request
+    token, _ = issue_impression_token(
+        ctx.signer,
+        surface="ugc",
+        env=ctx.settings.env,
+        ad_id=p.ad.id,
+        campaign_id=p.campaign.id,
+        now=ctx.clock(),
+        cpm_usd=cpm_usd(ctx, p),
+        post_id=post_id,
+    )
+    return {
+        "vendor": EDGE_PIXEL_VENDOR,
+        "tracker_type": "impression",
+        "url": f"{ctx.settings.base_url}/dea/ugc/impression?t={token}",
+    }
+
+
+def ugc_ad(ctx: Context, scored: ScoredAd, post_id: str) -> dict[str, Any]:
+    p = scored.placement
+    ad = creative(p)
+    ad["pixel_trackers"].append(edge_pixel(ctx, p, post_id))
+    ad["ad_id"] = p.ad.id
+    return ad
+
+
+def ugc_body(ctx: Context, result: MatchResult, post_id: str) -> dict[str, Any]:
+    """One of the three 200 shapes of SPEC 4.2."""
+    if result.outcome == "no_match":
+        return {"no_ad_retry_after_seconds": no_match_seconds(result)}
+    return {"post_id": post_id, "ads": [ugc_ad(ctx, s, post_id) for s in result.ads]}
+
+
+def no_match_seconds(result: MatchResult) -> int:
+    # The matcher always sets it for a no-match; a floor of one minute keeps a caller that
+    # honours it (SPEC 2.4) from hammering the edge should it ever be missing or zero.
+    return max(60, int(result.retry_after_seconds or 0))
+
+
+def legacy_ad(scored: ScoredAd) -> dict[str, Any]:
+    """SPEC 2.1 + 2.2: the earlier description's fields (no edge pixel: that API reports
+    impressions through ``POST /ugc/impression``, and counting both would double-count)."""
+    p = scored.placement
+    ad = creative(p)
+    ad["ad_id"] = p.ad.id
+    ad["pricing_model"] = {
+        "type": p.ad_set.pricing_model.type,
+        "bid_amount": p.ad_set.pricing_model.bid_amount,
+    }
+    ad["relevancy_score"] = round(min(1.0, max(0.0, scored.relevancy_score)), 4)
+    return ad
+
+
+def ai_ad(ctx: Context, scored: ScoredAd, message_id: str, conv: str | None) -> dict[str, Any]:
+    assert ctx.signer is not None
+    p = scored.placement
+    number = ctx.matcher.catalogue.ad_number(p.ad.id)
+    render, view = ai_beacon_urls(ctx.signer, ctx.settings.base_url, number, message_id, conv)
+    return {
+        "ad_id": number,
+        "placement": "after_message",
+        **creative(p),
+        "render_impression_url": render,
+        "view_impression_url": view,
+    }
+
+
+def ai_body(ctx: Context, result: MatchResult, message_id: str, conv: str | None) -> dict[str, Any]:
+    """Always ``{"message_id", "ads"}``; with no ad, ``no_ad_reason`` says why (SPEC 4.3
+    keeps one schema for no-match and brand safety)."""
+    body: dict[str, Any] = {
+        "message_id": message_id,
+        "ads": [ai_ad(ctx, s, message_id, conv) for s in result.ads],
+    }
+    if not body["ads"]:
+        body["no_ad_reason"] = result.reason or (
+            "no_relevant_demand" if result.outcome == "no_match" else "suppressed"
+        )
+    return body
+
+
+def count_outcome(ctx: Context, key_id: str, result: MatchResult) -> None:
+    """Report counters of one match (edge report): per key, and per ad served."""
+    counter = {"matched": "matches", "empty": "empties", "no_match": "no_matches"}[result.outcome]
+    ctx.counters.add("key", key_id, counter)
+    for scored in result.ads:
+        ctx.counters.add("ad", scored.placement.ad.id, "matches")

@@ -1,0 +1,259 @@
+"""OpenAPI 3.1 fragments of the partner routes: request and response schemas, statuses.
+
+Each route module's ``openapi(ctx)`` returns one of the ``*_doc`` fragments below for the
+paths it serves; ``edge.openapi`` merges them. tests/test_openapi_coverage.py keeps the
+statuses here true to what the routes answer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from edge.context import Context
+from edge.openapi import error_response, json_body
+from edge.partner.bodies import MAX_AI_TEXT_CHARS, MAX_ID_CHARS
+from edge.partner.bodies import MAX_MESSAGE_CHARS as MAX_MSG
+
+REF = "#/components/schemas/"
+ID_SCHEMA = {"type": "string", "minLength": 1, "maxLength": MAX_ID_CHARS}
+_INT_HEADER = {"schema": {"type": "integer", "minimum": 1}}
+_RATE_HEADERS = {
+    "RateLimit-Policy": {
+        "description": 'IETF RateLimit-Policy: "<product>";q=<requests>;w=<seconds>',
+        "schema": {"type": "string"},
+    },
+    "RateLimit": {
+        "description": 'IETF RateLimit: "<product>";r=<remaining>;t=<seconds until full>',
+        "schema": {"type": "string"},
+    },
+}
+
+_ERRORS = {
+    400: "Body or query failed validation; `field` names the culprit",
+    401: "Missing, malformed, unknown, revoked, expired, wrong-product or wrong-environment key",
+    403: "Production only: the caller's address is not in the US (geofence)",
+    409: "The key was already rotated; rotate its replacement",
+    413: "Body larger than EDGE_MAX_BODY_BYTES",
+    415: "Content-Type is not application/json",
+    422: "Body failed validation (malformed JSON, missing or invalid field)",
+    429: "Rate limit of this key exceeded",
+    502: "Matching (or the store) failed or timed out; retry with backoff",
+}
+
+
+def ref(name: str) -> dict[str, str]:
+    return {"$ref": REF + name}
+
+
+def _error(code: int) -> dict[str, Any]:
+    resp = error_response(_ERRORS[code])
+    if code in (429, 502):
+        resp["headers"] = {"Retry-After": {**_INT_HEADER, "description": "Seconds to wait"}}
+        if code == 429:
+            resp["headers"].update(_RATE_HEADERS)
+    return resp
+
+
+def operation(
+    ctx: Context,
+    summary: str,
+    ok: dict[str, Any],
+    errors: tuple[int, ...],
+    *,
+    tag: str,
+    body: dict[str, Any] | None = None,
+    params: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    codes = sorted({*errors, *((403,) if ctx.settings.is_production else ())})
+    ok = {**ok, "headers": {**ok.get("headers", {}), **_RATE_HEADERS}}
+    op: dict[str, Any] = {
+        "summary": summary,
+        "tags": [tag],
+        "security": [{"ApiKey": []}],
+        "responses": {"200": ok, **{str(c): _error(c) for c in codes}},
+    }
+    if body is not None:
+        op["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
+    if params:
+        op["parameters"] = params
+    return op
+
+
+# -- shared ad shapes ----------------------------------------------------------------------------
+
+PIXEL = {
+    "type": "object",
+    "required": ["vendor", "tracker_type", "url"],
+    "properties": {
+        "vendor": {"type": "string"},
+        "tracker_type": {"type": "string", "examples": ["impression"]},
+        "url": {"type": "string", "format": "uri"},
+    },
+}
+CREATIVE = {
+    "title": {"type": "string"},
+    "cta": {"type": "string"},
+    "click_through_url": {"type": "string", "description": "Used exactly as given"},
+    "advertiser_name": {"type": "string"},
+    "ttl_seconds": {"type": "integer", "minimum": 1},
+    "pixel_trackers": {"type": "array", "items": ref("PixelTracker")},
+}
+_CREATIVE_REQ = list(CREATIVE)
+UGC_AD = {
+    "type": "object",
+    "description": "SPEC 2.1 plus ad_id. pixel_trackers also holds the edge's own pixel "
+    "(vendor `edge`, /dea/ugc/impression), which counts the impression when fired.",
+    "required": [*_CREATIVE_REQ, "ad_id"],
+    "properties": {**CREATIVE, "ad_id": {"type": "string"}},
+}
+GEO_TARGET = {
+    "type": ["object", "null"],
+    "additionalProperties": False,
+    "description": "Any one signal is enough; precedence lat+lon, zipcode, city, dma, state; "
+    "a country alone and a lone lat or lon are ignored (then X-Forwarded-For is used).",
+    "properties": {
+        "zipcode": {"type": "string", "pattern": r"^\d{5}(-\d{4})?$"},
+        "state": {"type": "string", "examples": ["US-CA", "CA"]},
+        "city": {"type": "string", "maxLength": 100},
+        "dma": {"type": "string", "pattern": r"^\d{3}$"},
+        "lat": {"type": "number", "minimum": -90, "maximum": 90},
+        "lon": {"type": "number", "minimum": -180, "maximum": 180},
+        "country": {"type": "string", "pattern": "^[A-Za-z]{2}$", "default": "US"},
+    },
+}
+MESSAGE = {"type": "string", "minLength": 1, "maxLength": MAX_MSG}
+UGC_REQUEST = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["post_id", "message"],
+    "properties": {
+        "post_id": ID_SCHEMA,
+        "message": {**MESSAGE, "description": "Non-blank, at most 10,000 characters"},
+        "created_at": {"type": ["string", "null"], "format": "date-time"},
+        "geo_target": ref("GeoTarget"),
+    },
+}
+UGC_MATCHED = {
+    "type": "object",
+    "description": "Matched (ads ordered by relevance) or empty (ads: [], SPEC 2.5)",
+    "required": ["post_id", "ads"],
+    "properties": {"post_id": {"type": "string"}, "ads": {"type": "array", "items": ref("UgcAd")}},
+}
+NO_MATCH = {
+    "type": "object",
+    "description": "No match (SPEC 2.4): no `ads` field; do not ask again before this",
+    "required": ["no_ad_retry_after_seconds"],
+    "additionalProperties": False,
+    "properties": {"no_ad_retry_after_seconds": {"type": "integer", "minimum": 1}},
+}
+UGC_COMPONENTS = {
+    "PixelTracker": PIXEL,
+    "UgcAd": UGC_AD,
+    "GeoTarget": GEO_TARGET,
+    "UgcProcessRequest": UGC_REQUEST,
+    "UgcMatched": UGC_MATCHED,
+    "NoMatch": NO_MATCH,
+}
+
+
+def ugc_process_doc(ctx: Context, path: str, *, sandbox: bool) -> dict[str, Any]:
+    components: dict[str, Any] = dict(UGC_COMPONENTS)
+    response: dict[str, Any] = {"oneOf": [ref("UgcMatched"), ref("NoMatch")]}
+    request = ref("UgcProcessRequest")
+    summary = "Match an ad to a post"
+    if sandbox:
+        components["SandboxProcessRequest"] = {
+            **UGC_REQUEST,
+            "properties": {
+                **UGC_REQUEST["properties"],
+                "explain": {"type": "boolean", "default": False},
+            },
+        }
+        request = ref("SandboxProcessRequest")
+        response = {
+            **response,
+            "description": "The production shapes; with explain: true also an `explain` "
+            "object (outcome, reason, matcher details). About 1 post_id in 5 gets NoMatch.",
+        }
+        summary = "Sandbox: match against the static catalogue"
+    op = operation(
+        ctx,
+        summary,
+        json_body(response, "Matched, empty or no match"),
+        (400, 401, 413, 415, 429, 502),
+        tag="ugc",
+        body=request,
+        params=[
+            {
+                "name": "X-Forwarded-For",
+                "in": "header",
+                "required": False,
+                "schema": {"type": "string"},
+                "description": "The end user's IP, for geo targeting when geo_target has "
+                "no usable signal (leftmost entry)",
+            }
+        ],
+    )
+    return {"paths": {path: {"post": op}}, "components": {"schemas": components}}
+
+
+# -- AI ----------------------------------------------------------------------------------------
+
+AI_AD = {
+    "type": "object",
+    "required": ["ad_id", "placement", *_CREATIVE_REQ, "render_impression_url"],
+    "properties": {
+        "ad_id": {"type": "integer", "minimum": 1, "description": "Stable per ad"},
+        "placement": {"type": "string", "enum": ["after_message"]},
+        **CREATIVE,
+        "render_impression_url": {"type": "string", "format": "uri"},
+        "view_impression_url": {"type": "string", "format": "uri"},
+    },
+}
+AI_REQUEST = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["message_id", "content"],
+    "properties": {
+        "message_id": ID_SCHEMA,
+        "content": {"type": "string", "minLength": 1, "maxLength": MAX_AI_TEXT_CHARS},
+        "conversation_id": ID_SCHEMA,
+        "location": {"type": "string", "examples": ["US-CA"]},
+        "prompt": {"type": "string", "maxLength": MAX_AI_TEXT_CHARS},
+    },
+}
+AI_RESPONSE = {
+    "type": "object",
+    "required": ["message_id", "ads"],
+    "properties": {
+        "message_id": {"type": "string"},
+        "ads": {"type": "array", "items": ref("AiAd")},
+        "no_ad_reason": {
+            "type": "string",
+            "description": "Only when ads is empty: unsafe (brand safety), "
+            "no_relevant_demand, backoff, suppressed, ...",
+        },
+    },
+}
+
+
+def ai_process_doc(ctx: Context, path: str) -> dict[str, Any]:
+    op = operation(
+        ctx,
+        "Match an ad to an assistant turn",
+        json_body(ref("AiProcessResponse"), "Ads (possibly none, with no_ad_reason)"),
+        (401, 413, 415, 422, 429, 502),
+        tag="ai",
+        body=ref("AiProcessRequest"),
+    )
+    return {
+        "paths": {path: {"post": op}},
+        "components": {
+            "schemas": {
+                "PixelTracker": PIXEL,
+                "AiAd": AI_AD,
+                "AiProcessRequest": AI_REQUEST,
+                "AiProcessResponse": AI_RESPONSE,
+            }
+        },
+    }

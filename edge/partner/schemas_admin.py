@@ -1,0 +1,265 @@
+"""OpenAPI fragments of the Ad Manager routes and the earlier-described (legacy) routes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from edge.context import Context
+from edge.openapi import json_body
+from edge.partner.bodies import MAX_DISABLE_PAIRS
+from edge.partner.schemas import (
+    CREATIVE,
+    ID_SCHEMA,
+    MESSAGE,
+    PIXEL,
+    UGC_AD,
+    operation,
+    ref,
+)
+
+_PRICING = {
+    "type": "object",
+    "required": ["type", "bid_amount"],
+    "properties": {
+        "type": {"enum": ["cpc", "cpm", "cpa"]},
+        "bid_amount": {"type": "number", "description": "USD"},
+    },
+}
+_GEO = {
+    "type": ["object", "null"],
+    "description": "null: all of the US",
+    "properties": {
+        "countries": {"type": "array", "items": {"type": "string"}},
+        "states": {"type": "array", "items": {"type": "string"}},
+        "dmas": {"type": "array", "items": {"type": "string"}},
+        "cities": {"type": "array", "items": {"type": "object"}},
+        "zipcodes": {"type": "array", "items": {"type": "string"}},
+        "radius": {"type": "array", "items": {"type": "object"}},
+    },
+}
+_CATALOGUE_AD = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "string"},
+        "title": {"type": "string"},
+        "cta": {"type": "string"},
+        "description": {"type": "string"},
+        "keywords": {"type": "array", "items": {"type": "string"}},
+        "click_through_url": {"type": "string"},
+        "ttl_seconds": {"type": "integer"},
+        "pixel_trackers": {"type": "array", "items": ref("PixelTracker")},
+    },
+}
+AD_SET = {
+    "type": "object",
+    "description": "A catalogue ad set (DESIGN 3) and the campaign it belongs to",
+    "required": ["id", "campaign_id", "products", "pricing_model", "ads"],
+    "properties": {
+        "id": {"type": "string"},
+        "campaign_id": {"type": "string"},
+        "products": {"type": "array", "items": {"enum": ["ugc", "ai"]}},
+        "pricing_model": _PRICING,
+        "geo": _GEO,
+        "ads": {"type": "array", "items": _CATALOGUE_AD},
+    },
+}
+CAMPAIGN = {
+    "type": "object",
+    "description": "A catalogue campaign with its ad sets (DESIGN 3)",
+    "required": ["id", "advertiser_name", "status", "ad_sets"],
+    "properties": {
+        "id": {"type": "string"},
+        "advertiser_name": {"type": "string"},
+        "status": {"enum": ["active", "paused", "archived"]},
+        "start_at": {"type": ["string", "null"], "format": "date-time"},
+        "end_at": {"type": ["string", "null"], "format": "date-time"},
+        "budget_usd": {"type": ["number", "null"]},
+        "ad_sets": {"type": "array", "items": {"type": "object"}},
+    },
+}
+
+
+def _page(item: str, name: str) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "required": [name, "next_cursor"],
+        "properties": {
+            name: {"type": "array", "items": ref(item)},
+            "next_cursor": {
+                "type": ["string", "null"],
+                "description": "Pass as ?cursor= for the next page; null on the last page",
+            },
+        },
+    }
+
+
+def ad_manager_doc(
+    ctx: Context, campaigns: str, ad_sets: str, default_limit: int, max_limit: int
+) -> dict[str, Any]:
+    paging = [
+        {
+            "name": "limit",
+            "in": "query",
+            "schema": {"type": "integer", "minimum": 1, "maximum": max_limit},
+            "description": f"Items per page (default {default_limit})",
+        },
+        {
+            "name": "cursor",
+            "in": "query",
+            "schema": {"type": "string"},
+            "description": "next_cursor of the previous page",
+        },
+    ]
+    by_campaign = {"name": "campaign_id", "in": "query", "schema": {"type": "string"}}
+    errors = (400, 401, 429)
+    return {
+        "paths": {
+            campaigns: {
+                "get": operation(
+                    ctx,
+                    "Campaigns of the catalogue, ordered by id",
+                    json_body(ref("CampaignPage")),
+                    errors,
+                    tag="ad-manager",
+                    params=paging,
+                )
+            },
+            ad_sets: {
+                "get": operation(
+                    ctx,
+                    "Ad sets of the catalogue, ordered by id",
+                    json_body(ref("AdSetPage")),
+                    errors,
+                    tag="ad-manager",
+                    params=[*paging, by_campaign],
+                )
+            },
+        },
+        "components": {
+            "schemas": {
+                "PixelTracker": PIXEL,
+                "Campaign": CAMPAIGN,
+                "AdSet": AD_SET,
+                "CampaignPage": _page("Campaign", "campaigns"),
+                "AdSetPage": _page("AdSet", "ad_sets"),
+            }
+        },
+    }
+
+
+# -- earlier-described routes (SPEC 4.8, 4.9) ------------------------------------------------------
+
+LEGACY_AD = {
+    "type": "object",
+    "description": "SPEC 2.1 + 2.2",
+    "required": [*UGC_AD["required"], "pricing_model", "relevancy_score"],
+    "properties": {
+        **CREATIVE,
+        "ad_id": {"type": "string"},
+        "pricing_model": _PRICING,
+        "relevancy_score": {"type": "number", "minimum": 0, "maximum": 1},
+    },
+}
+LEGACY_REQUEST = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["post_id", "message"],
+    "properties": {
+        "post_id": ID_SCHEMA,
+        "message": MESSAGE,
+        "meta": {
+            "type": "object",
+            "properties": {"location": {"type": "string", "examples": ["US-CA"]}},
+        },
+    },
+}
+_PAIR = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["post_id", "ad_id"],
+    "properties": {"post_id": ID_SCHEMA, "ad_id": ID_SCHEMA, "meta_data": {"type": "object"}},
+}
+
+
+def legacy_doc(ctx: Context, paths: dict[str, str]) -> dict[str, Any]:
+    process = operation(
+        ctx,
+        "Earlier description: match (ads: [] when nothing passes)",
+        json_body(
+            {
+                "type": "object",
+                "required": ["post_id", "ads"],
+                "properties": {
+                    "post_id": {"type": "string"},
+                    "ads": {"type": "array", "items": ref("LegacyAd")},
+                },
+            }
+        ),
+        (400, 401, 413, 415, 429, 502),
+        tag="legacy",
+        body=LEGACY_REQUEST,
+    )
+    disable = operation(
+        ctx,
+        "Earlier description: disable ads in threads (idempotent)",
+        json_body({"type": "object", "properties": {"success": {"type": "boolean"}}}),
+        (400, 401, 413, 415, 429, 502),
+        tag="legacy",
+        body={"type": "array", "minItems": 1, "maxItems": MAX_DISABLE_PAIRS, "items": _PAIR},
+    )
+    impression = operation(
+        ctx,
+        "Earlier description: a viewable impression (billing-grade)",
+        json_body(
+            {
+                "type": "object",
+                "required": ["post_id", "acknowledged"],
+                "properties": {"post_id": {"type": "string"}, "acknowledged": {"type": "boolean"}},
+            },
+            "Durably stored; a replay of the same Idempotency-Key counts once "
+            "(answered with Idempotent-Replayed: true)",
+        ),
+        (400, 401, 413, 415, 429, 502),
+        tag="legacy",
+        body={
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["post_id", "ad_id"],
+            "properties": {"post_id": ID_SCHEMA, "ad_id": ID_SCHEMA},
+        },
+        params=[
+            {
+                "name": "Idempotency-Key",
+                "in": "header",
+                "required": False,
+                "schema": {"type": "string", "maxLength": 255},
+                "description": "Retries with the same key count once",
+            }
+        ],
+    )
+    rotate = operation(
+        ctx,
+        "Earlier description: self-service key rotation (old key valid 24 h)",
+        json_body(
+            {
+                "type": "object",
+                "required": ["apiKey", "secondaryKey", "secondaryKeyExpiresAt"],
+                "properties": {
+                    "apiKey": {"type": "string"},
+                    "secondaryKey": {"type": "string"},
+                    "secondaryKeyExpiresAt": {"type": "string", "format": "date-time"},
+                },
+            }
+        ),
+        (401, 409, 429, 502),
+        tag="legacy",
+    )
+    return {
+        "paths": {
+            paths["process"]: {"post": process},
+            paths["disable"]: {"post": disable},
+            paths["impression"]: {"post": impression},
+            paths["rotate"]: {"get": rotate},
+        },
+        "components": {"schemas": {"PixelTracker": PIXEL, "LegacyAd": LEGACY_AD}},
+    }

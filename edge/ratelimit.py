@@ -1,0 +1,119 @@
+"""Per-key request rate limits (SPEC 7: 429), one GCRA limiter per product.
+
+GCRA (the generic cell rate algorithm) is a token bucket kept as one number per key, the
+"theoretical arrival time" (TAT): each request pushes it ``period / requests`` seconds on,
+and a request is refused while the TAT is more than a full burst ahead of now. It needs no
+timer and no refill loop, and its answer carries the exact wait (``Retry-After``).
+
+Answers carry the IETF RateLimit header fields (draft-ietf-httpapi-ratelimit-headers):
+``RateLimit-Policy: "ugc";q=50;w=1`` (quota per window) and ``RateLimit: "ugc";r=49;t=1``
+(remaining, seconds until the bucket is full again).
+https://datatracker.ietf.org/doc/draft-ietf-httpapi-ratelimit-headers/
+
+State is in memory, per process: several edge instances each allow the limit (documented
+in docs/decisions.md). Keys whose bucket is full again are pruned, so memory stays bounded
+by the keys active within one period.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from edge.errors import TooManyRequests
+from edge.settings import RateLimit
+
+_PRUNE_EVERY = 1024  # decisions between sweeps of full buckets
+_EPS = 1e-6  # seconds; absorbs float rounding so a full burst is exactly ``requests``
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    allowed: bool
+    remaining: int  # requests that would pass right now after this one
+    reset_seconds: float  # until the bucket is full again
+    retry_after_seconds: float  # until the next request passes (0 when allowed)
+
+
+class GcraLimiter:
+    """``requests`` per ``period_seconds`` per key, with a burst of ``requests``."""
+
+    def __init__(self, name: str, limit: RateLimit, clock: Callable[[], float]) -> None:
+        self.name = name
+        self.limit = limit
+        self._clock = clock
+        self._origin = clock()  # times are kept relative to it: small floats, exact sums
+        self._interval = limit.period_seconds / limit.requests  # one request's cost
+        self._tolerance = limit.period_seconds - self._interval  # how far TAT may run ahead
+        self._tat: dict[str, float] = {}
+        self._since_prune = 0
+
+    def __len__(self) -> int:
+        return len(self._tat)
+
+    def check(self, key: str) -> Decision:
+        """Spend one request of ``key``'s bucket if it has one."""
+        now = self._clock() - self._origin
+        self._since_prune += 1
+        if self._since_prune >= _PRUNE_EVERY:
+            self._prune(now)
+        tat = max(self._tat.get(key, now), now)
+        if tat - now > self._tolerance + _EPS:
+            wait = tat - now - self._tolerance
+            return Decision(False, 0, tat - now, wait)
+        new_tat = tat + self._interval
+        self._tat[key] = new_tat
+        ahead = new_tat - now
+        remaining = int((self.limit.period_seconds - ahead + _EPS) / self._interval)
+        return Decision(True, max(remaining, 0), ahead, 0.0)
+
+    def _prune(self, now: float) -> None:
+        self._since_prune = 0
+        self._tat = {k: t for k, t in self._tat.items() if t > now}
+
+    # -- header fields -------------------------------------------------------------------------
+
+    def headers(self, decision: Decision) -> dict[str, str]:
+        window = max(1, math.ceil(self.limit.period_seconds))
+        out = {
+            "RateLimit-Policy": f'"{self.name}";q={self.limit.requests};w={window}',
+            "RateLimit": f'"{self.name}";r={decision.remaining};'
+            f"t={max(0, math.ceil(decision.reset_seconds))}",
+        }
+        if not decision.allowed:
+            out["Retry-After"] = str(max(1, math.ceil(decision.retry_after_seconds)))
+        return out
+
+    def enforce(self, key: str) -> dict[str, str]:
+        """The RateLimit headers for an allowed request; TooManyRequests (429) otherwise."""
+        decision = self.check(key)
+        headers = self.headers(decision)
+        if not decision.allowed:
+            raise TooManyRequests(
+                f"rate limit of {self.limit} for this key exceeded; retry after "
+                f"{headers['Retry-After']} s",
+                headers=headers,
+            )
+        return headers
+
+
+class RateLimits:
+    """One limiter per product, built from the settings once per process."""
+
+    def __init__(self, limits: dict[str, RateLimit], clock: Callable[[], float]) -> None:
+        self._limiters = {name: GcraLimiter(name, lim, clock) for name, lim in limits.items()}
+
+    def __getitem__(self, product: str) -> GcraLimiter:
+        return self._limiters[product]
+
+    @classmethod
+    def from_settings(cls, settings, clock: Callable[[], float]) -> RateLimits:
+        return cls(
+            {
+                "ugc": settings.rate_limit_ugc,
+                "ai": settings.rate_limit_ai,
+                "ad-manager": settings.rate_limit_ad_manager,
+            },
+            clock,
+        )
