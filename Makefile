@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 CHROMIUM := /usr/lib/chromium/chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install chromium run test unit e2e lint bench check clean
+.PHONY: install chromium run test unit e2e lint bench check bandit audit wrk clean
 
 install: $(STAMP)
 
@@ -26,7 +26,7 @@ chromium:
 run: install
 	$(BIN)/edge demo
 
-test: install chromium lint
+test: install chromium lint bandit
 	$(BIN)/pytest
 
 unit: install
@@ -39,8 +39,24 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-bench: install
-	$(BIN)/python -m bench
+# Security: bandit (offline, ~2 s, also part of `make test`) and pip-audit (needs the registry;
+# reports "NOT audited" instead of failing when it cannot be reached).
+check: bandit audit
+
+bandit: install
+	$(BIN)/bandit -q -c pyproject.toml -ll -r edge matcher tag geoip
+
+audit: install
+	$(BIN)/python -m bench.pip_audit
+
+# Debian's wrk drives the HTTP benchmarks; without it bench falls back to a Python generator.
+wrk:
+	@command -v wrk >/dev/null || { $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq wrk >/dev/null || \
+	  echo "wrk did not install: bench uses its Python load generator" >&2; }
+
+bench: install wrk
+	$(BIN)/python -m bench $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .ruff_cache *.egg-info

@@ -1,0 +1,67 @@
+"""``python -m bench [--quick] [--only SECTION ...] [--runs N] [--output FILE]``."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+import traceback
+from pathlib import Path
+
+from bench.options import Options, progress
+from bench.report import Section, machine_lines, render
+
+# section key -> module with ``run(options) -> Section``, in report order
+SECTIONS = {
+    "ingest": "bench.ingest",
+    "ugc": "bench.ugc",
+    "matcher": "bench.matcher",
+    "tag": "bench.tag",
+}
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    p.add_argument("--quick", action="store_true", help="fewer and shorter runs (a smoke test)")
+    p.add_argument(
+        "--only",
+        action="append",
+        choices=sorted(SECTIONS),
+        metavar="SECTION",
+        help=f"run only this section (repeatable): {', '.join(SECTIONS)}",
+    )
+    p.add_argument("--runs", type=int, help="runs per figure (default 5, quick 2)")
+    p.add_argument("--seconds", type=float, help="length of one load run (default 5, quick 2)")
+    p.add_argument("--output", type=Path, default=Path("BENCHMARKS.md"), help="report file")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    options = Options.make(quick=args.quick, runs=args.runs, seconds=args.seconds)
+    machine = machine_lines()  # before the runs: the commit and load they started from
+    if (os.cpu_count() or 1) < 2:
+        progress("one core only: server and load generator will share it (ratios still hold)")
+    sections: list[Section] = []
+    failed = []
+    for key in args.only or list(SECTIONS):
+        progress(f"section {key}: starting")
+        try:
+            section = importlib.import_module(SECTIONS[key]).run(options)
+        except Exception as exc:  # one broken section must not lose the others' figures
+            traceback.print_exc()
+            failed.append(key)
+            section = Section(key, f"{key}: failed", notes=[f"The section failed: {exc!r}"])
+        sections.append(section)
+        progress(f"section {key}: done")
+        # write after every section so an interrupted run keeps what it measured
+        args.output.write_text(render(sections, settings_line=options.describe(), machine=machine))
+    progress(f"wrote {args.output}")
+    if failed:
+        progress(f"failed sections: {', '.join(failed)}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,98 @@
+"""Server processes pinned to one core: the edge (``edge serve``) and the bare ASGI ceiling.
+
+Both reuse ``edge.qa.EdgeProcess`` (free port, poll ``/dea/health``, output kept, always
+stopped); this adds the CPU pin, the time from spawn to healthy and the resident memory.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from edge.qa import EdgeProcess
+
+SERVER_CPU = 1  # the server's core; the load generator gets LOAD_CPU
+LOAD_CPU = 0
+
+
+def pin_to(cpu: int | None):
+    """A ``preexec_fn`` that pins the child (and every thread it starts) to ``cpu``."""
+    if cpu is None or not hasattr(os, "sched_setaffinity"):
+        return None
+    if cpu >= (os.cpu_count() or 1):
+        return None
+
+    def pin() -> None:
+        os.sched_setaffinity(0, {cpu})
+
+    return pin
+
+
+def rss_mib(pid: int) -> float:
+    """Resident memory of a process (VmRSS) in MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmRSS for pid {pid}")
+
+
+class PinnedEdge(EdgeProcess):
+    """``edge serve`` on one core; ``cold_start_s`` is spawn to the first healthy answer."""
+
+    def __init__(self, *, cpu: int | None = SERVER_CPU, **kwargs) -> None:
+        kwargs.setdefault("start_timeout", 300.0)  # a 100k-ad catalogue loads for a while
+        super().__init__(**kwargs)
+        self.cpu = cpu
+        self.cold_start_s: float | None = None
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "edge", "serve"]
+
+    def start(self) -> PinnedEdge:
+        began = time.perf_counter()
+        self.proc = subprocess.Popen(
+            self.command(),
+            env=self.environ(),
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            preexec_fn=pin_to(self.cpu),
+        )
+        self.wait_healthy()
+        self.cold_start_s = time.perf_counter() - began
+        return self
+
+    @property
+    def rss_mib(self) -> float:
+        assert self.proc is not None
+        return rss_mib(self.proc.pid)
+
+
+class BareServer(PinnedEdge):
+    """``bench.bare:app`` under the edge's uvicorn configuration, on the same core."""
+
+    def __init__(self, **kwargs) -> None:
+        kwargs.setdefault("db", os.devnull)
+        super().__init__(**kwargs)
+
+    def command(self) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "bench.bare:app",
+            "--host",
+            self.host,
+            "--port",
+            str(self.port),
+            "--loop",
+            "uvloop",
+            "--http",
+            "httptools",
+            "--no-access-log",
+            "--no-server-header",
+            "--log-level",
+            "warning",
+        ]

@@ -1,0 +1,42 @@
+-- Posts the request bodies of a file, one per line, each once per pass (unique ids and
+-- tokens), and prints the run's figures as one JSON line for bench/load.py.
+-- Arguments: METHOD BODIES_FILE [HEADER ...] (headers as "Name: value").
+
+local bodies = {}
+local i = 0
+local method = "POST"
+local headers = {}
+
+local thread_count = 0
+function setup(thread)
+  thread:set("tid", thread_count)
+  thread_count = thread_count + 1
+end
+
+function init(args)
+  method = args[1]
+  for line in io.lines(args[2]) do
+    bodies[#bodies + 1] = line
+  end
+  for k = 3, #args do
+    local name, value = args[k]:match("^([^:]+):%s*(.*)$")
+    headers[name] = value
+  end
+  -- threads start at different offsets so that no two send the same body early on
+  i = (tonumber(tid) or 0) * math.floor(#bodies / 8)
+end
+
+function request()
+  i = i + 1
+  if i > #bodies then i = 1 end
+  return wrk.format(method, nil, headers, bodies[i])
+end
+
+function done(summary, latency, requests)
+  io.write(string.format(
+    'WRK_JSON {"requests": %d, "duration_us": %d, "non2xx": %d, "socket_errors": %d, ' ..
+    '"p50_us": %d, "p90_us": %d, "p99_us": %d, "max_us": %d}\n',
+    summary.requests, summary.duration, summary.errors.status,
+    summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout,
+    latency:percentile(50), latency:percentile(90), latency:percentile(99), latency.max))
+end
