@@ -17,7 +17,7 @@ SECTIONS = {
     "ingest": "bench.ingest",
     "ugc": "bench.ugc",
     "matcher": "bench.matcher",
-    "tag": "bench.tag",
+    "tag": "bench.footprint",
 }
 
 

@@ -1,0 +1,114 @@
+"""Section 4: the tag's size (raw, gzip, brotli, against its budget), the edge's cold start
+to healthy (first start on an empty cache, then restarts) and its resident memory."""
+
+from __future__ import annotations
+
+import tempfile
+import urllib.request
+from pathlib import Path
+
+from bench import edge_env
+from bench.options import Options, progress
+from bench.report import Section, Table
+from bench.servers import BareServer, PinnedEdge
+from bench.stats import Spread
+
+ENCODINGS = ("identity", "gzip", "br")
+
+
+def _served_size(url: str, encoding: str) -> int | None:
+    req = urllib.request.Request(url, headers={"Accept-Encoding": encoding})
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        body = resp.read()
+        served = resp.headers.get("Content-Encoding", "identity")
+    return len(body) if served == encoding else None
+
+
+def run(options: Options) -> Section:
+    section = Section("tag", "4. Tag size, cold start and memory")
+    _tag_sizes(section)
+    _cold_start(section, options)
+    return section
+
+
+def _tag_sizes(section: Section) -> None:
+    try:
+        from tag.builder import BUDGET_BROTLI_BYTES, build_tag
+    except ImportError as exc:
+        section.notes.append(f"Tag size not measured: the tag builder is missing ({exc}).")
+        return
+    build = build_tag("https://edge.example")
+    sizes = build.sizes()
+    verdict = "within" if sizes["br"] <= BUDGET_BROTLI_BYTES else "OVER"
+    t = Table(["tag", "raw bytes", "gzip bytes", "brotli bytes", "brotli budget"])
+    t.rows.append(
+        [
+            f"`/dea/tag.js` {build.version}",
+            f"{sizes['raw']:,}",
+            f"{sizes['gzip']:,}",
+            f"{sizes['br']:,}",
+            f"{BUDGET_BROTLI_BYTES:,} ({verdict})",
+        ]
+    )
+    section.tables.append(t)
+    section.headline.append(
+        f"Browser tag: {sizes['br']:,} bytes brotli ({sizes['gzip']:,} gzip, "
+        f"{sizes['raw']:,} minified), budget {BUDGET_BROTLI_BYTES:,}."
+    )
+
+
+def _cold_start(section: Section, options: Options) -> None:
+    runs = max(2, options.runs)
+    tmp = Path(tempfile.mkdtemp(prefix="bench-start-"))
+    cache = tmp / "cache"
+    first: list[float] = []
+    again: list[float] = []
+    rss: list[float] = []
+    bare: list[float] = []
+    served: dict[str, int | None] = {}
+    for r in range(runs):
+        # run 0 starts on an empty catalogue cache (ad vectors embedded); later runs reuse it
+        db = tmp / f"edge-{r}.db"
+        settings = edge_env.edge_settings(EDGE_CACHE_DIR=str(cache))
+        with PinnedEdge(db=db, settings=settings) as edge:
+            (first if r == 0 else again).append(edge.cold_start_s)
+            rss.append(edge.rss_mib)
+            if r == 0 and edge_env.serves("/dea/tag.js", "get"):
+                for enc in ENCODINGS:
+                    served[enc] = _served_size(edge.url + "/dea/tag.js", enc)
+        with BareServer() as b:
+            bare.append(b.cold_start_s)
+        progress(
+            f"cold start run {r + 1}/{runs}: edge {(first + again)[-1]:.2f} s "
+            f"(rss {rss[-1]:.0f} MiB), bare {bare[-1]:.2f} s"
+        )
+    t = Table(["process", "spawn to healthy, s", "resident memory, MiB"])
+    t.rows.append(
+        [
+            "edge, first start (empty embedding cache)",
+            Spread.of(first).cell("{:.2f}"),
+            f"{rss[0]:.0f}",
+        ]
+    )
+    t.rows.append(
+        [
+            "edge, restart (cache warm)",
+            Spread.of(again).cell("{:.2f}"),
+            Spread.of(rss[1:]).cell("{:.0f}"),
+        ]
+    )
+    t.rows.append(["bare ASGI app (reference)", Spread.of(bare).cell("{:.2f}"), ""])
+    section.tables.append(t)
+    section.notes.append(
+        "The edge runs with its default demand (the bundled sandbox catalogue), pinned to "
+        "one core; healthy means `/dea/health` answered 200 (model and catalogue loaded)."
+    )
+    if served:
+        cells = ", ".join(
+            f"{enc} {n:,} B" if n is not None else f"{enc} not served" for enc, n in served.items()
+        )
+        section.notes.append(f"`GET /dea/tag.js` over HTTP by Accept-Encoding: {cells}.")
+    section.headline.append(
+        f"Cold start to healthy: {Spread.of(again).median:.2f} s (first start on an empty "
+        f"cache {first[0]:.2f} s); resident memory {Spread.of(rss).median:.0f} MiB."
+    )
