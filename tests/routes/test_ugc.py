@@ -1,0 +1,314 @@
+"""POST /v1/ugc/process (SPEC 4.2, 2.1-2.5, 7): body rules, geo, the three 200 shapes."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from edge.beacons import read_impression_token
+from edge.settings import RateLimit
+from tests.conftest import assert_error_shape, issue_key
+from tests.routes.conftest import post_json
+
+PATH = "/v1/ugc/process"
+POST = {"post_id": "p-42", "message": "my pup will not touch his kibble"}
+
+
+@pytest.fixture
+def prod(make_client, script):
+    client = make_client(matcher=script)
+    return client, issue_key(client, "ugc")
+
+
+def call(prod, body, **headers):
+    client, key = prod
+    return post_json(client, PATH, body, key, **headers)
+
+
+# -- keys (SPEC 5, 7: 401) ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("product", [None, "ai", "ad-manager", "bogus"])
+def test_missing_invalid_or_wrong_product_key_is_401(prod, product, script):
+    client, _ = prod
+    key = {None: None, "bogus": "prod-ugc-nope"}.get(product) or (
+        issue_key(client, product) if product else None
+    )
+    err = assert_error_shape(post_json(client, PATH, POST, key), 401, "unauthorized")
+    assert err["field"] == "X-API-Key"
+    assert script.requests == []  # nothing was matched for an unknown caller
+
+
+def test_sandbox_key_is_401_in_production(prod):
+    client, _ = prod
+    key = issue_key(client, "ugc", env="sandbox")
+    assert_error_shape(post_json(client, PATH, POST, key), 401)
+
+
+# -- body rules (SPEC 4.2, 7: 400) ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"message": "hello"}, "post_id"),
+        ({"post_id": "p", "message": ""}, "message"),
+        ({"post_id": "p", "message": "   \n"}, "message"),
+        ({"post_id": "p"}, "message"),
+        ({"post_id": "p", "message": "x" * 10_001}, "message"),
+        ({"post_id": "", "message": "hi"}, "post_id"),
+        ({"post_id": 42, "message": "hi"}, "post_id"),
+        ({"post_id": "p", "message": ["hi"]}, "message"),
+        ({"post_id": "p", "message": "hi", "created_at": 1700000000}, "created_at"),
+        ({"post_id": "p", "message": "hi", "geo_target": "US-CA"}, "geo_target"),
+        ({"post_id": "p", "message": "hi", "geo_target": {"lat": "37"}}, "geo_target.lat"),
+        ({"post_id": "p", "message": "hi", "geo_target": {"zipcode": 94107}}, "geo_target.zipcode"),
+        ({"post_id": "p", "message": "hi", "geo_target": {"zip": "94107"}}, "geo_target.zip"),
+        ({"post_id": "p", "message": "hi", "geo_tagret": {}}, "geo_tagret"),
+        ([POST], "body"),
+        ("just a string", "body"),
+    ],
+)
+def test_invalid_bodies_are_400_naming_the_field(prod, body, field, script):
+    err = assert_error_shape(call(prod, body), 400, "bad_request")
+    assert err["field"] == field
+    assert field.split(".")[-1] in err["message"]
+    assert script.requests == []
+
+
+def test_message_of_exactly_10000_characters_is_accepted(prod, script):
+    r = call(prod, {"post_id": "p", "message": "é" * 10_000})  # characters, not bytes
+    assert r.status_code == 200
+    assert len(script.last.content) == 10_000
+
+
+@pytest.mark.parametrize("raw", [b"{not json", b"", b'{"post_id": "p",}'])
+def test_malformed_json_is_400(prod, raw):
+    client, key = prod
+    r = client.post(
+        PATH, content=raw, headers={"X-API-Key": key, "Content-Type": "application/json"}
+    )
+    assert_error_shape(r, 400, "bad_request")
+
+
+def test_wrong_content_type_is_415(prod):
+    client, key = prod
+    r = client.post(
+        PATH, content=b"post_id=p", headers={"X-API-Key": key, "Content-Type": "text/plain"}
+    )
+    assert assert_error_shape(r, 415)["field"] == "Content-Type"
+
+
+def test_oversized_body_is_413(make_client, script):
+    client = make_client(max_body_bytes=2048, matcher=script)
+    key = issue_key(client, "ugc")
+    r = post_json(client, PATH, {"post_id": "p", "message": "x" * 4000}, key)
+    assert_error_shape(r, 413, "payload_too_large")
+
+
+# -- created_at --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("2026-05-01T12:30:00Z", "2026-05-01T12:30:00+00:00"),
+        ("2026-05-01t12:30:00.250z", "2026-05-01T12:30:00.250+00:00"),
+        ("2026-05-01T14:30:00+02:00", "2026-05-01T12:30:00+00:00"),
+        ("2026-05-01T12:30:00", "2026-05-01T12:30:00+00:00"),  # no offset: UTC
+        (None, None),
+    ],
+)
+def test_created_at_is_parsed_as_rfc3339(prod, script, value, expected):
+    assert call(prod, {**POST, "created_at": value}).status_code == 200
+    want = None if expected is None else dt.datetime.fromisoformat(expected).timestamp()
+    assert script.last.created_at == want
+
+
+@pytest.mark.parametrize(
+    "value", ["yesterday", "2026-05-01", "2026-13-01T00:00:00Z", "", "1700000000"]
+)
+def test_bad_created_at_is_400(prod, value):
+    assert (
+        assert_error_shape(call(prod, {**POST, "created_at": value}), 400)["field"] == "created_at"
+    )
+
+
+# -- geo (SPEC 4.2 geo rules; X-Forwarded-For) ------------------------------------------------
+
+
+def geo_of(prod, script, geo_target=None, **headers):
+    body = dict(POST) if geo_target is None else {**POST, "geo_target": geo_target}
+    r = call(prod, body, **headers)
+    assert r.status_code == 200, r.text
+    return script.last.geo
+
+
+def test_any_one_signal_is_passed_on(prod, script):
+    assert geo_of(prod, script, {"zipcode": "94107-1234"}).zipcode == "94107"
+    assert geo_of(prod, script, {"state": "ca"}).state == "US-CA"
+    assert geo_of(prod, script, {"state": "US-MN"}).state == "US-MN"
+    assert geo_of(prod, script, {"dma": "807"}).dma == "807"
+    city = geo_of(prod, script, {"city": "Austin", "state": "TX"})
+    assert (city.city, city.state, city.country) == ("Austin", "US-TX", "US")
+    point = geo_of(prod, script, {"lat": 37.77, "lon": -122.42})
+    assert (point.lat, point.lon) == (37.77, -122.42)
+
+
+def test_country_only_and_lone_coordinates_are_no_signal(prod, script):
+    assert geo_of(prod, script, {"country": "US"}) is None
+    assert geo_of(prod, script, {"lat": 37.77}) is None
+    assert geo_of(prod, script, {"lon": -122.42}) is None
+    lone = geo_of(prod, script, {"lat": 37.77, "zipcode": "94107"})
+    assert (lone.lat, lone.lon, lone.zipcode) == (None, None, "94107")
+
+
+@pytest.mark.parametrize(
+    ("geo", "field"),
+    [
+        ({"lat": 91, "lon": 0}, "geo_target.lat"),
+        ({"lat": -90.5, "lon": 0}, "geo_target.lat"),
+        ({"lat": 0, "lon": 180.01}, "geo_target.lon"),
+        ({"lat": True, "lon": 0}, "geo_target.lat"),
+        ({"zipcode": "9410"}, "geo_target.zipcode"),
+        ({"dma": "LA"}, "geo_target.dma"),
+        ({"state": "California"}, "geo_target.state"),
+        ({"country": "USA"}, "geo_target.country"),
+    ],
+)
+def test_malformed_geo_values_are_400(prod, geo, field):
+    assert assert_error_shape(call(prod, {**POST, "geo_target": geo}), 400)["field"] == field
+
+
+def test_x_forwarded_for_is_the_end_users_location(prod, script):
+    geo = geo_of(prod, script, **{"X-Forwarded-For": "8.8.8.8"})
+    assert (geo.state, geo.zipcode, geo.country) == ("US-CA", "94043", "US")
+    geo = geo_of(prod, script, **{"X-Forwarded-For": "128.101.101.101, 10.0.0.1"})
+    assert geo.state == "US-MN"  # the leftmost hop is the originating client
+    assert geo_of(prod, script, **{"X-Forwarded-For": "not-an-ip"}) is None
+    assert geo_of(prod, script) is None
+
+
+def test_geo_target_wins_over_x_forwarded_for_unless_it_carries_no_signal(prod, script):
+    xff = {"X-Forwarded-For": "8.8.8.8"}
+    assert geo_of(prod, script, {"state": "US-MN"}, **xff).state == "US-MN"
+    assert geo_of(prod, script, {"country": "US"}, **xff).state == "US-CA"
+
+
+# -- the three 200 shapes (SPEC 4.2, 2.1, 2.4, 2.5) ------------------------------------------------
+
+
+def test_matched_ads_carry_the_spec_fields_and_the_edge_pixel(prod, script):
+    script.ad_ids = ("ad-dog-food", "ad-trail-shoes")
+    r = call(prod, POST)
+    assert r.status_code == 200 and r.headers["cache-control"] == "no-store"
+    body = r.json()
+    assert set(body) == {"post_id", "ads"} and body["post_id"] == "p-42"
+    dog, shoes = body["ads"]
+    assert set(dog) == {
+        "ad_id", "title", "cta", "click_through_url", "advertiser_name", "ttl_seconds",
+        "pixel_trackers",
+    }  # fmt: skip
+    assert dog["ad_id"] == "ad-dog-food"
+    assert dog["title"] == "Dinner your dog will finish"
+    assert dog["click_through_url"] == "https://pets.example.com/kibble?utm_source=edge&x=1"
+    assert dog["advertiser_name"] == "Happy Paws Pet Food" and dog["ttl_seconds"] == 900
+    acme, edge_pixel = dog["pixel_trackers"]
+    assert acme == {
+        "vendor": "acme",
+        "tracker_type": "impression",
+        "url": "https://px.example.com/i?ad=dog",
+    }
+    assert edge_pixel["tracker_type"] == "impression"
+    url = urlsplit(edge_pixel["url"])
+    assert f"{url.scheme}://{url.netloc}{url.path}" == "http://127.0.0.1:8000/dea/ugc/impression"
+    ctx = prod[0].app.state.ctx
+    claims = read_impression_token(
+        ctx.signer, parse_qs(url.query)["t"][0], surface="ugc", env="production", now=ctx.clock()
+    )
+    assert (claims.ad_id, claims.post_id, claims.cpm_usd) == ("ad-dog-food", "p-42", None)
+    shoe_token = parse_qs(urlsplit(shoes["pixel_trackers"][-1]["url"]).query)["t"][0]
+    shoe = read_impression_token(
+        ctx.signer, shoe_token, surface="ugc", env="production", now=ctx.clock()
+    )
+    assert shoe.cpm_usd == 12.5  # a CPM ad set bills per impression in production
+
+
+def test_match_request_is_scoped_to_the_post(prod, script):
+    call(prod, POST)
+    req = script.last
+    assert (req.product, req.post_id, req.thread_id) == ("ugc", "p-42", "p-42")
+    assert req.content == POST["message"] and req.max_ads == 3
+
+
+def test_empty_is_post_id_and_an_empty_ads_array(prod, script):
+    script.outcome, script.reason = "empty", "suppressed"
+    assert call(prod, POST).json() == {"post_id": "p-42", "ads": []}
+
+
+def test_no_match_is_the_retry_window_only(prod, script):
+    script.outcome, script.retry_after, script.reason = "no_match", 7200, "unsafe"
+    assert call(prod, POST).json() == {"no_ad_retry_after_seconds": 7200}
+
+
+def test_outcomes_are_counted_per_key_and_ad(prod, script):
+    client, _ = prod
+    call(prod, POST)
+    script.outcome, script.retry_after = "no_match", 600
+    call(prod, POST)
+    rows = {(s, c): n for s, _i, c, n in client.app.state.ctx.counters.take()}
+    assert rows[("key", "requests")] == 2
+    assert rows[("key", "matches")] == 1 and rows[("key", "no_matches")] == 1
+    assert rows[("ad", "matches")] == 1
+
+
+# -- 429 and 502 (SPEC 7) -------------------------------------------------------------------
+
+
+def test_rate_limit_is_per_key_with_ietf_headers(make_client, script):
+    client = make_client(rate_limit_ugc=RateLimit(2, 60.0), matcher=script)
+    key, other = issue_key(client, "ugc"), issue_key(client, "ugc")
+    first = post_json(client, PATH, POST, key)
+    assert first.headers["RateLimit-Policy"] == '"ugc";q=2;w=60'
+    assert first.headers["RateLimit"] == '"ugc";r=1;t=30'
+    assert post_json(client, PATH, POST, key).status_code == 200
+    r = post_json(client, PATH, POST, key)
+    assert_error_shape(r, 429, "rate_limited")
+    assert r.headers["Retry-After"] == "30" and r.headers["RateLimit"].startswith('"ugc";r=0')
+    assert post_json(client, PATH, POST, other).status_code == 200
+    client.app.state.ctx.clock.advance(30)
+    assert post_json(client, PATH, POST, key).status_code == 200
+
+
+def test_matcher_failure_is_502_with_retry_after(prod, script):
+    script.error = RuntimeError("index corrupted")
+    r = call(prod, POST)
+    assert_error_shape(r, 502, "upstream_unavailable")
+    assert int(r.headers["Retry-After"]) >= 1
+    assert "index corrupted" not in r.text
+
+
+def test_matcher_past_its_deadline_is_502_not_a_hang(make_client, script):
+    client = make_client(match_timeout_ms=50, matcher=script)
+    script.delay = 5.0
+    started = time.monotonic()
+    r = post_json(client, PATH, POST, issue_key(client, "ugc"))
+    assert time.monotonic() - started < 2.0
+    assert_error_shape(r, 502, "upstream_unavailable")
+    assert int(r.headers["Retry-After"]) >= 1
+
+
+# -- path rules (SPEC 4.7) ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["/ugc/process", "/ugc/v1/process", "/v1/ugc/processes"])
+def test_other_paths_are_404_in_production(prod, path):
+    assert_error_shape(post_json(prod[0], path, POST, prod[1]), 404)
+
+
+def test_get_is_405(prod):
+    client, key = prod
+    assert_error_shape(client.get(PATH, headers={"X-API-Key": key}), 405)
