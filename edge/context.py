@@ -31,9 +31,15 @@ class Context:
 
     @classmethod
     def build(
-        cls, settings: Settings, *, store: Store | None = None, clock: Clock | None = None
+        cls,
+        settings: Settings,
+        *,
+        store: Store | None = None,
+        clock: Clock | None = None,
+        matcher: Any = None,
     ) -> Context:
+        """``matcher``: an already loaded one (tests share one instead of reloading the model)."""
         store = store if store is not None else open_store(settings)
         clock = clock or time.time
         keyring = Keyring(store, clock, settings.key_cache_seconds)
-        return cls(settings=settings, store=store, clock=clock, keyring=keyring)
+        return cls(settings=settings, store=store, clock=clock, keyring=keyring, matcher=matcher)

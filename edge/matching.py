@@ -1,13 +1,125 @@
 """The edge's one way into the matcher: loaded once at start-up, called with a deadline.
 
 Both the partner routes (/v1) and the delivery routes (/dea) call ``match`` here, so they
-share the one in-process matcher instance (DESIGN 1).
+share the one in-process matcher instance (DESIGN 1). This module also adapts the store to
+the matcher's ``MatchState`` protocol (the matcher never imports edge) and feeds it the
+spend per campaign for the budget gate, cached for a few seconds so no request waits on a
+billing query.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from collections.abc import Mapping
+
 from edge.context import Context
+from edge.errors import BadGateway
+from matcher import Matcher
+from matcher.state import Backoff, ThreadState
+from matcher.types import MatchRequest, MatchResult
+
+log = logging.getLogger("edge.matching")
+
+SPEND_CACHE_SECONDS = 5.0
+RETRY_AFTER_SECONDS = 1  # a matcher hiccup is short-lived; the caller backs off from here
+
+
+class StoreMatchState:
+    """``matcher.state.MatchState`` on top of the store's matcher-state methods."""
+
+    def __init__(self, store) -> None:
+        self.store = store
+
+    async def load(self, thread_id: str | None, post_id: str | None, now: float) -> ThreadState:
+        return await self.store.load_matcher_state(thread_id, post_id, now)
+
+    async def record_served(self, thread_id: str, ad_ids: list[str], now: float) -> None:
+        await self.store.record_serves(thread_id, ad_ids, now)
+
+    async def record_miss(self, post_id: str, backoff: Backoff, now: float) -> None:
+        await self.store.put_backoff(post_id, backoff, now)
+
+    async def clear_backoff(self, post_id: str) -> None:
+        await self.store.clear_backoff(post_id)
+
+    async def disable(self, pairs: list[tuple[str, str, dict | None]], now: float) -> None:
+        await self.store.disable_ads(pairs, now)
+
+
+class SpendCache:
+    """USD billed per campaign, re-read from the store at most every few seconds."""
+
+    def __init__(self, ttl: float = SPEND_CACHE_SECONDS) -> None:
+        self.ttl = ttl
+        self._value: Mapping[str, float] = {}
+        self._fetched_at: float | None = None
+        self._lock = asyncio.Lock()
+
+    async def get(self, ctx: Context) -> Mapping[str, float]:
+        now = ctx.clock()
+        if self._fresh(now):
+            return self._value
+        async with self._lock:  # one query refreshes it for everyone waiting
+            if not self._fresh(now):
+                fetch = getattr(ctx.store, "spend_by_campaign", None)
+                self._value = dict(await fetch()) if fetch is not None else {}
+                self._fetched_at = now
+        return self._value
+
+    def _fresh(self, now: float) -> bool:
+        at = self._fetched_at
+        return at is not None and at <= now < at + self.ttl
+
+    def invalidate(self) -> None:
+        self._fetched_at = None
 
 
 async def startup(ctx: Context) -> None:
     """Load the catalogue and the model into ``ctx.matcher`` (unless a test supplied one)."""
+    if ctx.matcher is None:
+        s = ctx.settings
+        # Off the event loop: reading the model and embedding the catalogue takes seconds.
+        ctx.matcher = await asyncio.to_thread(
+            Matcher.load, s.catalogue, threads=s.model_threads, cache_dir=s.cache_dir
+        )
+        ctx.extras["matcher_owned"] = True
+        log.info(
+            "matcher ready: %d ads in %d campaigns",
+            len(ctx.matcher.catalogue),
+            len(ctx.matcher.catalogue.campaigns),
+        )
+    ctx.extras["spend_cache"] = SpendCache()
+
+
+async def shutdown(ctx: Context) -> None:
+    # A matcher handed in by a test is shared with other apps: only close our own.
+    if ctx.extras.pop("matcher_owned", False) and ctx.matcher is not None:
+        ctx.matcher.close()
+
+
+async def match(ctx: Context, request: MatchRequest) -> MatchResult:
+    """One match within ``EDGE_MATCH_TIMEOUT_MS``; a timeout or failure is a 502."""
+    matcher = ctx.matcher
+    if matcher is None:
+        raise BadGateway(
+            "the matcher is not loaded yet", headers={"Retry-After": str(RETRY_AFTER_SECONDS)}
+        )
+    cache: SpendCache = ctx.extras.setdefault("spend_cache", SpendCache())
+    timeout = ctx.settings.match_timeout_ms / 1000
+    try:
+        async with asyncio.timeout(timeout):
+            spend = await cache.get(ctx)
+            return await matcher.match(request, StoreMatchState(ctx.store), ctx.clock(), spend)
+    except TimeoutError:
+        log.warning("match over its %d ms deadline", ctx.settings.match_timeout_ms)
+        raise BadGateway(
+            "matching did not finish in time; retry shortly",
+            headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+        ) from None
+    except Exception as exc:
+        log.error("matcher failure", exc_info=exc)
+        raise BadGateway(
+            "the matching service failed; retry shortly",
+            headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+        ) from None

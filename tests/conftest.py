@@ -38,16 +38,30 @@ def settings(tmp_path) -> Settings:
     return Settings(db=tmp_path / "edge.db", cache_dir=tmp_path / "cache")
 
 
+@pytest.fixture(scope="session")
+def shared_matcher(tmp_path_factory):
+    """One loaded matcher (bundled sandbox catalogue) for the whole session: the model and
+    the catalogue's vectors load once, not per test."""
+    from matcher import Matcher
+
+    m = Matcher.load(cache_dir=tmp_path_factory.mktemp("matcher-cache"))
+    yield m
+    m.close()
+
+
 @pytest.fixture
-def make_client(tmp_path, clock) -> Iterator[Callable[..., TestClient]]:
-    """``make_client(env="sandbox", legacy_api=True, ...)``: a started app on a fresh db."""
+def make_client(tmp_path, clock, shared_matcher) -> Iterator[Callable[..., TestClient]]:
+    """``make_client(env="sandbox", legacy_api=True, ...)``: a started app on a fresh db.
+
+    Every app gets the session's ``shared_matcher`` unless ``matcher=`` names another."""
     clients: list[TestClient] = []
 
     def make(**overrides) -> TestClient:
         overrides.setdefault("db", tmp_path / "edge.db")
         overrides.setdefault("cache_dir", tmp_path / "cache")
+        matcher = overrides.pop("matcher", shared_matcher)
         settings = dataclasses.replace(Settings(), **overrides)
-        ctx = Context.build(settings, clock=clock)
+        ctx = Context.build(settings, clock=clock, matcher=matcher)
         client = TestClient(
             create_app(settings, context=ctx), client=US_CLIENT, raise_server_exceptions=False
         )

@@ -2,17 +2,145 @@
 
 ``MatcherStateStore`` is the backend-neutral interface (part of ``Store``);
 ``SQLiteMatcherState`` implements it on the SQLite backend's ``read``/``write`` primitives.
-Its tables come from ``migrations/0003_matcher_state.sql``.
+Its tables come from ``migrations/0003_matcher_state.sql``. The values are the matcher's own
+types (``matcher.state``); ``edge.matching`` adapts this interface to the matcher's
+``MatchState`` protocol.
 """
 
 from __future__ import annotations
 
 import abc
+import sqlite3
+from typing import Any
+
+import orjson
+
+from matcher.state import FREQUENCY_WINDOW_SECONDS, Backoff, ThreadState
+
+DisablePair = tuple[str, str, "dict[str, Any] | None"]  # (post/thread id, ad id, meta_data)
 
 
-class MatcherStateStore(abc.ABC):  # noqa: B024 (methods are added by the matcher work)
+class MatcherStateStore(abc.ABC):
     """Suppressions, frequency and backoff state the matcher reads and writes."""
+
+    @abc.abstractmethod
+    async def disable_ads(self, pairs: list[DisablePair], at: float) -> None:
+        """Record thread-scoped disables; a pair already disabled is left as it is."""
+
+    @abc.abstractmethod
+    async def load_matcher_state(
+        self, thread_id: str | None, post_id: str | None, now: float
+    ) -> ThreadState:
+        """Disabled ads and recent serves of the thread, and the post's no-match window."""
+
+    @abc.abstractmethod
+    async def record_serves(self, thread_id: str, ad_ids: list[str], at: float) -> None: ...
+
+    @abc.abstractmethod
+    async def put_backoff(self, post_id: str, backoff: Backoff, at: float) -> None: ...
+
+    @abc.abstractmethod
+    async def clear_backoff(self, post_id: str) -> None: ...
 
 
 class SQLiteMatcherState(MatcherStateStore):
     """SQLite implementation; mixed into ``SQLiteStore`` (needs its ``read``/``write``)."""
+
+    async def disable_ads(self, pairs: list[DisablePair], at: float) -> None:
+        if pairs:
+            await self.write(_disable, pairs, at)  # type: ignore[attr-defined]
+
+    async def load_matcher_state(
+        self, thread_id: str | None, post_id: str | None, now: float
+    ) -> ThreadState:
+        if thread_id is None and post_id is None:
+            return ThreadState()
+        return await self.read(_load, thread_id, post_id, now)  # type: ignore[attr-defined]
+
+    async def record_serves(self, thread_id: str, ad_ids: list[str], at: float) -> None:
+        if ad_ids:
+            await self.write(_serve, thread_id, ad_ids, at)  # type: ignore[attr-defined]
+
+    async def put_backoff(self, post_id: str, backoff: Backoff, at: float) -> None:
+        await self.write(_put_backoff, post_id, backoff, at)  # type: ignore[attr-defined]
+
+    async def clear_backoff(self, post_id: str) -> None:
+        await self.write(_clear_backoff, post_id)  # type: ignore[attr-defined]
+
+
+# -- SQL, run in the writer thread or a reader ----------------------------------------------
+
+
+def _disable(conn: sqlite3.Connection, pairs: list[DisablePair], at: float) -> None:
+    conn.executemany(
+        "INSERT OR IGNORE INTO thread_disables (thread_id, ad_id, meta, created_at)"
+        " VALUES (?, ?, ?, ?)",
+        [(t, a, None if m is None else orjson.dumps(m).decode(), at) for t, a, m in pairs],
+    )
+
+
+def _load(
+    conn: sqlite3.Connection, thread_id: str | None, post_id: str | None, now: float
+) -> ThreadState:
+    disabled: frozenset[str] = frozenset()
+    served: dict[str, int] = {}
+    if thread_id is not None:
+        disabled = frozenset(
+            r[0]
+            for r in conn.execute(
+                "SELECT ad_id FROM thread_disables WHERE thread_id = ?", (thread_id,)
+            )
+        )
+        rows = conn.execute(
+            "SELECT ad_id, serves FROM thread_serves WHERE thread_id = ? AND window_start > ?",
+            (thread_id, now - FREQUENCY_WINDOW_SECONDS),
+        )
+        served = {ad_id: n for ad_id, n in rows}
+    backoff = None
+    if post_id is not None:
+        row = conn.execute(
+            "SELECT misses, until, demand, reason FROM post_backoff WHERE post_id = ?", (post_id,)
+        ).fetchone()
+        if row is not None:
+            backoff = Backoff(misses=row[0], until=row[1], demand=row[2], reason=row[3])
+    return ThreadState(disabled=disabled, served=served, backoff=backoff)
+
+
+def _serve(conn: sqlite3.Connection, thread_id: str, ad_ids: list[str], at: float) -> None:
+    # A serve outside the current window starts a new one (count 1), so the cap is "at most
+    # N serves per thread per window", with no table sweep needed.
+    conn.executemany(
+        "INSERT INTO thread_serves (thread_id, ad_id, serves, window_start, last_at)"
+        " VALUES (?, ?, 1, ?, ?)"
+        " ON CONFLICT (thread_id, ad_id) DO UPDATE SET"
+        "  serves = CASE WHEN window_start > ? THEN serves + 1 ELSE 1 END,"
+        "  window_start = CASE WHEN window_start > ? THEN window_start ELSE ? END,"
+        "  last_at = ?",
+        [
+            (
+                thread_id,
+                a,
+                at,
+                at,
+                at - FREQUENCY_WINDOW_SECONDS,
+                at - FREQUENCY_WINDOW_SECONDS,
+                at,
+                at,
+            )
+            for a in dict.fromkeys(ad_ids)
+        ],
+    )
+
+
+def _put_backoff(conn: sqlite3.Connection, post_id: str, b: Backoff, at: float) -> None:
+    conn.execute(
+        "INSERT INTO post_backoff (post_id, misses, until, demand, reason, updated_at)"
+        " VALUES (?, ?, ?, ?, ?, ?)"
+        " ON CONFLICT (post_id) DO UPDATE SET misses = excluded.misses, until = excluded.until,"
+        "  demand = excluded.demand, reason = excluded.reason, updated_at = excluded.updated_at",
+        (post_id, b.misses, b.until, b.demand, b.reason, at),
+    )
+
+
+def _clear_backoff(conn: sqlite3.Connection, post_id: str) -> None:
+    conn.execute("DELETE FROM post_backoff WHERE post_id = ?", (post_id,))

@@ -1,0 +1,259 @@
+"""The Matcher: safety, relevance, eligibility, geo, suppression and ranking for one request.
+
+``decide`` is the synchronous core (pure given its inputs: the request, a snapshot of the
+thread's state, the clock and the spend); ``match`` wraps it with the state reads and
+writes and runs the model work on the matcher's own single worker thread, never on the
+caller's event loop.
+
+Outcomes (DESIGN 4.3): ``no_match`` when the content is unsafe or nothing eligible is
+relevant (with a growing retry window per post); ``empty`` when relevant, eligible ads
+exist but none may be shown now (disabled in this thread, frequency-capped, out of budget);
+``matched`` otherwise, best first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures as cf
+import hashlib
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from matcher.catalogue import Catalogue, load_catalogue
+from matcher.eligibility import EligibilityMasks, budget_gate, static_gate
+from matcher.embeddings import CachedEmbedder, Embedder, MiniLM, normalise
+from matcher.explain import Explainer
+from matcher.geo import Gazetteer, Location, targets_match
+from matcher.index import VectorIndex, ad_text, cache_path, load_or_embed
+from matcher.ranking import Ranker
+from matcher.safety import SafetyClassifier, SafetyVerdict
+from matcher.state import FREQUENCY_CAP, MatchState, ThreadState, next_window
+from matcher.types import MatchRequest, MatchResult, ScoredAd
+
+
+@dataclass(frozen=True, slots=True)
+class MatcherConfig:
+    relevance_floor: float = 0.5  # calibrated relevancy below which an ad is "not relevant"
+    frequency_cap: int = FREQUENCY_CAP
+    prompt_weight: float = 0.4  # AI turns: share of the user's prompt in the query vector
+    candidates: int = 256  # most rows above the floor examined by the per-ad gates
+    one_per_campaign: bool = True  # a response shows an advertiser once
+
+
+class Matcher:
+    """One loaded catalogue with its ad vectors, the model, the gazetteer and the safety model."""
+
+    def __init__(
+        self,
+        catalogue: Catalogue,
+        embedder: Embedder,
+        ad_vectors: np.ndarray,
+        *,
+        gazetteer: Gazetteer | None = None,
+        safety: SafetyClassifier | None = None,
+        config: MatcherConfig | None = None,
+    ) -> None:
+        """Build over precomputed ``ad_vectors`` (rows in ``catalogue.placements`` order).
+
+        This is how the bench builds 100k-ad matchers without embedding 100k texts.
+        """
+        if ad_vectors.shape != (len(catalogue), embedder.dim):
+            raise ValueError(f"ad_vectors {ad_vectors.shape} do not fit {len(catalogue)} ads")
+        self.catalogue = catalogue
+        self.embedder = embedder
+        self.index = VectorIndex(ad_vectors)
+        self.gazetteer = gazetteer
+        self.safety = safety
+        self.config = config or MatcherConfig()
+        self.ranker = Ranker(catalogue.placements, self.config.relevance_floor)
+        self.masks = EligibilityMasks(catalogue.placements)
+        self._executor = cf.ThreadPoolExecutor(1, thread_name_prefix="matcher-model")
+
+    @classmethod
+    def load(
+        cls,
+        catalogue_path: Path | str | None = None,
+        *,
+        threads: int = 1,
+        cache_dir: Path | None = None,
+        embedder: Embedder | None = None,
+        config: MatcherConfig | None = None,
+    ) -> Matcher:
+        """Everything from files: the catalogue (None: the bundled sandbox one), the model,
+        ad vectors (from ``cache_dir`` when the same catalogue and model were seen before)."""
+        catalogue = load_catalogue(catalogue_path)
+        model = embedder or CachedEmbedder(MiniLM(threads=threads))
+        texts = [ad_text(p.ad) for p in catalogue.placements]
+        cache = cache_path(cache_dir, catalogue.content_hash, model.model_id) if cache_dir else None
+        vectors, _ = load_or_embed(texts, model.embed, model.dim, cache)
+        return cls(
+            catalogue,
+            model,
+            vectors,
+            gazetteer=Gazetteer(),
+            safety=_load_safety(),
+            config=config,
+        )
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    # -- the async entry point ---------------------------------------------------------------
+
+    async def match(
+        self,
+        request: MatchRequest,
+        state: MatchState,
+        now: float,
+        spend: Mapping[str, float] | None = None,
+    ) -> MatchResult:
+        """Read the thread's state, decide off the event loop, record what was decided."""
+        snapshot = await state.load(request.thread_id, request.post_id, now)
+        backoff = snapshot.backoff
+        if request.post_id and backoff is not None and now < backoff.until:
+            # Inside the window: the remaining seconds again, without a new match.
+            return MatchResult(
+                outcome="no_match",
+                retry_after_seconds=max(1, math.ceil(backoff.until - now)),
+                reason="backoff",
+                explanation={"backoff": {"misses": backoff.misses, "until": backoff.until}}
+                if request.explain
+                else None,
+            )
+        loop = asyncio.get_running_loop()
+        result = await loop.run_in_executor(
+            self._executor, self.decide, request, snapshot, now, spend or {}
+        )
+        if result.outcome == "no_match":
+            if request.post_id:
+                window = next_window(
+                    backoff,
+                    now=now,
+                    created_at=request.created_at,
+                    demand=self.demand_version(now, spend or {}),
+                    reason=result.reason,
+                )
+                await state.record_miss(request.post_id, window, now)
+                result = _with_retry(result, window.until - now)
+        else:
+            if request.post_id and backoff is not None:
+                await state.clear_backoff(request.post_id)
+            if result.ads and request.thread_id:
+                await state.record_served(
+                    request.thread_id, [s.placement.ad.id for s in result.ads], now
+                )
+        return result
+
+    def demand_version(self, now: float, spend: Mapping[str, float]) -> str:
+        """Changes when the servable demand changes (new catalogue, flights, budgets)."""
+        live = self.masks.live_campaigns(now)
+        spent = [cid for cid in live if budget_gate(self.catalogue_campaign(cid), spend)]
+        text = "|".join([self.catalogue.content_hash, ",".join(live), ",".join(spent)])
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def catalogue_campaign(self, cid: str):
+        return self.masks.campaign(cid)
+
+    # -- the synchronous core ------------------------------------------------------------------
+
+    def query_vectors(self, request: MatchRequest) -> tuple[list[str], np.ndarray, np.ndarray]:
+        """(texts, their vectors, the query vector). AI turns weigh the prompt and the answer
+        as two vectors, so a long answer does not drown a short question (or vice versa)."""
+        texts = [request.content]
+        if request.product == "ai" and request.prompt and request.prompt.strip():
+            texts = [request.prompt, request.content]
+        vectors = self.embedder.embed(texts)
+        if len(texts) == 1:
+            return texts, vectors, vectors[0]
+        w = self.config.prompt_weight
+        return texts, vectors, normalise(w * vectors[0] + (1 - w) * vectors[1])
+
+    def decide(
+        self,
+        request: MatchRequest,
+        state: ThreadState,
+        now: float,
+        spend: Mapping[str, float],
+    ) -> MatchResult:
+        ex = Explainer(request.explain)
+        texts, vectors, query = self.query_vectors(request)
+        if self.safety is not None:
+            verdicts = [self.safety.check(t, v) for t, v in zip(texts, vectors, strict=True)]
+            ex.safety(verdicts)
+            if not all(v.safe for v in verdicts):
+                return ex.result(MatchResult(outcome="no_match", reason="unsafe"))
+        cosines = self.index.scores(query)
+        live = self.masks.mask(request.product, now)
+        floor = self.ranker.cosine_floor
+        candidates = VectorIndex.top_candidates(
+            np.where(live, cosines, -2.0), floor, self.config.candidates
+        )
+        location = self._locate(request)
+        ex.location(location)
+        if request.explain:
+            ex.static_gates(
+                self.catalogue.placements,
+                cosines,
+                request.product,
+                now,
+                static_gate,
+                self.config.relevance_floor,
+            )
+        shown: list[ScoredAd] = []
+        held_back: dict[str, int] = {}
+        for row in candidates:
+            p = self.catalogue.placements[row]
+            relevancy = self.ranker.relevancy(float(cosines[row]))
+            ok, why = targets_match(p.ad_set.geo, location)
+            if not ok:
+                ex.gate(p, cosines[row], "geo", why)
+                continue
+            gate = self._dynamic_gate(p, state, spend)
+            if gate:
+                held_back[gate] = held_back.get(gate, 0) + 1
+                ex.gate(p, cosines[row], gate)
+                continue
+            shown.append(ScoredAd(p, relevancy, self.ranker.rank_score(relevancy, p)))
+            ex.gate(p, cosines[row], None, why)
+        ranked = self.ranker.order(shown, self.config.one_per_campaign)[: request.max_ads]
+        ex.ranked(ranked)
+        if ranked:
+            return ex.result(MatchResult(outcome="matched", ads=tuple(ranked)))
+        if held_back:
+            reason = max(held_back, key=held_back.__getitem__)
+            return ex.result(MatchResult(outcome="empty", reason=reason))
+        return ex.result(MatchResult(outcome="no_match", reason="no_relevant_demand"))
+
+    def _locate(self, request: MatchRequest) -> Location | None:
+        if self.gazetteer is None or request.geo is None:
+            return None
+        return self.gazetteer.resolve(request.geo)
+
+    def _dynamic_gate(self, p, state: ThreadState, spend: Mapping[str, float]) -> str | None:
+        if p.ad.id in state.disabled:
+            return "disabled_in_thread"
+        if state.served.get(p.ad.id, 0) >= self.config.frequency_cap:
+            return "frequency_capped"
+        return budget_gate(p.campaign, spend)
+
+    def check_safety(self, texts: list[str]) -> list[SafetyVerdict]:
+        """Safety verdicts for texts alone (the bench's precision/recall uses this)."""
+        if self.safety is None:
+            raise RuntimeError("this matcher was built without a safety classifier")
+        vectors = self.embedder.embed(texts)
+        return [self.safety.check(t, v) for t, v in zip(texts, vectors, strict=True)]
+
+
+def _with_retry(result: MatchResult, seconds: float) -> MatchResult:
+    return replace(result, retry_after_seconds=max(1, math.ceil(seconds)))
+
+
+def _load_safety() -> SafetyClassifier:
+    try:
+        return SafetyClassifier.load()
+    except FileNotFoundError:  # before the first training run: the lexicon alone
+        return SafetyClassifier(None)

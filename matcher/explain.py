@@ -1,0 +1,103 @@
+"""The explanation of one decision: which gate removed which ad, with the scores.
+
+Built only when ``MatchRequest.explain`` is set (tests, the sandbox's explain output,
+operators); otherwise every method returns at once, so the hot path pays nothing.
+
+Shape::
+
+    {"outcome": "matched", "reason": "", "safety": [{"safe", "p_unsafe", "lexicon"}],
+     "location": {...} | null, "floor": {"relevancy", "cosine"},
+     "ads": [{"ad_id", "campaign_id", "cosine", "relevancy", "gate", "detail"}],
+     "ranked": [{"ad_id", "relevancy", "rank_score"}]}
+
+``gate`` is null for an ad that was shown or could have been; otherwise one of
+``product_not_ugc|ai``, ``status_paused|archived``, ``not_started``, ``expired``,
+``below_floor``, ``geo``, ``disabled_in_thread``, ``frequency_capped``, ``budget_exhausted``,
+``not_examined`` (past the candidate limit), ``ranked_out`` (a better ad of the same
+campaign, or past ``max_ads``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from matcher.geo import Location
+from matcher.ranking import calibrate, cosine_for
+from matcher.safety import SafetyVerdict
+from matcher.types import MatchResult, Placement, ScoredAd
+
+MAX_LISTED = 200  # large catalogues list only the ads nearest the query
+
+
+class Explainer:
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.doc: dict[str, Any] = {"safety": [], "location": None, "ads": [], "ranked": []}
+        self._ads: dict[str, dict[str, Any]] = {}
+
+    def safety(self, verdicts: Sequence[SafetyVerdict]) -> None:
+        if self.enabled:
+            self.doc["safety"] = [v.as_dict() for v in verdicts]
+
+    def location(self, loc: Location | None) -> None:
+        if self.enabled:
+            self.doc["location"] = loc.as_dict() if loc else None
+
+    def static_gates(
+        self,
+        placements: Sequence[Placement],
+        cosines: np.ndarray,
+        product: str,
+        now: float,
+        gate_of: Callable[[Placement, str, float], str | None],
+        floor: float = 0.5,
+    ) -> None:
+        order = np.argsort(-cosines, kind="stable")[:MAX_LISTED]
+        for row in order:
+            p = placements[row]
+            cos = float(cosines[row])
+            gate = gate_of(p, product, now)
+            if gate is None:
+                gate = "below_floor" if calibrate(cos) < floor else "not_examined"
+            self._entry(p, cos, gate)
+        self.doc["floor"] = {"relevancy": floor, "cosine": round(cosine_for(floor), 4)}
+
+    def gate(self, p: Placement, cosine, gate: str | None, detail: str | None = None) -> None:
+        if self.enabled:
+            self._entry(p, float(cosine), gate or "ranked_out", detail)
+
+    def _entry(self, p: Placement, cosine: float, gate: str | None, detail=None) -> None:
+        self._ads[p.ad.id] = {
+            "ad_id": p.ad.id,
+            "campaign_id": p.campaign.id,
+            "cosine": round(cosine, 4),
+            "relevancy": round(calibrate(cosine), 4),
+            "gate": gate,
+            "detail": detail,
+        }
+
+    def ranked(self, ads: Sequence[ScoredAd]) -> None:
+        if not self.enabled:
+            return
+        for s in ads:
+            if s.placement.ad.id in self._ads:
+                self._ads[s.placement.ad.id]["gate"] = None
+        self.doc["ranked"] = [
+            {
+                "ad_id": s.placement.ad.id,
+                "relevancy": round(s.relevancy_score, 4),
+                "rank_score": round(s.rank_score, 4),
+            }
+            for s in ads
+        ]
+
+    def result(self, result: MatchResult) -> MatchResult:
+        if not self.enabled:
+            return result
+        doc = dict(self.doc, outcome=result.outcome, reason=result.reason)
+        doc["ads"] = sorted(self._ads.values(), key=lambda a: -a["cosine"])
+        return replace(result, explanation=doc)

@@ -1,0 +1,102 @@
+"""edge.matching: the shared matcher through the real store, the deadline, the 502s."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+import pytest
+
+from edge import matching
+from edge.context import Context
+from edge.errors import BadGateway
+from edge.settings import Settings
+from matcher.types import MatchRequest
+
+
+@pytest.fixture
+def ctx(tmp_path, clock, shared_matcher):
+    settings = Settings(db=tmp_path / "edge.db", cache_dir=tmp_path / "cache")
+    return Context.build(settings, clock=clock, matcher=shared_matcher)
+
+
+def run(ctx: Context, coro_fn):
+    async def go():
+        await ctx.store.open()
+        try:
+            await matching.startup(ctx)
+            return await coro_fn()
+        finally:
+            await matching.shutdown(ctx)
+            await ctx.store.close()
+
+    return asyncio.run(go())
+
+
+def ugc(text: str, post_id: str = "p-1", **kw) -> MatchRequest:
+    return MatchRequest(product="ugc", content=text, post_id=post_id, thread_id=post_id, **kw)
+
+
+def test_paraphrase_finds_dog_food_through_the_edge(ctx):
+    result = run(ctx, lambda: matching.match(ctx, ugc("my pup won't touch his kibble")))
+    assert result.outcome == "matched"
+    assert result.ads[0].placement.campaign.id == "cmp-happy-hound"
+    assert 0.5 <= result.ads[0].relevancy_score <= 1.0
+
+
+def test_no_match_window_is_stored_and_honoured(ctx, clock):
+    async def go():
+        first = await matching.match(ctx, ugc("the weather is grey and I am bored", "p-9"))
+        clock.advance(10)
+        again = await matching.match(ctx, ugc("the weather is grey and I am bored", "p-9"))
+        return first, again
+
+    first, again = run(ctx, go)
+    assert first.outcome == "no_match" and first.retry_after_seconds > 0
+    assert again.reason == "backoff"
+    assert again.retry_after_seconds == first.retry_after_seconds - 10
+
+
+def test_disables_are_thread_scoped(ctx):
+    async def go():
+        before = await matching.match(ctx, ugc("my pup won't touch his kibble", "p-2"))
+        shown = before.ads[0].placement.ad.id
+        await ctx.store.disable_ads([("p-2", shown, {"why": "user hid it"})], ctx.clock())
+        await ctx.store.disable_ads([("p-2", shown, None)], ctx.clock())  # idempotent
+        after = await matching.match(ctx, ugc("my pup won't touch his kibble", "p-2"))
+        other = await matching.match(ctx, ugc("my pup won't touch his kibble", "p-3"))
+        return shown, after, other
+
+    shown, after, other = run(ctx, go)
+    assert shown not in [s.placement.ad.id for s in after.ads]
+    assert other.ads[0].placement.ad.id == shown
+
+
+def test_timeout_is_a_502_with_retry_after(tmp_path, clock, shared_matcher):
+    settings = dataclasses.replace(
+        Settings(db=tmp_path / "edge.db", cache_dir=tmp_path / "c"), match_timeout_ms=10
+    )
+    ctx = Context.build(settings, clock=clock, matcher=shared_matcher)
+
+    class Slow:
+        catalogue = shared_matcher.catalogue
+
+        async def match(self, *a, **kw):
+            await asyncio.sleep(1)
+
+    ctx.matcher = Slow()
+    with pytest.raises(BadGateway) as err:
+        run(ctx, lambda: matching.match(ctx, ugc("anything")))
+    assert err.value.status == 502 and err.value.headers["Retry-After"] == "1"
+
+
+def test_matcher_failure_is_a_502(ctx):
+    class Broken:
+        catalogue = None
+
+        async def match(self, *a, **kw):
+            raise RuntimeError("model crashed")
+
+    ctx.matcher = Broken()
+    with pytest.raises(BadGateway):
+        run(ctx, lambda: matching.match(ctx, ugc("anything")))
