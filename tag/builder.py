@@ -1,0 +1,101 @@
+"""Builds the browser tag: render the config blob, join the helpers, minify, precompress, hash.
+
+The JavaScript in ``src/`` is static, lintable code; the only generated part is the config
+blob (``src/config.js.j2``, STYLE 12). ``build_tag`` is pure and deterministic: the same
+sources and config give the same bytes, the same ETag and the same SRI hash, so the edge
+builds it once at start-up and every instance of a deployment serves identical files.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import hashlib
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import brotli
+import jinja2
+import rjsmin
+
+from tag.mangle import mangle
+
+SRC = Path(__file__).parent / "src"
+# Order matters: later helpers use the earlier ones; main.js starts the tag.
+SOURCES = ("util.js", "transport.js", "viewability.js", "render.js", "slots.js", "main.js")
+
+TAG_VERSION = "1.0.0"
+BUDGET_BROTLI_BYTES = 2560  # 2.5 KB: the tag must stay small on every page view
+
+# MRC viewable impression for display ads: 50% of the pixels in view for one continuous
+# second; 30% for large ads (242,500 px² and up, e.g. 970x250), as Prebid's
+# modules/bidViewabilityIO.js applies the MRC guideline.
+MRC_VISIBLE_RATIO = 0.5
+MRC_LARGE_AD_VISIBLE_RATIO = 0.3
+MRC_LARGE_AD_AREA_PX = 242_500
+MRC_VISIBLE_MS = 1000
+HOVER_DWELL_MS = 500  # pointer on the ad this long before the hover signal is sent
+
+
+@dataclass(frozen=True, slots=True)
+class TagBuild:
+    """One built tag: the files the edge serves and how to name and pin them."""
+
+    version: str  # TAG_VERSION plus a digest of sources and config: names the exact bytes
+    js: bytes  # minified, the identity representation
+    br: bytes
+    gzip: bytes
+    sri: str  # "sha384-...", for <script integrity=...>
+    digest: str  # hex SHA-256 of ``js``, the base of the strong ETags
+
+    def sizes(self) -> dict[str, int]:
+        return {"raw": len(self.js), "gzip": len(self.gzip), "br": len(self.br)}
+
+
+@cache
+def _sources() -> tuple[str, jinja2.Template]:
+    body = "\n".join((SRC / name).read_text() for name in SOURCES)
+    env = jinja2.Environment(autoescape=False, keep_trailing_newline=True)  # noqa: S701 (JS, not HTML; tojson escapes)
+    return body, env.from_string((SRC / "config.js.j2").read_text())
+
+
+def tag_config(origin: str, publisher: str | None = None) -> dict[str, Any]:
+    """The config blob without its version (the version is derived from it)."""
+    return {
+        "origin": origin.rstrip("/"),
+        "publisher": publisher,
+        "viewability": {
+            "ratio": MRC_VISIBLE_RATIO,
+            "large_ratio": MRC_LARGE_AD_VISIBLE_RATIO,
+            "large_area": MRC_LARGE_AD_AREA_PX,
+            "ms": MRC_VISIBLE_MS,
+        },
+        "hover_ms": HOVER_DWELL_MS,
+    }
+
+
+def _render(config: dict[str, Any]) -> bytes:
+    body, template = _sources()
+    source = f"(() => {{\n{template.render(config=config)}{body}}})();\n"
+    return mangle(rjsmin.jsmin(source)).encode()
+
+
+def build_tag(origin: str, publisher: str | None = None) -> TagBuild:
+    """The tag for an edge reachable at ``origin``; ``publisher`` pins a default publisher id
+    (normally null: the embedding script's ``data-publisher`` names it)."""
+    config = tag_config(origin, publisher)
+    # The version names the output of everything else (sources, config, minifier), so a
+    # pinned URL (tag.<version>.js) and its integrity hash always name the same bytes.
+    draft = _render({**config, "version": ""})
+    config["version"] = f"{TAG_VERSION}-{hashlib.sha256(draft).hexdigest()[:10]}"
+    js = _render(config)
+    return TagBuild(
+        version=config["version"],
+        js=js,
+        br=brotli.compress(js, quality=11, mode=brotli.MODE_TEXT),
+        gzip=gzip.compress(js, compresslevel=9, mtime=0),
+        sri="sha384-" + base64.b64encode(hashlib.sha384(js).digest()).decode(),
+        digest=hashlib.sha256(js).hexdigest(),
+    )

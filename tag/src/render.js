@@ -1,0 +1,38 @@
+// Rendering with DOM APIs only: createElement and textContent, never innerHTML of ad text,
+// no inline style (publishers style the classes), so it runs under a strict CSP with
+// Trusted Types enforced. click_through_url goes into href exactly as given.
+
+// Why an ad cannot be shown, or "" when it can.
+function creativeProblem(ad) {
+  for (const f of ["ad_id", "title", "cta", "advertiser_name", "impression_token"]) {
+    if (!isText(ad[f])) return "no " + f;
+  }
+  return /^https?:\/\/[^/]/i.test(ad.click_through_url) ? "" : "bad click_through_url";
+}
+
+function part(tag, name, text) {
+  const e = D.createElement(tag);
+  e.className = name;
+  e.textContent = text || "";
+  return e;
+}
+
+function render(slot, ad) {
+  const box = part("div", "edge-ad");
+  box.dataset.adId = ad.ad_id;
+  const link = part("a", "edge-ad__link");
+  link.setAttribute("href", ad.click_through_url);
+  link.target = "_blank";
+  link.rel = "sponsored noopener";
+  link.append(part("span", "edge-ad__label", "Sponsored"), part("span", "edge-ad__title", ad.title));
+  if (isText(ad.description)) link.append(part("span", "edge-ad__description", ad.description));
+  link.append(part("span", "edge-ad__advertiser", ad.advertiser_name), part("span", "edge-ad__cta", ad.cta));
+  box.append(link);
+  slot.replaceChildren(box);
+  return box;
+}
+
+// Third-party impression pixels, fired as Prebid's triggerPixel does (an image request).
+function firePixels(ad) {
+  for (const px of ad.pixel_trackers || []) if (isText(px?.url)) new Image().src = px.url;
+}

@@ -1,0 +1,46 @@
+// MRC viewable impression (the rule Prebid's bidViewabilityIO.js implements): at least
+// VIEW_RATIO of the ad's pixels in view for VIEW_MS continuous milliseconds, or
+// LARGE_VIEW_RATIO for ads of LARGE_AREA px² or more, on a visible, focused page.
+// IntersectionObserver starts and cancels one timer per ad; leaving the view, the page
+// being hidden or losing focus cancels it, so the second has to be continuous
+// (web-vitals' getVisibilityWatcher.ts watches visibilitychange the same way).
+const watched = new Map(); // element -> its check(entry?)
+let observer;
+
+// Calls done({visible_ratio, visible_ms}) once, when the element has been viewable.
+function watchViewable(el, done) {
+  if (!observer) {
+    observer = new IntersectionObserver(
+      guard((entries) => entries.forEach((e) => watched.get(e.target)?.(e))),
+      { threshold: [0, LARGE_VIEW_RATIO, VIEW_RATIO, 1] }
+    );
+    const recheck = guard(() => watched.forEach((check) => check()));
+    D.addEventListener("visibilitychange", recheck);
+    W.addEventListener("focus", recheck);
+    W.addEventListener("blur", recheck);
+  }
+  let ratio = 0;
+  let need = VIEW_RATIO;
+  let timer = 0;
+  let since = 0;
+  const viewed = guard(() => {
+    watched.delete(el);
+    observer.unobserve(el);
+    done({ visible_ratio: ratio, visible_ms: Math.round(now() - since) });
+  });
+  watched.set(el, (entry) => {
+    if (entry) {
+      const box = entry.boundingClientRect;
+      ratio = entry.isIntersecting ? entry.intersectionRatio : 0;
+      need = box.width * box.height >= LARGE_AREA ? LARGE_VIEW_RATIO : VIEW_RATIO;
+    }
+    if (ratio < need || D.visibilityState !== "visible" || !D.hasFocus()) {
+      clearTimeout(timer);
+      timer = 0;
+    } else if (!timer) {
+      since = now();
+      timer = setTimeout(viewed, VIEW_MS);
+    }
+  });
+  observer.observe(el);
+}
