@@ -12,13 +12,16 @@ from starlette.routing import BaseRoute
 
 from edge import counters, matching
 from edge.context import Context
+from edge.delivery.publishers import registry
 from edge.errors import exception_handlers
+from edge.middleware import CORSMiddleware, GeofenceMiddleware, SecurityHeadersMiddleware
 from edge.routes import ad_manager, ai, dea, health, legacy, meta, sandbox, tag, ugc
 from edge.settings import Settings
 from edge.signing import Signer
 from edge.store import Store
 
 log = logging.getLogger("edge.app")
+TAG_SCRIPT_PREFIX = "/dea/tag."  # /dea/tag.js and the versioned /dea/tag.<version>.js
 
 
 # Every route family, each `routes(ctx)` and optionally `openapi(ctx)`.
@@ -37,8 +40,42 @@ def build_routes(ctx: Context) -> list[BaseRoute]:
 
 
 def build_middleware(ctx: Context) -> list[Middleware]:
-    """The stack, outermost first."""
-    return []
+    """The stack, outermost first.
+
+    Headers outermost, so every answer (CORS refusals, geofence 403s) carries them; CORS
+    before the geofence, so preflights are answered without a geo decision and a 403 from
+    the geofence still carries the CORS grant the tag needs to read it; the geofence only
+    in production (SPEC 1: the sandbox does not apply it).
+    """
+    publishers = registry(ctx)
+    stack = [
+        Middleware(
+            SecurityHeadersMiddleware,
+            timing_paths=dea.TIMING_PATHS,
+            timing_prefixes=(TAG_SCRIPT_PREFIX,),
+        ),
+        Middleware(
+            CORSMiddleware,
+            origin_allowed=publishers.origin_allowed,
+            preflight_paths=dea.PREFLIGHT_PATHS,
+        ),
+    ]
+    if ctx.settings.is_production:
+        # Open: liveness checks for load balancers, the API document, the tag script (not an
+        # API call or a beacon; CDNs cache it for everyone) and whatever the tag module
+        # declares public (its demo page).
+        open_paths = {*health.openapi(ctx)["paths"], meta.PATH, *getattr(tag, "PUBLIC_PATHS", ())}
+        stack.append(
+            Middleware(
+                GeofenceMiddleware,
+                geo=lambda: ctx.geo,
+                trusted_proxies=ctx.settings.trusted_proxies,
+                allow_private=ctx.settings.allow_private_ips,
+                open_paths=open_paths,
+                open_prefixes=(TAG_SCRIPT_PREFIX,),
+            )
+        )
+    return stack
 
 
 def create_app(

@@ -1,24 +1,203 @@
-"""The /dea delivery routes called by the tag and pixels (SPEC 4.6, 2.6)."""
+"""The /dea delivery routes called by the tag and pixels (SPEC 4.6, 2.6).
+
+Handlers live in ``edge.delivery`` (pages: the match routes; events: the beacons); this
+module lists the routes, their preflight methods for the CORS middleware, their OpenAPI
+description, and the start-up of what they need (geo reader, publisher registry).
+``GET /dea/tag.js`` belongs to ``edge.routes.tag``; ``GET /dea/health`` to ``health``.
+"""
 
 from __future__ import annotations
 
-from starlette.routing import BaseRoute
+from typing import Any
+
+from starlette.routing import BaseRoute, Route
 
 from edge.context import Context
+from edge.delivery import schemas
+from edge.delivery.events import EventHandlers
+from edge.delivery.pages import PageHandlers
+from edge.delivery.publishers import registry
+from edge.openapi import error_response, json_body
 from geoip import open_reader
+
+KEYWORDS = "/dea/url/keywords"
+PLACEMENTS = "/dea/url/placements"
+URL_IMPRESSION = "/dea/url/impression"
+FAILURES = "/dea/url/placements/failures"
+HOVER = "/dea/url/hover"
+UGC_IMPRESSION = "/dea/ugc/impression"
+AI_RENDER = "/dea/ai/impressions/render"
+AI_VIEW = "/dea/ai/impressions/view"
+
+# Paths a browser preflights (its POSTs carry JSON), with the methods a preflight may ask for.
+PREFLIGHT_PATHS = {
+    KEYWORDS: frozenset({"POST"}),
+    PLACEMENTS: frozenset({"POST"}),
+    URL_IMPRESSION: frozenset({"POST"}),
+    FAILURES: frozenset({"POST"}),
+    HOVER: frozenset({"POST"}),
+    UGC_IMPRESSION: frozenset({"GET", "POST"}),
+}
+# Where a publisher's performance monitoring may see timings (Timing-Allow-Origin).
+TIMING_PATHS = (KEYWORDS, PLACEMENTS)
+
+
+def _ai_enabled(ctx: Context) -> bool:
+    return ctx.settings.is_production  # the AI product has no sandbox (DESIGN 4.4)
 
 
 def routes(ctx: Context) -> list[BaseRoute]:
-    return []
+    pages, events = PageHandlers(ctx), EventHandlers(ctx)
+    out: list[BaseRoute] = [
+        Route(KEYWORDS, pages.keywords, methods=["POST"]),
+        Route(PLACEMENTS, pages.placements, methods=["POST"]),
+        Route(URL_IMPRESSION, events.url_impression, methods=["POST"]),
+        Route(FAILURES, events.failure, methods=["POST"]),
+        Route(HOVER, events.hover, methods=["POST"]),
+        Route(UGC_IMPRESSION, events.ugc_impression, methods=["GET", "POST"]),
+    ]
+    if _ai_enabled(ctx):
+        out += [
+            Route(AI_RENDER, events.ai_render, methods=["GET"]),
+            Route(AI_VIEW, events.ai_view, methods=["GET"]),
+        ]
+    return out
 
 
 async def startup(ctx: Context) -> None:
     # Opened once (mmap, C extension); lookups are microseconds, done on the event loop.
     if ctx.geo is None:
         ctx.geo = open_reader(ctx.settings.geoip_db)
+    await registry(ctx).start()
 
 
 async def shutdown(ctx: Context) -> None:
+    await registry(ctx).stop()
     geo, ctx.geo = ctx.geo, None
     if geo is not None and hasattr(geo, "close"):
         geo.close()
+
+
+# -- OpenAPI -----------------------------------------------------------------------------------
+
+
+def _body(schema: dict[str, Any]) -> dict[str, Any]:
+    content = {"schema": schema}
+    return {
+        "required": True,
+        "content": {"application/json": content, "text/plain": content},
+    }
+
+
+def _errors(ctx: Context, *statuses: str) -> dict[str, Any]:
+    text = {
+        "400": "Invalid body, token or signature (the field is named); nothing is counted",
+        "403": "Unknown publisher or origin"
+        + (
+            ", or a client outside the US (production geofence)"
+            if ctx.settings.is_production
+            else ""
+        ),
+        "413": "Body larger than EDGE_MAX_BODY_BYTES",
+        "415": "Content-Type is not application/json or text/plain",
+        "502": "The matcher failed or missed its deadline; retry with backoff",
+        "503": "The event could not be stored; retry after Retry-After",
+    }
+    out = {s: error_response(text[s]) for s in statuses}
+    if ctx.settings.is_production and "403" not in out:
+        out["403"] = error_response("Client outside the US (production geofence)")
+    return out
+
+
+def _preflight(methods: frozenset[str]) -> dict[str, Any]:
+    return {
+        "summary": "CORS preflight (registered publisher origins only)",
+        "tags": ["delivery"],
+        "parameters": [
+            {"name": "Origin", "in": "header", "required": True, "schema": {"type": "string"}},
+            {
+                "name": "Access-Control-Request-Method",
+                "in": "header",
+                "required": True,
+                "schema": {"enum": sorted(methods)},
+            },
+        ],
+        "responses": {
+            "204": {"description": "Granted: Access-Control-Allow-Origin, Max-Age 7200"},
+            "403": error_response("Origin not registered, or method/headers not allowed"),
+        },
+    }
+
+
+def _post(ctx, summary, request, response, *errors, ok="200") -> dict[str, Any]:
+    return {
+        "summary": summary,
+        "tags": ["delivery"],
+        "requestBody": _body(request),
+        "responses": {ok: json_body(response), **_errors(ctx, "400", "413", "415", *errors)},
+    }
+
+
+def openapi(ctx: Context) -> dict[str, Any]:
+    s = schemas
+    paths: dict[str, Any] = {
+        KEYWORDS: {
+            "post": _post(ctx, "Ads for the page's own slots", s.KEYWORDS_REQUEST,
+                          s.KEYWORDS_RESPONSE, "403", "502"),
+        },
+        PLACEMENTS: {
+            "post": _post(ctx, "Ads for explicit slots (UGC posts, late slots)",
+                          s.PLACEMENTS_REQUEST, s.PLACEMENTS_RESPONSE, "403", "502"),
+        },
+        URL_IMPRESSION: {
+            "post": _post(ctx, "A page-level ad was viewable (billing-grade)",
+                          s.IMPRESSION_REQUEST, s.IMPRESSION_RESPONSE, "503"),
+        },
+        FAILURES: {
+            "post": _post(ctx, "A placement failed to render", s.FAILURE_REQUEST,
+                          s.ACK_RESPONSE, "403", "503"),
+        },
+        HOVER: {
+            "post": _post(ctx, "Hover engagement, once per token", s.HOVER_REQUEST,
+                          s.ACK_RESPONSE, "503"),
+        },
+        UGC_IMPRESSION: {
+            "post": _post(ctx, "A UGC ad was viewable (billing-grade)", s.IMPRESSION_REQUEST,
+                          s.IMPRESSION_RESPONSE, "503"),
+            "get": {
+                "summary": "Impression pixel (from an ad's pixel_trackers)",
+                "tags": ["delivery"],
+                "parameters": [
+                    {"name": "t", "in": "query", "required": True, "schema": s.TOKEN},
+                ],
+                "responses": {
+                    "204": {"description": "Stored (or already stored: a replay counts nothing)"},
+                    **_errors(ctx, "400", "503"),
+                },
+            },
+        },
+    }  # fmt: skip
+    for path, methods in PREFLIGHT_PATHS.items():
+        paths[path]["options"] = _preflight(methods)
+    if _ai_enabled(ctx):
+        for path, kind in ((AI_RENDER, "rendered"), (AI_VIEW, "viewable")):
+            paths[path] = {"get": _ai_beacon(ctx, kind)}
+    return {"paths": paths}
+
+
+def _ai_beacon(ctx: Context, kind: str) -> dict[str, Any]:
+    text = {"type": "string", "maxLength": 256}
+    return {
+        "summary": f"An AI ad was {kind}; the URL from /v1/ai/process, fired verbatim",
+        "tags": ["delivery"],
+        "parameters": [
+            {"name": "ad_id", "in": "query", "required": True, "schema": {"type": "integer"}},
+            {"name": "message_id", "in": "query", "required": True, "schema": text},
+            {"name": "conversation_id", "in": "query", "required": False, "schema": text},
+            {"name": "sig", "in": "query", "required": True, "schema": text},
+        ],
+        "responses": {
+            "204": {"description": "Stored once per (ad_id, message_id); replays count nothing"},
+            **_errors(ctx, "400", "503"),
+        },
+    }

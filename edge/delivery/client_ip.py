@@ -1,0 +1,58 @@
+"""The address the production geofence judges (DESIGN 4.6).
+
+It is the TCP peer, unless the peer is a proxy listed in ``EDGE_TRUSTED_PROXIES``: then it
+is the rightmost ``X-Forwarded-For`` hop that is not a trusted proxy, because every hop to
+the left of that one was written by the client and can be anything. A hop that is not an
+IP address makes the answer unknown (refused), never "skip it": skipping would let a
+client hide behind junk. The ``Forwarded`` header (RFC 7239) is not read; proxies in front
+of the edge are expected to set ``X-Forwarded-For``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterable
+
+from geoip import parse_ip
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def _hop(text: str) -> IPAddress | None:
+    text = text.strip().strip('"')
+    if text.startswith("["):  # "[2001:db8::1]:443"
+        text = text[1:].split("]", 1)[0]
+    elif text.count(":") == 1:  # "203.0.113.7:5678"
+        text = text.split(":", 1)[0]
+    return parse_ip(text)
+
+
+def _trusted(ip: IPAddress, proxies: tuple[IPNetwork, ...]) -> bool:
+    return any(ip.version == net.version and ip in net for net in proxies)
+
+
+def client_ip(
+    peer: str | None, forwarded_for: Iterable[str], proxies: tuple[IPNetwork, ...]
+) -> IPAddress | None:
+    """The client's address, or None when it cannot be known."""
+    ip = parse_ip(peer) if peer is not None else None
+    if ip is None or not _trusted(ip, proxies):
+        return ip
+    hops = [h for value in forwarded_for for h in value.split(",") if h.strip()]
+    for text in reversed(hops):
+        hop = _hop(text)
+        if hop is None:
+            return None
+        ip = hop
+        if not _trusted(hop, proxies):
+            return hop
+    # Every hop is a trusted proxy (or there were none): the leftmost one is the client.
+    return ip
+
+
+def from_scope(scope, proxies: tuple[IPNetwork, ...]) -> IPAddress | None:
+    client = scope.get("client")
+    peer = client[0] if client else None
+    xff = [v.decode("latin-1") for k, v in scope.get("headers", ()) if k == b"x-forwarded-for"]
+    return client_ip(peer, xff, proxies)

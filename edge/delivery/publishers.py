@@ -1,0 +1,84 @@
+"""Registered publishers, cached in memory for the hot path (CORS checks, match routes).
+
+The cache is refreshed from the store every ``REFRESH_SECONDS`` by a background task, so
+``edge publishers add`` run from the command line (another process) takes effect on a
+running edge within that time, without a restart and without a store read per request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import TYPE_CHECKING
+
+from edge.store import Publisher, Store
+from edge.store.events import normalise_origin
+
+if TYPE_CHECKING:
+    from edge.context import Context
+
+log = logging.getLogger("edge.delivery.publishers")
+REFRESH_SECONDS = 3.0
+_EXTRA = "publishers"
+
+
+class PublisherRegistry:
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._by_id: dict[str, Publisher] = {}
+        self._origins: frozenset[str] = frozenset()
+        self._task: asyncio.Task | None = None
+
+    async def refresh(self) -> None:
+        pubs = await self._store.list_publishers()
+        self._by_id = {p.publisher_id: p for p in pubs}
+        self._origins = frozenset(o for p in pubs for o in p.origins)
+
+    def get(self, publisher_id: str) -> Publisher | None:
+        return self._by_id.get(publisher_id)
+
+    def origin_allowed(self, origin: str) -> bool:
+        """Is ``origin`` (an ``Origin`` header) one of any registered publisher's origins?"""
+        return _canonical(origin) in self._origins
+
+    def publisher_allows(self, publisher_id: str, origin: str) -> bool:
+        pub = self._by_id.get(publisher_id)
+        return pub is not None and _canonical(origin) in pub.origins
+
+    async def start(self) -> None:
+        await self.refresh()
+
+        async def loop() -> None:
+            while True:
+                await asyncio.sleep(REFRESH_SECONDS)
+                try:
+                    await self.refresh()
+                except Exception as exc:  # keep serving the last good list
+                    log.warning("could not refresh publishers: %s", exc)
+
+        self._task = asyncio.create_task(loop(), name="edge-publishers-refresh")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+def _canonical(origin: str) -> str | None:
+    # Browsers already send the canonical form; normalising tolerates hand-made clients.
+    # "null" (sandboxed iframes, file:) and anything unparsable is never an allowed origin.
+    try:
+        return normalise_origin(origin)
+    except ValueError:
+        return None
+
+
+def registry(ctx: Context) -> PublisherRegistry:
+    """The context's registry, created on first use (routes and middleware share it)."""
+    reg = ctx.extras.get(_EXTRA)
+    if reg is None:
+        reg = ctx.extras[_EXTRA] = PublisherRegistry(ctx.store)
+    return reg

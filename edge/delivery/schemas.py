@@ -1,0 +1,144 @@
+"""JSON Schemas of the /dea bodies: served in /openapi.json and enforced by ``validate``.
+
+docs/dea-api.md explains them in prose; these are the normative form.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+MAX_SLOTS = 20
+MAX_PAGE_TEXT = 20_000
+MAX_POST_TEXT = 10_000
+FAILURE_REASONS = ("render_error", "creative_error", "timeout", "csp_blocked", "other")
+NO_AD_REASONS = ("unsafe", "no_relevant_demand", "backoff", "suppressed")
+
+PUBLISHER_ID = {
+    "type": "string",
+    "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$",
+    "description": "Registered with `edge publishers add`.",
+}
+TAG_VERSION = {"type": "string", "minLength": 1, "maxLength": 32, "description": "Tag version."}
+PAGE_URL = {"type": "string", "maxLength": 2048, "pattern": r"^https?://[^\s]+$"}
+SLOT_ID = {"type": "string", "minLength": 1, "maxLength": 128}
+POST_ID = {"type": "string", "minLength": 1, "maxLength": 256}
+TOKEN = {"type": "string", "minLength": 1, "maxLength": 2048}
+IMPRESSION_ID = {
+    "type": "string",
+    "pattern": r"^[A-Za-z0-9_\-]{8,64}$",
+    "description": "Unique per impression, made by the tag (a UUID); a retry reuses it.",
+}
+
+
+def _object(required: list[str], **props: Any) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "required": required,
+        "properties": props,
+    }
+
+
+KEYWORDS_REQUEST = _object(
+    ["publisher_id", "v", "page_url", "slots"],
+    publisher_id=PUBLISHER_ID,
+    v=TAG_VERSION,
+    page_url=PAGE_URL,
+    title={"type": "string", "maxLength": 500},
+    text={"type": "string", "maxLength": MAX_PAGE_TEXT},
+    slots={
+        "type": "array",
+        "items": SLOT_ID,
+        "minItems": 1,
+        "maxItems": MAX_SLOTS,
+        "uniqueItems": True,
+    },
+)
+
+PLACEMENT_REQUEST = _object(
+    ["slot_id", "text"],
+    slot_id=SLOT_ID,
+    post_id=POST_ID,
+    title={"type": "string", "maxLength": 500},
+    text={"type": "string", "maxLength": MAX_POST_TEXT},
+)
+PLACEMENTS_REQUEST = _object(
+    ["publisher_id", "v", "page_url", "placements"],
+    publisher_id=PUBLISHER_ID,
+    v=TAG_VERSION,
+    page_url=PAGE_URL,
+    placements={"type": "array", "items": PLACEMENT_REQUEST, "minItems": 1, "maxItems": MAX_SLOTS},
+)
+
+IMPRESSION_REQUEST = _object(
+    ["impression_token", "impression_id", "v"],
+    impression_token=TOKEN,
+    impression_id=IMPRESSION_ID,
+    v=TAG_VERSION,
+    visible_ratio={"type": "number", "minimum": 0, "maximum": 1},
+    visible_ms={"type": "integer", "minimum": 0, "maximum": 86_400_000},
+)
+
+HOVER_REQUEST = _object(
+    ["impression_token", "hover_ms", "v"],
+    impression_token=TOKEN,
+    hover_ms={"type": "integer", "minimum": 0, "maximum": 3_600_000},
+    v=TAG_VERSION,
+)
+
+FAILURE_REQUEST = _object(
+    ["publisher_id", "v", "page_url", "slot_id", "reason"],
+    publisher_id=PUBLISHER_ID,
+    v=TAG_VERSION,
+    page_url=PAGE_URL,
+    slot_id=SLOT_ID,
+    impression_token=TOKEN,
+    reason={"type": "string", "enum": list(FAILURE_REASONS)},
+    message={"type": "string", "maxLength": 1000},
+)
+
+AI_BEACON_QUERY = ("ad_id", "message_id", "conversation_id", "sig")
+
+# -- responses (documentation; the tests check answers against them) ---------------------------
+
+PIXEL_TRACKER = _object(
+    ["vendor", "tracker_type", "url"],
+    vendor={"type": "string"},
+    tracker_type={"type": "string"},
+    url={"type": "string"},
+)
+AD = _object(
+    ["ad_id", "title", "cta", "advertiser_name", "description", "click_through_url",
+     "ttl_seconds", "pixel_trackers", "impression_token", "relevancy_score"],
+    ad_id={"type": "string"},
+    title={"type": "string"},
+    cta={"type": "string"},
+    advertiser_name={"type": "string"},
+    description={"type": "string"},
+    click_through_url={"type": "string", "description": "Used exactly as given."},
+    ttl_seconds={"type": "integer"},
+    pixel_trackers={"type": "array", "items": PIXEL_TRACKER},
+    impression_token={"type": "string", "description": "Signed, single-use; send it back."},
+    relevancy_score={"type": "number", "minimum": 0, "maximum": 1},
+)  # fmt: skip
+PLACEMENT = _object(
+    ["slot_id", "ad"],
+    slot_id=SLOT_ID,
+    post_id=POST_ID,
+    ad={"type": ["object", "null"], **{k: v for k, v in AD.items() if k != "type"}},
+    reason={"type": "string", "enum": list(NO_AD_REASONS)},
+    retry_after_seconds={"type": "integer", "minimum": 0},
+)
+KEYWORDS_RESPONSE = _object(
+    ["safe", "keywords", "placements"],
+    safe={"type": "boolean"},
+    keywords={"type": "array", "items": {"type": "string"}},
+    placements={"type": "array", "items": PLACEMENT},
+)
+PLACEMENTS_RESPONSE = _object(["placements"], placements={"type": "array", "items": PLACEMENT})
+IMPRESSION_RESPONSE = _object(
+    ["acknowledged", "counted"],
+    acknowledged={"type": "boolean"},
+    counted={"type": "boolean", "description": "False for a replay: nothing was counted."},
+)
+ACK_RESPONSE = _object(["acknowledged"], acknowledged={"type": "boolean"})

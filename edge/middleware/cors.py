@@ -1,0 +1,106 @@
+"""CORS for the tag's calls to /dea (SPEC 4.6 rule 1): registered publisher origins only.
+
+Preflights (OPTIONS with ``Access-Control-Request-Method``) to the listed paths are answered
+here, before the geofence and the routes: granted with ``Access-Control-Max-Age: 7200`` for
+a registered origin asking for a method the route has, refused with a 403 in the error
+shape otherwise. Actual responses on /dea get ``Vary: Origin`` always and the grant only
+for a registered origin. Credentials are never allowed: the tag sends no cookies, and
+``sendBeacon`` with a JSON Blob (which would need them) is not used (RECIPES 1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from starlette.datastructures import Headers, MutableHeaders
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from edge.errors import error_body
+
+MAX_AGE_SECONDS = 7200  # Chromium caps preflight caching at 2 h; longer buys nothing
+ALLOW_HEADERS = frozenset({"content-type"})
+EXPOSE_HEADERS = "Retry-After"
+
+
+class CORSMiddleware:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        origin_allowed: Callable[[str], bool],
+        preflight_paths: Mapping[str, frozenset[str]],
+        prefix: str = "/dea/",
+    ) -> None:
+        """``preflight_paths`` maps a path to the methods a preflight may ask for."""
+        self.app = app
+        self.origin_allowed = origin_allowed
+        self.preflight_paths = {
+            p: frozenset(m.upper() for m in ms) for p, ms in preflight_paths.items()
+        }
+        self.prefix = prefix
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not scope["path"].startswith(self.prefix):
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        origin = headers.get("origin")
+        is_preflight = scope["method"] == "OPTIONS" and "access-control-request-method" in headers
+        if is_preflight and scope["path"] in self.preflight_paths:
+            await self._preflight(scope["path"], origin, headers, send)
+            return
+        granted = origin is not None and self.origin_allowed(origin)
+
+        async def send_with_cors(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                out = MutableHeaders(scope=message)
+                out.add_vary_header("Origin")
+                if granted:
+                    out["Access-Control-Allow-Origin"] = origin
+                    out["Access-Control-Expose-Headers"] = EXPOSE_HEADERS
+            await send(message)
+
+        await self.app(scope, receive, send_with_cors)
+
+    async def _preflight(self, path: str, origin: str | None, headers: Headers, send: Send) -> None:
+        vary = "Origin, Access-Control-Request-Method, Access-Control-Request-Headers"
+        method = headers["access-control-request-method"].strip().upper()
+        asked = {
+            h.strip().lower()
+            for h in headers.get("access-control-request-headers", "").split(",")
+            if h.strip()
+        }
+        allowed_methods = self.preflight_paths[path]
+        problem = None
+        if origin is None or not self.origin_allowed(origin):
+            problem = (
+                "cors_origin_not_allowed",
+                f"origin {origin!r} is not a registered publisher",
+            )
+        elif method not in allowed_methods:
+            problem = ("cors_method_not_allowed", f"{method} is not allowed on {path}")
+        elif not asked <= ALLOW_HEADERS:
+            bad = ", ".join(sorted(asked - ALLOW_HEADERS))
+            problem = ("cors_headers_not_allowed", f"request headers not allowed: {bad}")
+        if problem is not None:
+            body = error_body(*problem)
+            await _send(send, 403, body, [("content-type", "application/json"), ("vary", vary)])
+            return
+        out = [
+            ("access-control-allow-origin", origin),
+            ("access-control-allow-methods", ", ".join(sorted(allowed_methods))),
+            ("access-control-allow-headers", "Content-Type"),
+            ("access-control-max-age", str(MAX_AGE_SECONDS)),
+            ("vary", vary),
+        ]
+        # Chrome's Private Network Access asks before a public page calls a private edge.
+        if headers.get("access-control-request-private-network") == "true":
+            out.append(("access-control-allow-private-network", "true"))
+        await _send(send, 204, b"", out)
+
+
+async def _send(send: Send, status: int, body: bytes, headers: list[tuple[str, str]]) -> None:
+    raw = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers]
+    raw.append((b"content-length", str(len(body)).encode()))
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": body})
