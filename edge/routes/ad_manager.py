@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import bisect
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,6 +30,7 @@ CAMPAIGNS = "/v1/ad-manager/campaigns"
 AD_SETS = "/v1/ad-manager/ad-sets"
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 200
+_CURSOR = re.compile(r"[A-Za-z0-9_-]{1,1400}")  # base64url of an id, no padding
 
 
 def encode_cursor(last_id: str) -> str:
@@ -37,9 +39,12 @@ def encode_cursor(last_id: str) -> str:
 
 def decode_cursor(cursor: str) -> str:
     try:
-        return base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        if not _CURSOR.fullmatch(cursor):
+            raise ValueError(cursor)
+        last_id = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
     except (binascii.Error, ValueError):
         raise BadRequest("cursor is not one this API returned", field="cursor") from None
+    return last_id
 
 
 def page_params(request: Request, allowed: Sequence[str]) -> tuple[int, str | None]:

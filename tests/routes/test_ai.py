@@ -1,0 +1,157 @@
+"""POST /v1/ai/process (SPEC 4.3, 2.6, 7): 422 validation, AI ads, signed beacon URLs."""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from edge.beacons import verify_ai_beacon
+from matcher.catalogue import ad_number
+from tests.conftest import assert_error_shape, issue_key
+from tests.routes.conftest import post_json
+
+PATH = "/v1/ai/process"
+TURN = {
+    "message_id": "m-1",
+    "conversation_id": "c-9",
+    "prompt": "what should I feed a picky puppy?",
+    "content": "Try a grain-free kibble and feed at regular times.",
+}
+
+
+@pytest.fixture
+def ai(make_client, script):
+    client = make_client(matcher=script)
+    return client, issue_key(client, "ai")
+
+
+def call(ai, body):
+    client, key = ai
+    return post_json(client, PATH, body, key)
+
+
+@pytest.mark.parametrize("product", [None, "ugc", "ad-manager"])
+def test_missing_or_wrong_product_key_is_401(ai, product):
+    client, _ = ai
+    key = issue_key(client, product) if product else None
+    assert_error_shape(post_json(client, PATH, TURN, key), 401, "unauthorized")
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"content": "hi"}, "message_id"),
+        ({"message_id": "m"}, "content"),
+        ({"message_id": "m", "content": ""}, "content"),
+        ({"message_id": 7, "content": "hi"}, "message_id"),
+        ({"message_id": "m", "content": "hi", "conversation_id": 3}, "conversation_id"),
+        ({"message_id": "m", "content": "hi", "prompt": {"text": "x"}}, "prompt"),
+        ({"message_id": "m", "content": "hi", "location": "California"}, "location"),
+        ({"message_id": "m", "content": "hi", "location": 6}, "location"),
+        ({"message_id": "m", "content": "x" * 20_001}, "content"),
+        ({"message_id": "m", "content": "hi", "post_id": "p"}, "post_id"),
+        (["m"], "body"),
+    ],
+)
+def test_validation_failures_are_422_naming_the_field(ai, body, field, script):
+    err = assert_error_shape(call(ai, body), 422, "validation_error")
+    assert err["field"] == field
+    assert script.requests == []
+
+
+@pytest.mark.parametrize("raw", [b"{", b"", b"nul"])
+def test_malformed_json_is_422(ai, raw):
+    client, key = ai
+    headers = {"X-API-Key": key, "Content-Type": "application/json"}
+    assert_error_shape(client.post(PATH, content=raw, headers=headers), 422, "validation_error")
+
+
+def test_wrong_content_type_is_415(ai):
+    client, key = ai
+    r = client.post(PATH, content=b"{}", headers={"X-API-Key": key, "Content-Type": "text/xml"})
+    assert_error_shape(r, 415)
+
+
+def test_ads_have_integer_ids_placement_creative_and_signed_beacons(ai, script):
+    client, _ = ai
+    script.ad_ids = ("ad-notes",)
+    r = call(ai, TURN)
+    assert r.status_code == 200 and r.headers["cache-control"] == "no-store"
+    body = r.json()
+    assert set(body) == {"message_id", "ads"} and body["message_id"] == "m-1"
+    (ad,) = body["ads"]
+    assert ad["ad_id"] == ad_number("ad-notes") and isinstance(ad["ad_id"], int)
+    assert ad["placement"] == "after_message"
+    assert ad["title"] == "Notes that organise themselves" and ad["cta"] == "Try free"
+    assert ad["advertiser_name"] == "Cloud Notes" and ad["ttl_seconds"] == 300
+    assert ad["click_through_url"] == "https://notes.example.com/"
+    assert ad["pixel_trackers"] == []
+    signer = client.app.state.ctx.signer
+    for kind in ("render", "view"):
+        url = urlsplit(ad[f"{kind}_impression_url"])
+        assert f"{url.scheme}://{url.netloc}{url.path}" == (
+            f"http://127.0.0.1:8000/dea/ai/impressions/{kind}"
+        )
+        query = {k: v[0] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
+        assert query["ad_id"] == str(ad["ad_id"]) and query["message_id"] == "m-1"
+        assert query["conversation_id"] == "c-9"
+        beacon = verify_ai_beacon(signer, kind, query)
+        assert (beacon.ad_id, beacon.message_id) == (ad["ad_id"], "m-1")
+
+
+def test_beacons_use_the_configured_public_base_url(make_client, script):
+    client = make_client(public_base_url="https://ads.example.com", matcher=script)
+    script.ad_ids = ("ad-notes",)
+    ad = post_json(client, PATH, TURN, issue_key(client, "ai")).json()["ads"][0]
+    assert ad["render_impression_url"].startswith("https://ads.example.com/dea/ai/impressions/")
+
+
+def test_prompt_content_and_thread_reach_the_matcher(ai, script):
+    call(ai, TURN)
+    req = script.last
+    assert (req.product, req.content, req.prompt) == ("ai", TURN["content"], TURN["prompt"])
+    assert req.thread_id == "c-9" and req.post_id is None
+    call(ai, {"message_id": "m-2", "content": "hello"})
+    assert script.last.thread_id == "m-2" and script.last.prompt is None
+
+
+def test_location_is_used_for_geo(ai, script):
+    call(ai, {**TURN, "location": "us-ca"})
+    assert (script.last.geo.state, script.last.geo.country) == ("US-CA", "US")
+    call(ai, {**TURN, "location": "US"})  # a country alone is no signal
+    assert script.last.geo is None
+
+
+@pytest.mark.parametrize(
+    ("outcome", "reason", "expected"),
+    [
+        ("no_match", "unsafe", "unsafe"),
+        ("no_match", "", "no_relevant_demand"),
+        ("empty", "", "suppressed"),
+    ],
+)
+def test_no_ad_and_unsafe_are_answered_in_the_same_schema(ai, script, outcome, reason, expected):
+    script.outcome, script.reason, script.retry_after = outcome, reason, 600
+    assert call(ai, TURN).json() == {"message_id": "m-1", "ads": [], "no_ad_reason": expected}
+
+
+def test_matcher_failure_is_502(ai, script):
+    script.error = RuntimeError("boom")
+    r = call(ai, TURN)
+    assert_error_shape(r, 502)
+    assert "Retry-After" in r.headers
+
+
+def test_hand_built_v1_ai_beacon_is_404(ai):
+    client, _ = ai
+    for kind in ("render", "view"):
+        r = client.get(f"/v1/ai/impressions/{kind}?ad_id=1&message_id=m&conversation_id=c")
+        assert_error_shape(r, 404, "not_found")
+
+
+def test_sandbox_has_no_ai_product(make_client, script):
+    client = make_client(env="sandbox", matcher=script)
+    key = issue_key(client, "ai")
+    assert_error_shape(post_json(client, PATH, TURN, key), 404)
+    assert PATH not in client.get("/openapi.json").json()["paths"]
