@@ -1,0 +1,257 @@
+"""Billing-grade beacons through HTTP: impressions, the pixel, AI beacons, hovers, failures.
+
+Replays count once (same token or same impression id), forgeries count nothing, and every
+answer that says ``counted`` is already in the store.
+"""
+
+from urllib.parse import urlsplit
+
+import orjson
+import pytest
+
+from edge.beacons import ai_beacon_urls, issue_impression_token
+from edge.delivery import schemas
+from edge.delivery.validate import validate
+from edge.signing import Signer
+from edge.store import StoreUnavailable
+from tests.conftest import assert_error_shape
+from tests.routes.dea_helpers import PUB, register
+
+PAGE = "https://news.example/a/1"
+
+
+def token(client, surface="url", **kw):
+    ctx = client.app.state.ctx
+    args = dict(surface=surface, env=ctx.settings.env, ad_id="ad-1", campaign_id="cmp-1",
+                now=ctx.clock(), cpm_usd=4.0, publisher_id=PUB, slot_id="side")  # fmt: skip
+    args.update(kw)
+    return issue_impression_token(ctx.signer, **args)[0]
+
+
+def imp_body(tok, iid="imp-00000001", **kw):
+    return {"impression_token": tok, "impression_id": iid, "v": "1.0.0", **kw}
+
+
+def stored(client, kind=None) -> int:
+    ctx = client.app.state.ctx
+    return client.portal.call(ctx.store.impression_count, kind)
+
+
+def spend(client) -> dict:
+    ctx = client.app.state.ctx
+    return client.portal.call(ctx.store.spend_by_campaign)
+
+
+def counts(client) -> dict:
+    ctx = client.app.state.ctx
+    return {(s, i, c): a for s, i, c, a in client.portal.call(ctx.store.counts)}
+
+
+@pytest.fixture
+def client(make_client):
+    return make_client()
+
+
+@pytest.mark.parametrize(("path", "surface"), [("/dea/url/impression", "url"),
+                                                ("/dea/ugc/impression", "ugc")])  # fmt: skip
+def test_impression_counts_once_per_token_and_per_impression_id(client, path, surface):
+    tok = token(client, surface)
+    r = client.post(path, json=imp_body(tok, visible_ratio=0.62, visible_ms=1000))
+    assert r.status_code == 200 and r.json() == {"acknowledged": True, "counted": True}
+    validate(r.json(), schemas.IMPRESSION_RESPONSE)
+    assert stored(client, surface) == 1  # already durable when the answer came
+    again = client.post(path, json=imp_body(tok, iid="imp-00000002"))  # same token
+    assert again.json() == {"acknowledged": True, "counted": False}
+    other = client.post(path, json=imp_body(token(client, surface)))  # same impression id
+    assert other.json() == {"acknowledged": True, "counted": False}
+    assert stored(client) == 1
+    assert spend(client) == pytest.approx({"cmp-1": 0.004})
+    c = counts(client)
+    assert c[("ad", "ad-1", "impressions")] == 1 and c[("publisher", PUB, "billable_usd")] > 0
+
+
+def test_sandbox_impressions_are_never_billed(make_client):
+    client = make_client(env="sandbox")
+    r = client.post("/dea/url/impression", json=imp_body(token(client, cpm_usd=None)))
+    assert r.json()["counted"] is True and spend(client) == {}
+
+
+def test_text_plain_beacon_as_sendbeacon_sends_it(client):
+    body = orjson.dumps(imp_body(token(client)))
+    r = client.post(
+        "/dea/url/impression", content=body, headers={"Content-Type": "text/plain;charset=UTF-8"}
+    )
+    assert r.json()["counted"] is True
+    assert r.headers["cache-control"] == "no-store"
+
+
+def _forged(client):
+    tok = token(client)
+    body, sig = tok.split(".")
+    return {
+        "other key": issue_impression_token(
+            Signer(b"z" * 32),
+            surface="url",
+            env="production",
+            ad_id="ad-1",
+            campaign_id="cmp-1",
+            now=client.app.state.ctx.clock(),
+        )[0],
+        "bad signature": f"{body}.{sig[:-2]}AA",
+        "edited payload": f"{body[:-2]}AA.{sig}",
+        "other surface": token(client, "ugc"),
+        "other env": token(client, env="sandbox"),
+        "expired": token(client, now=client.app.state.ctx.clock() - 2 * 86400),
+        "not a token": "hello",
+    }
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["other key", "bad signature", "edited payload", "other surface", "other env", "expired",
+     "not a token"],
+)  # fmt: skip
+def test_forged_or_misdirected_tokens_count_nothing(client, case):
+    bad = _forged(client)[case]
+    err = assert_error_shape(client.post("/dea/url/impression", json=imp_body(bad)), 400)
+    assert err["code"] == "invalid_token" and err["field"] == "impression_token"
+    assert stored(client) == 0 and spend(client) == {}
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"impression_id": "imp-00000001", "v": "1"}, "impression_token"),
+        ({"impression_token": "x", "v": "1"}, "impression_id"),
+        ({"impression_token": "x", "impression_id": "short", "v": "1"}, "impression_id"),
+        ({"impression_token": "x", "impression_id": "imp-00000001", "v": "1", "x": 1}, "x"),
+        ({"impression_token": "x", "impression_id": "imp-00000001", "v": "1",
+          "visible_ratio": 1.5}, "visible_ratio"),
+    ],
+)  # fmt: skip
+def test_impression_body_validation(client, body, field):
+    err = assert_error_shape(client.post("/dea/url/impression", json=body), 400)
+    assert err["field"] == field
+
+
+def test_pixel_get_counts_once_and_answers_204(client):
+    tok = token(client, "ugc", publisher_id=None, slot_id=None, post_id="p-42")
+    r = client.get("/dea/ugc/impression", params={"t": tok})
+    assert r.status_code == 204 and r.content == b""
+    assert r.headers["cache-control"] == "no-store"
+    assert client.get("/dea/ugc/impression", params={"t": tok}).status_code == 204
+    assert stored(client, "ugc") == 1
+
+
+def test_pixel_get_refuses_bad_queries(client):
+    assert_error_shape(client.get("/dea/ugc/impression"), 400)
+    assert_error_shape(client.get("/dea/ugc/impression", params={"t": token(client, "url")}), 400)
+    tok = token(client, "ugc")
+    r = client.get(f"/dea/ugc/impression?t={tok}&t={tok}")
+    assert assert_error_shape(r, 400)["field"] == "t"
+    r = client.get("/dea/ugc/impression", params={"t": tok, "cb": "1"})
+    assert assert_error_shape(r, 400)["field"] == "cb"
+    assert stored(client) == 0
+
+
+def _ai_urls(client, message_id="m-1", conversation_id="c-9"):
+    ctx = client.app.state.ctx
+    catalogue = ctx.matcher.catalogue
+    placement = next(
+        catalogue.placement(ad.id)
+        for s in catalogue.ad_sets()
+        if "ai" in s.products
+        for ad in s.ads
+    )
+    number = catalogue.ad_number(placement.ad.id)
+    render, view = ai_beacon_urls(
+        ctx.signer, ctx.settings.base_url, number, message_id, conversation_id
+    )
+    return placement, urlsplit(render), urlsplit(view)
+
+
+def test_ai_beacons_count_once_per_ad_message_and_kind(client):
+    placement, render, view = _ai_urls(client)
+    for _ in range(3):
+        assert client.get(f"{render.path}?{render.query}").status_code == 204
+    assert client.get(f"{view.path}?{view.query}").status_code == 204
+    assert client.get(f"{view.path}?{view.query}").status_code == 204
+    assert stored(client, "ai-render") == 1 and stored(client, "ai-view") == 1
+    c = counts(client)
+    ad_id = placement.ad.id
+    assert c[("ad", ad_id, "impressions")] == 1 and c[("ad", ad_id, "viewable_impressions")] == 1
+    _, render2, _ = _ai_urls(client, message_id="m-2")
+    assert client.get(f"{render2.path}?{render2.query}").status_code == 204
+    assert stored(client, "ai-render") == 2
+    pricing = placement.ad_set.pricing_model
+    expected = {placement.campaign.id: pricing.bid_amount / 1000} if pricing.type == "cpm" else {}
+    assert spend(client) == pytest.approx(expected)  # billed on the view, once
+
+
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        lambda q: q.replace("message_id=m-1", "message_id=m-2"),
+        lambda q: q.replace("conversation_id=c-9", "conversation_id=c-8"),
+        lambda q: q.split("&sig=")[0],
+        lambda q: q.replace("ad_id=", "ad_id=9"),
+        lambda q: q + "&extra=1",
+    ],
+)
+def test_tampered_ai_beacons_are_400_and_count_nothing(client, tamper):
+    _, render, _ = _ai_urls(client)
+    r = client.get(f"{render.path}?{tamper(render.query)}")
+    assert_error_shape(r, 400)
+    assert stored(client) == 0
+
+
+def test_render_signature_does_not_open_the_view_beacon(client):
+    _, render, view = _ai_urls(client)
+    assert_error_shape(client.get(f"{view.path}?{render.query}"), 400)
+    assert stored(client) == 0
+
+
+def test_ai_beacons_do_not_exist_on_the_sandbox(make_client):
+    client = make_client(env="sandbox")
+    assert_error_shape(client.get("/dea/ai/impressions/render?ad_id=1"), 404)
+
+
+def test_hover_recorded_once_per_token_for_either_surface(client):
+    url_tok, ugc_tok = token(client), token(client, "ugc", ad_id="ad-2")
+    for tok in (url_tok, url_tok, ugc_tok):
+        r = client.post("/dea/url/hover", json={"impression_token": tok, "hover_ms": 800, "v": "1"})
+        assert r.status_code == 200 and r.json() == {"acknowledged": True}
+    c = counts(client)
+    assert c[("ad", "ad-1", "hovers")] == 1 and c[("ad", "ad-2", "hovers")] == 1
+    bad = client.post("/dea/url/hover", json={"impression_token": "x.y", "hover_ms": 1, "v": "1"})
+    assert_error_shape(bad, 400, "invalid_token")
+
+
+def test_failures_are_recorded_for_registered_publishers(client):
+    register(client)
+    body = {"publisher_id": PUB, "v": "1", "page_url": PAGE, "slot_id": "side",
+            "reason": "csp_blocked", "message": "connect-src"}  # fmt: skip
+    body["impression_token"] = token(client)
+    r = client.post("/dea/url/placements/failures", json=body)
+    assert r.status_code == 200 and r.json() == {"acknowledged": True}
+    c = counts(client)
+    assert c[("publisher", PUB, "failures")] == 1 and c[("ad", "ad-1", "failures")] == 1
+    err = assert_error_shape(
+        client.post("/dea/url/placements/failures", json={**body, "reason": "bored"}), 400
+    )
+    assert err["field"] == "reason"
+    assert_error_shape(
+        client.post("/dea/url/placements/failures", json={**body, "publisher_id": "nope"}),
+        403,
+        "unknown_publisher",
+    )
+
+
+def test_store_that_cannot_commit_is_a_503_with_retry_after(client, monkeypatch):
+    async def down(imp):
+        raise StoreUnavailable("disk full")
+
+    monkeypatch.setattr(client.app.state.ctx.store, "record_impression", down)
+    r = client.post("/dea/url/impression", json=imp_body(token(client)))
+    assert_error_shape(r, 503)
+    assert r.headers["retry-after"] == "1"
