@@ -326,4 +326,30 @@ def mangle(src: str) -> str:
             elif nxt == "=":
                 raise ManglerError(f"default value for {text!r} is not supported")
         out[sig_index[k]] = renamed
+    _merge_consts(sig, sig_index, out)
     return "".join(out)
+
+
+def _merge_consts(sig: list[Token], sig_index: list[int], out: list[str]) -> None:
+    """``const a=1;const b=2`` becomes ``const a=1,b=2`` (one declaration, same block)."""
+    depth = 0
+    in_const: dict[int, bool] = {}  # block depth -> the statement there is a const
+    for k, (kind, text) in enumerate(sig):
+        prev = sig[k - 1][1] if k else ";"
+        if kind == "punct" and text in ("{", "(", "["):
+            depth += 1
+        elif kind == "punct" and text in ("}", ")", "]"):
+            in_const.pop(depth, None)
+            depth -= 1
+        elif (kind, text) == ("id", "const") and prev in (";", "{", "}"):
+            in_const[depth] = True
+        elif (kind, text) == ("punct", ";") and in_const.get(depth):
+            if k + 1 < len(sig) and sig[k + 1] == ("id", "const"):
+                out[sig_index[k]] = ","
+                out[sig_index[k + 1]] = ""
+                # skip the space rjsmin leaves after "const"
+                nxt = sig_index[k + 1] + 1
+                if nxt < len(out) and out[nxt] == " ":
+                    out[nxt] = ""
+            else:
+                in_const[depth] = False

@@ -27,7 +27,8 @@ function textOf(root, max) {
   return text.replace(/\s+/g, " ").trim().slice(0, max);
 }
 
-const common = () => ({ publisher_id: PUBLISHER, v: VERSION, page_url: location.href.split("#")[0] });
+// Limits of docs/dea-api.md: a page URL of at most 2048 characters, a title of 500.
+const common = () => ({ publisher_id: PUBLISHER, v: VERSION, page_url: location.href.split("#")[0].slice(0, 2048) });
 
 function fill(slots, atLoad) {
   const main = D.querySelector("main") || D.body;
@@ -41,7 +42,7 @@ function fill(slots, atLoad) {
   }
   batches([...keyed.values()], (batch) => {
     const slots = batch.map((it) => it.id);
-    const body = { ...common(), title: D.title, text: textOf(main, PAGE_TEXT_MAX), slots };
+    const body = { ...common(), title: D.title.slice(0, 500), text: textOf(main, PAGE_TEXT_MAX), slots };
     request("/dea/url/keywords", body, batch, (p) => slots.map((id) => p.find((x) => x.slot_id === id)));
   });
   batches(explicit, (batch) => {

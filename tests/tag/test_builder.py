@@ -1,0 +1,86 @@
+"""The tag builder: budget, determinism, versioning, SRI, the config blob (tag/builder.py)."""
+
+import base64
+import gzip
+import hashlib
+import re
+
+import brotli
+import pytest
+
+from tag import BUDGET_BROTLI_BYTES, build_tag
+from tag import builder as tb
+
+ORIGIN = "https://edge.example"
+
+
+@pytest.fixture(scope="module")
+def build():
+    return build_tag(ORIGIN)
+
+
+def test_brotli_size_is_within_the_budget(build):
+    sizes = build.sizes()
+    assert sizes["br"] <= BUDGET_BROTLI_BYTES == 2560, sizes
+    # Realistic: far smaller than the source, and each encoding smaller than the last.
+    assert sizes["br"] < sizes["gzip"] < sizes["raw"]
+
+
+def test_encodings_decode_to_the_identity_bytes(build):
+    assert brotli.decompress(build.br) == build.js
+    assert gzip.decompress(build.gzip) == build.js
+
+
+def test_sri_is_sha384_of_the_served_bytes(build):
+    expected = base64.b64encode(hashlib.sha384(build.js).digest()).decode()
+    assert build.sri == f"sha384-{expected}"
+    assert build.digest == hashlib.sha256(build.js).hexdigest()
+
+
+def test_build_is_deterministic(build):
+    again = build_tag(ORIGIN)
+    assert (again.js, again.br, again.gzip, again.version) == (
+        build.js,
+        build.br,
+        build.gzip,
+        build.version,
+    )
+
+
+def test_version_names_the_bytes(build):
+    other = build_tag("https://other.example")
+    assert other.version != build.version and other.js != build.js
+    assert re.fullmatch(rf"{re.escape(tb.TAG_VERSION)}-[0-9a-f]{{10}}", build.version)
+    assert len(build.version) <= 32  # docs/dea-api.md: the `v` field's limit
+
+
+def test_config_blob_carries_origin_version_publisher_and_mrc_thresholds(build):
+    js = build.js.decode()
+    assert f'"{ORIGIN}"' in js and f'"{build.version}"' in js
+    for value in ("0.5", "0.3", "242500", "1000"):
+        assert re.search(rf"=\s*{re.escape(value)}[,;]", js), value
+    pinned = build_tag(ORIGIN, publisher="pub-7").js.decode()
+    assert '"pub-7"' in pinned and '"pub-7"' not in js
+
+
+def test_mrc_constants_are_the_published_rule():
+    assert tb.MRC_VISIBLE_RATIO == 0.5 and tb.MRC_VISIBLE_MS == 1000
+    assert tb.MRC_LARGE_AD_VISIBLE_RATIO == 0.3 and tb.MRC_LARGE_AD_AREA_PX == 242_500
+
+
+def test_config_values_are_escaped_for_a_script(build):
+    hostile = build_tag("https://edge.example", publisher="</script><b>'x'").js.decode()
+    assert "</script>" not in hostile and "<b>" not in hostile
+
+
+def test_tag_has_no_eval_inner_html_or_inline_style():
+    source = "\n".join((tb.SRC / name).read_text() for name in tb.SOURCES)
+    code = re.sub(r"//[^\n]*", "", source)  # comments may name what the code avoids
+    for banned in ("eval(", "innerHTML", "outerHTML", "insertAdjacentHTML", "document.write",
+                   "new Function", ".style", "setAttribute(\"style\""):  # fmt: skip
+        assert banned not in code, banned
+
+
+def test_sources_are_all_part_of_the_build():
+    on_disk = {p.name for p in tb.SRC.glob("*.js")}
+    assert on_disk == set(tb.SOURCES)

@@ -1,0 +1,68 @@
+"""The tag's renamer (tag/mangle.py): renames declared names, never properties or strings."""
+
+import pytest
+
+from tag.mangle import ManglerError, declared_names, mangle, tokenize
+
+
+def sig(src):
+    return [t for t in tokenize(src) if t[0] != "ws"]
+
+
+def test_declared_names_cover_every_binding_form():
+    src = (
+        "const a=1;let b;function f(c,{d,e:g},[h]){}"
+        "const k=(m)=>m;const n=p=>p;try{}catch(q){}for(const[r,s]of t){}"
+    )
+    assert declared_names(sig(src)) == {"a", "b", "f", "c", "d", "g", "h", "k", "m", "n", "p",
+                                        "q", "r", "s"}  # fmt: skip
+
+
+def test_properties_strings_and_globals_are_untouched():
+    src = 'const longName=document.title;function useIt(){return longName.length+"longName"}'
+    out = mangle(src)
+    assert "document.title" in out and ".length" in out and '"longName"' in out
+    assert "longName=" not in out and "useIt" not in out
+
+
+def test_shorthand_properties_keep_their_keys():
+    out = mangle("function f(slot,id){return{slot,id,x:slot}}")
+    assert "{slot:" in out and ",id:" in out and ",x:" in out
+
+
+def test_destructuring_keeps_keys_and_renames_bindings():
+    out = mangle("function f({slot,post}){return slot+post}")
+    assert "{slot:" in out and ",post:" in out and "slot+post" not in out
+
+
+def test_arrays_inside_objects_are_not_shorthand():
+    out = mangle("const limit=1;const o={t:[0,limit,2]};")
+    assert "[0,limit" not in out and ":limit" not in out
+
+
+def test_keys_before_colons_and_ternaries():
+    out = mangle("const value=1;const o={value:value?value:2};")
+    assert "{value:" in out and ":value?" not in out
+
+
+def test_regex_and_division():
+    out = mangle('const total=4;const half=total/2;const re=/a\\/b[/]/g;"x".replace(re,"")')
+    assert "/2" in out and "/a\\/b[/]/g" in out
+
+
+def test_short_names_never_shadow_globals_or_keywords():
+    names = " ".join(f"const name{i}={i};" for i in range(60))
+    out = mangle(names + "const q=a+b;")  # a and b are globals here: never reused
+    assert "a+b" in out
+    for kw in ("do", "if", "in"):
+        assert f"const {kw}=" not in out and f",{kw}=" not in out
+
+
+def test_consecutive_consts_are_merged():
+    assert mangle("const first=1;const second=2;").count("const") == 1
+
+
+@pytest.mark.parametrize("src", ["const a=`x${1}`;", "function f({a=1}){}"])
+def test_unsupported_constructs_fail_loudly(src):
+    with pytest.raises(ManglerError):
+        mangle(src)
