@@ -1,0 +1,71 @@
+"""``edge report``: counters per ad and per publisher from the store, text and JSON."""
+
+import asyncio
+
+import orjson
+
+from edge.cli import main
+from edge.cli.report import build
+from edge.store import Hover, Impression, SQLiteStore
+
+
+def _fill(path):
+    store = SQLiteStore(path)
+    store.open_blocking()
+
+    async def work():
+        await store.add_counts(
+            [
+                ("publisher", "pub-1", "requests", 3),
+                ("publisher", "pub-1", "matches", 2),
+                ("publisher", "pub-1", "no_matches", 1),
+                ("ad", "ad-1", "matches", 2),
+                ("key", "key_x", "requests", 7),
+            ]
+        )
+        for i, kind in enumerate(["url", "ugc", "ai-render", "ai-view"]):
+            await store.record_impression(Impression(
+                kind=kind, dedupe_keys=(f"k{i}",), env="production", ad_id="ad-1",
+                campaign_id="cmp-1", at=1.0, publisher_id="pub-1" if i < 2 else None,
+                cpm_usd=5.0 if kind != "ai-render" else None,
+            ))  # fmt: skip
+        await store.record_hover(Hover("t1", "ad-1", 1.0, 900, "pub-1"))
+
+    asyncio.run(work())
+    store.close_blocking()
+
+
+def test_json_report(tmp_path, capsys):
+    db = tmp_path / "edge.db"
+    _fill(db)
+    assert main(["report", "--json", "--db", str(db)]) == 0
+    report = orjson.loads(capsys.readouterr().out)
+    assert list(report)[:2] == ["ad", "publisher"]
+    ad = report["ad"]["ad-1"]
+    assert ad["matches"] == 2 and ad["requests"] == 0
+    assert ad["impressions"] == 3 and ad["viewable_impressions"] == 3  # url, ugc + ai split
+    assert ad["hovers"] == 1 and ad["failures"] == 0
+    assert ad["billable_usd"] == 0.015
+    pub = report["publisher"]["pub-1"]
+    assert (pub["requests"], pub["matches"], pub["no_matches"]) == (3, 2, 1)
+    assert pub["impressions"] == 2 and pub["billable_usd"] == 0.01
+    assert report["campaign"]["cmp-1"]["billable_usd"] == 0.015
+    assert report["key"]["key_x"]["requests"] == 7
+
+
+def test_text_report(tmp_path, capsys):
+    db = tmp_path / "edge.db"
+    _fill(db)
+    assert main(["report", "--db", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert "Ads (1)" in out and "Publishers (1)" in out
+    header = next(line for line in out.splitlines() if line.strip().startswith("ad "))
+    assert header.split()[1:4] == ["requests", "matches", "no_matches"]
+    row = next(line for line in out.splitlines() if line.strip().startswith("ad-1"))
+    assert row.split()[-1] == "0.0150"
+
+
+def test_empty_store_report(tmp_path, capsys):
+    assert main(["report", "--db", str(tmp_path / "e.db")]) == 0
+    assert "(none yet)" in capsys.readouterr().out
+    assert build([]) == {"ad": {}, "publisher": {}}

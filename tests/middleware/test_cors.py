@@ -1,0 +1,119 @@
+"""CORS on /dea (SPEC 4.6 rule 1): registered publisher origins only, no credentials."""
+
+import pytest
+
+from edge.delivery import publishers
+from tests.conftest import assert_error_shape
+from tests.routes.dea_helpers import ORIGIN, register
+
+POST_PATHS = ["/dea/url/keywords", "/dea/url/placements", "/dea/url/impression",
+              "/dea/url/placements/failures", "/dea/url/hover", "/dea/ugc/impression"]  # fmt: skip
+
+
+def preflight(client, path, origin=ORIGIN, method="POST", headers="content-type", **extra):
+    h = {"Origin": origin, "Access-Control-Request-Method": method}
+    if headers:
+        h["Access-Control-Request-Headers"] = headers
+    h.update(extra)
+    return client.options(path, headers=h)
+
+
+@pytest.fixture
+def client(make_client):
+    c = make_client()
+    register(c)
+    return c
+
+
+@pytest.mark.parametrize("path", POST_PATHS)
+def test_preflight_grants_a_registered_origin(client, path):
+    r = preflight(client, path)
+    assert r.status_code == 204 and r.content == b""
+    assert r.headers["access-control-allow-origin"] == ORIGIN
+    assert "POST" in r.headers["access-control-allow-methods"]
+    assert r.headers["access-control-allow-headers"].lower() == "content-type"
+    assert r.headers["access-control-max-age"] == "7200"
+    assert "Origin" in r.headers["vary"]
+    assert "access-control-allow-credentials" not in r.headers
+    assert r.headers["x-content-type-options"] == "nosniff"
+
+
+def test_origin_is_matched_in_canonical_form(make_client):
+    client = make_client()
+    register(client, "pub-9", "HTTPS://Shop.Example:443")
+    r = preflight(client, "/dea/url/keywords", origin="https://shop.example")
+    assert r.headers["access-control-allow-origin"] == "https://shop.example"
+
+
+@pytest.mark.parametrize(
+    "origin",
+    ["https://evil.example", "https://news.example.evil.example", "http://news.example",
+     "https://news.example:8443", "null"],
+)  # fmt: skip
+def test_preflight_refuses_other_origins(client, origin):
+    r = preflight(client, "/dea/url/keywords", origin=origin)
+    assert_error_shape(r, 403, "cors_origin_not_allowed")
+    assert "access-control-allow-origin" not in r.headers
+    assert "Origin" in r.headers["vary"]
+
+
+def test_preflight_refuses_other_methods_and_headers(client):
+    assert_error_shape(preflight(client, "/dea/url/keywords", method="PUT"), 403)
+    r = preflight(client, "/dea/url/keywords", headers="content-type, x-api-key")
+    err = assert_error_shape(r, 403, "cors_headers_not_allowed")
+    assert "x-api-key" in err["message"]
+    assert preflight(client, "/dea/url/keywords", headers="").status_code == 204
+
+
+def test_private_network_access_preflight(client):
+    r = preflight(
+        client, "/dea/url/impression", **{"Access-Control-Request-Private-Network": "true"}
+    )
+    assert r.headers["access-control-allow-private-network"] == "true"
+
+
+def test_actual_responses_carry_the_grant_only_for_registered_origins(client):
+    ok = client.post("/dea/url/impression", json={}, headers={"Origin": ORIGIN})
+    assert ok.status_code == 400  # the error is readable by the tag: it has the grant
+    assert ok.headers["access-control-allow-origin"] == ORIGIN
+    assert ok.headers["access-control-expose-headers"] == "Retry-After"
+    assert "Origin" in ok.headers["vary"]
+    other = client.post("/dea/url/impression", json={}, headers={"Origin": "https://evil.example"})
+    assert "access-control-allow-origin" not in other.headers and "Origin" in other.headers["vary"]
+
+
+def test_partner_api_gets_no_cors(client):
+    r = client.options(
+        "/v1/ugc/process",
+        headers={"Origin": ORIGIN, "Access-Control-Request-Method": "POST"},
+    )
+    assert "access-control-allow-origin" not in r.headers
+
+
+def test_cli_registration_reaches_a_running_edge_without_restart(
+    make_client, tmp_path, monkeypatch
+):
+    from edge.cli import main
+
+    client = make_client()
+    assert preflight(client, "/dea/url/hover", origin="https://late.example").status_code == 403
+    # Another process (the CLI) writes the store; the edge's refresh task picks it up.
+    assert main(["publishers", "add", "pub-late", "--origin", "https://late.example",
+                 "--db", str(tmp_path / "edge.db")]) == 0  # fmt: skip
+    reg = publishers.registry(client.app.state.ctx)
+    assert reg.get("pub-late") is None  # not yet: the cache is read every few seconds
+    client.portal.call(reg.refresh)  # what the background task does every REFRESH_SECONDS
+    assert preflight(client, "/dea/url/hover", origin="https://late.example").status_code == 204
+
+
+def test_refresh_task_runs_in_the_background(make_client, monkeypatch):
+    import time
+
+    monkeypatch.setattr(publishers, "REFRESH_SECONDS", 0.05)
+    client = make_client()
+    ctx = client.app.state.ctx
+    client.portal.call(ctx.store.upsert_publisher, "pub-bg", ["https://bg.example"], 1.0)
+    deadline = time.monotonic() + 5
+    while publishers.registry(ctx).get("pub-bg") is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert preflight(client, "/dea/url/hover", origin="https://bg.example").status_code == 204
