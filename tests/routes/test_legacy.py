@@ -1,0 +1,301 @@
+"""Earlier-described routes behind EDGE_LEGACY_API (SPEC 4.8, 4.9, 2.2, 2.8, 7)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from edge.keys import SECONDARY_TTL_SECONDS
+from edge.settings import RateLimit
+from edge.store import StoreUnavailable
+from tests.conftest import assert_error_shape, issue_key
+from tests.routes.conftest import post_json
+
+DOG = "my pup will not touch his kibble, any ideas?"
+ROUTES = [
+    ("POST", "/ugc/process"),
+    ("POST", "/ugc/disable"),
+    ("POST", "/ugc/impression"),
+    ("GET", "/keys/apiKey"),
+]
+
+
+@pytest.fixture
+def legacy(make_client):
+    client = make_client(legacy_api=True)
+    return client, issue_key(client, "ugc")
+
+
+@pytest.fixture
+def scripted(make_client, script):
+    client = make_client(legacy_api=True, matcher=script)
+    return client, issue_key(client, "ugc")
+
+
+@pytest.mark.parametrize(("method", "path"), ROUTES)
+def test_off_by_default_404(make_client, method, path):
+    client = make_client()
+    key = issue_key(client, "ugc")
+    r = client.request(method, path, json={}, headers={"X-API-Key": key})
+    assert_error_shape(r, 404, "not_found")
+    assert path not in client.get("/openapi.json").json()["paths"]
+
+
+@pytest.mark.parametrize(("method", "path"), ROUTES)
+def test_every_route_needs_a_valid_key(legacy, method, path):
+    client, _ = legacy
+    for headers in ({}, {"X-API-Key": "prod-ugc-not-a-key"}):
+        r = client.request(method, path, json={}, headers=headers)
+        assert_error_shape(r, 401, "unauthorized")
+
+
+# -- POST /ugc/process -------------------------------------------------------------------------
+
+
+def test_process_ads_carry_the_earlier_fields(scripted, script):
+    client, key = scripted
+    script.ad_ids = ("ad-trail-shoes", "ad-dog-food")
+    body = post_json(client, "/ugc/process", {"post_id": "p-1", "message": DOG}, key).json()
+    assert body["post_id"] == "p-1"
+    shoes, dog = body["ads"]
+    assert shoes["ad_id"] == "ad-trail-shoes" and shoes["title"] == "Trail shoes that grip"
+    assert shoes["pricing_model"] == {"type": "cpm", "bid_amount": 12.5}
+    assert dog["pricing_model"] == {"type": "cpc", "bid_amount": 1.25}
+    assert (shoes["relevancy_score"], dog["relevancy_score"]) == (0.9, 0.8)
+    assert {"cta", "click_through_url", "advertiser_name", "ttl_seconds"} <= set(shoes)
+    assert dog["pixel_trackers"] == [
+        {"vendor": "acme", "tracker_type": "impression", "url": "https://px.example.com/i?ad=dog"}
+    ]  # no edge pixel: this API reports impressions through POST /ugc/impression
+
+
+@pytest.mark.parametrize("outcome", ["no_match", "empty"])
+def test_process_answers_an_empty_array_when_nothing_passes(scripted, script, outcome):
+    client, key = scripted
+    script.outcome, script.retry_after = outcome, 3600
+    body = post_json(client, "/ugc/process", {"post_id": "p-1", "message": DOG}, key).json()
+    assert body == {"post_id": "p-1", "ads": []}
+
+
+def test_process_meta_location_then_ip_geo(scripted, script):
+    client, key = scripted
+    body = {"post_id": "p", "message": DOG, "meta": {"location": "US-MN", "source": "app"}}
+    post_json(client, "/ugc/process", body, key, **{"X-Forwarded-For": "8.8.8.8"})
+    assert script.last.geo.state == "US-MN"
+    post_json(
+        client,
+        "/ugc/process",
+        {"post_id": "p", "message": DOG},
+        key,
+        **{"X-Forwarded-For": "8.8.8.8"},
+    )
+    assert (script.last.geo.state, script.last.geo.zipcode) == ("US-CA", "94043")
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"message": DOG}, "post_id"),
+        ({"post_id": "p", "message": ""}, "message"),
+        ({"post_id": "p", "message": "x" * 10_001}, "message"),
+        ({"post_id": "p", "message": DOG, "meta": "US-CA"}, "meta"),
+        ({"post_id": "p", "message": DOG, "meta": {"location": "Minnesota"}}, "meta.location"),
+        ({"post_id": "p", "message": DOG, "geo_target": {}}, "geo_target"),
+    ],
+)
+def test_process_validation_is_400(scripted, body, field):
+    client, key = scripted
+    assert assert_error_shape(post_json(client, "/ugc/process", body, key), 400)["field"] == field
+
+
+def test_process_rate_limit_is_429(make_client, script):
+    client = make_client(legacy_api=True, rate_limit_ugc=RateLimit(1, 5.0), matcher=script)
+    key = issue_key(client, "ugc")
+    body = {"post_id": "p", "message": DOG}
+    assert post_json(client, "/ugc/process", body, key).status_code == 200
+    r = post_json(client, "/ugc/process", body, key)
+    assert_error_shape(r, 429, "rate_limited")
+    assert r.headers["Retry-After"] == "5" and "RateLimit" in r.headers
+
+
+def test_process_matching_failure_is_502(scripted, script):
+    client, key = scripted
+    script.error = RuntimeError("downstream")
+    r = post_json(client, "/ugc/process", {"post_id": "p", "message": DOG}, key)
+    assert_error_shape(r, 502)
+    assert "Retry-After" in r.headers
+
+
+# -- POST /ugc/disable -------------------------------------------------------------------------
+
+
+def top_ad(client, key, post_id):
+    ads = post_json(client, "/ugc/process", {"post_id": post_id, "message": DOG}, key).json()["ads"]
+    return [a["ad_id"] for a in ads]
+
+
+def test_disable_is_thread_scoped_and_idempotent(legacy):
+    client, key = legacy
+    served = top_ad(client, key, "thread-1")
+    assert served, "the sandbox catalogue has dog-food demand"
+    pairs = [{"post_id": "thread-1", "ad_id": served[0], "meta_data": {"reason": "user hid it"}}]
+    for _ in range(2):  # idempotent: the same disable twice is still a success
+        r = post_json(client, "/ugc/disable", pairs, key)
+        assert r.status_code == 200 and r.json() == {"success": True}
+    assert served[0] not in top_ad(client, key, "thread-1")
+    assert served[0] in top_ad(client, key, "thread-2")  # another thread still gets it
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"post_id": "p", "ad_id": "a"}, "body"),
+        ([], "body"),
+        ([{"post_id": "p"}], "[0].ad_id"),
+        ([{"post_id": "p", "ad_id": "a"}, {"post_id": 3, "ad_id": "a"}], "[1].post_id"),
+        ([{"post_id": "p", "ad_id": "a", "meta_data": "x"}], "[0].meta_data"),
+        ([{"post_id": "p", "ad_id": "a"}] * 101, "body"),
+    ],
+)
+def test_disable_validation_is_400(legacy, body, field):
+    client, key = legacy
+    assert assert_error_shape(post_json(client, "/ugc/disable", body, key), 400)["field"] == field
+
+
+def test_disable_store_outage_is_502(legacy, monkeypatch):
+    client, key = legacy
+
+    async def down(*args):
+        raise StoreUnavailable("disk full")
+
+    monkeypatch.setattr(client.app.state.ctx.store, "disable_ads", down)
+    r = post_json(client, "/ugc/disable", [{"post_id": "p", "ad_id": "a"}], key)
+    assert_error_shape(r, 502)
+    assert r.headers["Retry-After"] == "5"
+
+
+# -- POST /ugc/impression ----------------------------------------------------------------------
+
+
+def run(client, fn, *args):
+    return client.portal.call(fn, *args)
+
+
+def test_impression_is_stored_and_billed_once_per_idempotency_key(legacy):
+    client, key = legacy
+    store = client.app.state.ctx.store
+    body = {"post_id": "p-9", "ad_id": "ad-gps-watch"}  # a CPM ad set of the catalogue
+    first = post_json(client, "/ugc/impression", body, key, **{"Idempotency-Key": "imp-1"})
+    assert first.status_code == 200 and first.json() == {"post_id": "p-9", "acknowledged": True}
+    assert "Idempotent-Replayed" not in first.headers
+    replay = post_json(client, "/ugc/impression", body, key, **{"Idempotency-Key": "imp-1"})
+    assert replay.json() == {"post_id": "p-9", "acknowledged": True}
+    assert replay.headers["Idempotent-Replayed"] == "true"
+    assert run(client, store.impression_count, "legacy") == 1
+    bid = client.app.state.ctx.matcher.catalogue.placement("ad-gps-watch").ad_set.pricing_model
+    assert run(client, store.spend_by_campaign)["cmp-stride"] == pytest.approx(
+        bid.bid_amount / 1000
+    )
+    post_json(client, "/ugc/impression", body, key, **{"Idempotency-Key": "imp-2"})
+    post_json(client, "/ugc/impression", body, key)  # no key: each call is a new impression
+    post_json(client, "/ugc/impression", body, key)
+    assert run(client, store.impression_count, "legacy") == 4
+
+
+@pytest.mark.parametrize(
+    ("body", "headers", "field"),
+    [
+        ({"post_id": "p"}, {}, "ad_id"),
+        ({"ad_id": "ad-gps-watch"}, {}, "post_id"),
+        ({"post_id": "p", "ad_id": "ad-nope"}, {}, "ad_id"),
+        (
+            {"post_id": "p", "ad_id": "ad-gps-watch"},
+            {"Idempotency-Key": "x" * 256},
+            "Idempotency-Key",
+        ),
+    ],
+)
+def test_impression_validation_is_400(legacy, body, headers, field):
+    client, key = legacy
+    r = post_json(client, "/ugc/impression", body, key, **headers)
+    assert assert_error_shape(r, 400)["field"] == field
+    assert run(client, client.app.state.ctx.store.impression_count, "legacy") == 0
+
+
+def test_impression_store_outage_is_502_and_not_acknowledged(legacy, monkeypatch):
+    client, key = legacy
+
+    async def down(imp):
+        raise StoreUnavailable("locked")
+
+    monkeypatch.setattr(client.app.state.ctx.store, "record_impression", down)
+    r = post_json(client, "/ugc/impression", {"post_id": "p", "ad_id": "ad-gps-watch"}, key)
+    assert_error_shape(r, 502)
+    assert "acknowledged" not in r.text
+
+
+# -- GET /keys/apiKey --------------------------------------------------------------------------
+
+
+def rotate(client, key):
+    return client.get("/keys/apiKey", headers={"X-API-Key": key})
+
+
+def test_rotation_returns_the_new_key_and_keeps_the_old_one_24_hours(legacy, clock, monkeypatch):
+    client, old = legacy
+    ctx = client.app.state.ctx
+    calls = []
+    real = ctx.keyring.rotate
+
+    async def spy(key):  # the operator's code path (edge keys rotate), not a copy of it
+        calls.append(key)
+        return await real(key)
+
+    monkeypatch.setattr(ctx.keyring, "rotate", spy)
+    r = rotate(client, old)
+    assert r.status_code == 200 and r.headers["cache-control"] == "no-store"
+    body = r.json()
+    assert set(body) == {"apiKey", "secondaryKey", "secondaryKeyExpiresAt"} and calls == [old]
+    new = body["apiKey"]
+    assert body["secondaryKey"] == old and new.startswith("prod-ugc-") and new != old
+    expires = dt.datetime.fromisoformat(body["secondaryKeyExpiresAt"])
+    assert expires.timestamp() == int(clock.now + SECONDARY_TTL_SECONDS)
+    ping = {"post_id": "p", "ad_id": "ad-gps-watch"}
+    assert post_json(client, "/ugc/impression", ping, new).status_code == 200
+    assert post_json(client, "/ugc/impression", ping, old).status_code == 200
+    assert_error_shape(rotate(client, old), 409)  # rotate its replacement instead
+    clock.advance(SECONDARY_TTL_SECONDS)
+    client.app.state.ctx.keyring._cache.clear()
+    assert_error_shape(post_json(client, "/ugc/impression", ping, old), 401)
+    assert post_json(client, "/ugc/impression", ping, new).status_code == 200
+
+
+@pytest.mark.parametrize("product", ["ai", "ad-manager"])
+def test_any_product_key_can_rotate_itself(legacy, product):
+    client, _ = legacy
+    r = rotate(client, issue_key(client, product))
+    assert r.status_code == 200 and r.json()["apiKey"].startswith(f"prod-{product}-")
+
+
+def test_rotation_with_an_invalid_key_is_401(legacy):
+    client, key = legacy
+    assert_error_shape(client.get("/keys/apiKey"), 401)
+    assert_error_shape(rotate(client, key[:-1] + ("A" if key[-1] != "A" else "B")), 401)
+    assert_error_shape(rotate(client, issue_key(client, "ugc", env="sandbox")), 401)
+    ctx = client.app.state.ctx
+    client.portal.call(ctx.keyring.revoke, key)
+    assert_error_shape(rotate(client, key), 401)
+
+
+def test_rotation_store_outage_is_502_with_retry_after(legacy, monkeypatch):
+    client, key = legacy
+
+    async def down(*args):
+        raise StoreUnavailable("cannot commit")
+
+    monkeypatch.setattr(client.app.state.ctx.store, "rotate_key", down)
+    r = rotate(client, key)
+    assert_error_shape(r, 502, "upstream_unavailable")
+    assert r.headers["Retry-After"] == "5"
+    monkeypatch.undo()
+    assert rotate(client, key).status_code == 200  # nothing was half-done: it still rotates
