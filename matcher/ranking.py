@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 from matcher.types import Placement, ScoredAd
 
-CAL_MID = 0.25
+CAL_MID = 0.27
 CAL_SCALE = 0.045
 BID_WEIGHT = 0.03
 ASSUMED_CTR = 0.01

@@ -28,7 +28,8 @@ MODEL_FILE = "safety_model.json"
 
 _LEXICON = [
     r"death toll",
-    r"(?:were|was|been|are|is|people|person|dozens|hundreds|thousands) (?:killed|dead|injured)",
+    r"(?:were|been|people|persons?|dozens|hundreds|thousands|\d+) (?:killed|dead|injured|wounded)",
+    r"found dead|(?:died|killed) in (?:a|an|the) (?:crash|fire|attack|shooting|blast|explosion)",
     r"killed in (?:a|an|the)",
     r"mass shooting",
     r"gunman|gunmen|shooter opened fire|opened fire on",
