@@ -1,9 +1,12 @@
-"""Fixtures of the partner route tests: keys, a scripted matcher, and the check that every
-status a test here observes is documented in that app's /openapi.json."""
+"""Fixtures of the partner route tests: keys (also through the CLI), a scripted matcher,
+and the check that every status a test here observes is documented in /openapi.json."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -112,3 +115,14 @@ def post_json(client: TestClient, path: str, body: Any, key: str | None, **heade
     if key is not None:
         headers["X-API-Key"] = key
     return client.post(path, json=body, headers=headers)
+
+
+def cli_key(db, env: str, product: str) -> str:
+    out = subprocess.run(
+        [sys.executable, "-m", "edge", "keys", "issue", "--env", env, "--product", product],
+        env={**os.environ, "EDGE_DB": str(db)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return out.stdout.splitlines()[0].strip()

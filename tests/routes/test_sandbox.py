@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from urllib.parse import parse_qs, urlsplit
 
+import httpx2 as httpx
 import pytest
 
 from edge.beacons import read_impression_token
 from edge.partner.flow import sandbox_no_match
+from edge.qa.server import EdgeProcess
 from tests.conftest import assert_error_shape, issue_key
-from tests.routes.conftest import post_json
+from tests.routes.conftest import cli_key, post_json
 
 PATH = "/ugc/v1/process"
 DOG = "my pup will not touch his kibble, any ideas?"
@@ -128,3 +130,28 @@ def test_sandbox_paths_only(make_client, sandbox):
     assert client.get("/ugc/health").status_code == 200
     prod = make_client()
     assert_error_shape(post_json(prod, PATH, body, issue_key(prod, "ugc")), 404)
+
+
+@pytest.mark.slow
+def test_sandbox_through_real_http(tmp_path):
+    db = tmp_path / "edge.db"
+    key = cli_key(db, "sandbox", "ugc")
+    prod_key = cli_key(db, "production", "ugc")
+    settings = {"EDGE_CACHE_DIR": str(tmp_path / "cache")}
+    with (
+        EdgeProcess(db=db, env="sandbox", settings=settings) as edge,
+        httpx.Client(base_url=edge.url, headers={"X-API-Key": key}) as http,
+    ):
+        assert http.get("/ugc/health").status_code == 200
+        r = http.post(PATH, json={"post_id": MATCHING_IDS[0], "message": DOG})
+        assert r.status_code == 200, edge.output()
+        assert r.json()["ads"][0]["ad_id"] in {"ad-dog-food", "ad-dog-treats"}
+        r = http.post(PATH, json={"post_id": NO_MATCH_ID, "message": DOG})
+        assert r.json() == {"no_ad_retry_after_seconds": 900}
+        assert_error_shape(
+            http.post(PATH, content=b"{", headers={"Content-Type": "application/json"}), 400
+        )
+        r = http.post(PATH, json={"post_id": "p", "message": DOG}, headers={"X-API-Key": prod_key})
+        assert_error_shape(r, 401)
+        assert_error_shape(http.post("/v1/ai/process", json={}), 404)
+        assert http.get("/v1/ad-manager/campaigns").status_code == 401  # a UGC key

@@ -6,12 +6,14 @@ import datetime as dt
 import time
 from urllib.parse import parse_qs, urlsplit
 
+import httpx2 as httpx
 import pytest
 
 from edge.beacons import read_impression_token
+from edge.qa.server import EdgeProcess
 from edge.settings import RateLimit
 from tests.conftest import assert_error_shape, issue_key
-from tests.routes.conftest import post_json
+from tests.routes.conftest import cli_key, post_json
 
 PATH = "/v1/ugc/process"
 POST = {"post_id": "p-42", "message": "my pup will not touch his kibble"}
@@ -312,3 +314,77 @@ def test_other_paths_are_404_in_production(prod, path):
 def test_get_is_405(prod):
     client, key = prod
     assert_error_shape(client.get(PATH, headers={"X-API-Key": key}), 405)
+
+
+# -- geo rules end to end, on the real matcher and the bundled catalogue ----------------------
+# The catalogue's e-bike ad targets US-CA, the houseplants ad Brooklyn ZIP codes and the
+# delivery ad the San Francisco DMA and a 25 km radius around the city.
+
+EBIKE = "thinking of getting an electric bike to commute to work instead of driving"
+PLANTS = "looking to buy some houseplants for my apartment"
+DINNER = "too tired to cook tonight, want food delivered from a local restaurant"
+SF = {"lat": 37.77, "lon": -122.42}
+
+
+@pytest.fixture
+def live(make_client):
+    client = make_client()
+    key = issue_key(client, "ugc")
+    posts = iter(range(1000))
+
+    def ads(message, geo=None, xff=None):
+        body = {"post_id": f"geo-{next(posts)}", "message": message}
+        if geo is not None:
+            body["geo_target"] = geo
+        r = post_json(client, PATH, body, key, **({"X-Forwarded-For": xff} if xff else {}))
+        assert r.status_code == 200, r.text
+        return [a["ad_id"] for a in r.json().get("ads", [])]
+
+    return ads
+
+
+@pytest.mark.parametrize(
+    ("message", "geo", "xff", "ad", "shown"),
+    [
+        (EBIKE, None, None, "ad-ebike", False),  # targeted demand needs a location
+        (EBIKE, {"state": "CA"}, None, "ad-ebike", True),  # any one signal is enough
+        (EBIKE, {"dma": "807"}, None, "ad-ebike", True),  # a DMA inside the state
+        (EBIKE, {"state": "US-MN"}, None, "ad-ebike", False),
+        (EBIKE, None, "8.8.8.8", "ad-ebike", True),  # end user's IP: Mountain View, CA
+        (EBIKE, None, "128.101.101.101", "ad-ebike", False),  # Minneapolis
+        (EBIKE, {"country": "US"}, None, "ad-ebike", False),  # country alone: no signal
+        (EBIKE, {"country": "US"}, "8.8.8.8", "ad-ebike", True),  # ... so the IP is used
+        (EBIKE, {"lat": 37.77}, "8.8.8.8", "ad-ebike", True),  # lone lat: no signal
+        (EBIKE, {"zipcode": "11201", "state": "CA"}, None, "ad-ebike", False),  # ZIP > state
+        (PLANTS, {"zipcode": "11201", "state": "CA"}, None, "ad-houseplants", True),
+        (PLANTS, {"state": "NY"}, None, "ad-houseplants", False),  # state is coarser
+        (DINNER, SF, None, "ad-bay-delivery", True),
+        (DINNER, {**SF, "zipcode": "11201"}, None, "ad-bay-delivery", True),  # lat+lon > ZIP
+        (DINNER, {"lat": 37.77, "zipcode": "11201"}, None, "ad-bay-delivery", False),
+    ],
+)
+def test_geo_rules_end_to_end(live, message, geo, xff, ad, shown):
+    assert (ad in live(message, geo, xff)) is shown
+
+
+# -- through a real uvicorn process ---------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_partner_routes_through_real_http(tmp_path):
+    db = tmp_path / "edge.db"
+    ugc, ai = cli_key(db, "production", "ugc"), cli_key(db, "production", "ai")
+    settings = {"EDGE_ALLOW_PRIVATE_IPS": "1", "EDGE_CACHE_DIR": str(tmp_path / "cache")}
+    with EdgeProcess(db=db, settings=settings) as edge, httpx.Client(base_url=edge.url) as http:
+        r = http.post(PATH, json={**POST, "post_id": "real-1"}, headers={"X-API-Key": ugc})
+        assert r.status_code == 200, edge.output()
+        assert r.json()["ads"][0]["ad_id"] in {"ad-dog-food", "ad-dog-treats"}
+        assert r.headers["ratelimit-policy"] == '"ugc";q=50;w=1'
+        body = {"post_id": "real-2", "message": EBIKE}
+        r = http.post(PATH, json=body, headers={"X-API-Key": ugc, "X-Forwarded-For": "8.8.8.8"})
+        assert "ad-ebike" in [a["ad_id"] for a in r.json()["ads"]]
+        assert_error_shape(http.post(PATH, json=POST), 401)
+        assert_error_shape(http.post(PATH, json={}, headers={"X-API-Key": ugc}), 400)
+        r = http.post("/v1/ai/process", json={"content": "x"}, headers={"X-API-Key": ai})
+        assert assert_error_shape(r, 422)["field"] == "message_id"
+        assert_error_shape(http.post("/ugc/process", json=POST, headers={"X-API-Key": ugc}), 404)
