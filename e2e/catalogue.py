@@ -1,0 +1,84 @@
+"""The e2e edge's own small catalogue (DESIGN 3): one clear ad per topic of the test pages.
+
+Pixel trackers point at the page server, which counts each fire per publisher (it reads
+the publisher from the page URL in the pixel request's Referer).
+"""
+
+from __future__ import annotations
+
+# topic -> (ad id, advertiser, title, keywords, description)
+ADS = {
+    "running": (
+        "e2e-trail-shoes",
+        "Trailhead Running",
+        "Trail shoes that grip",
+        ["trail running", "running shoes", "ultramarathon training"],
+        "Lightweight trail running shoes with lugged soles for wet, rocky trails.",
+    ),
+    "pets": (
+        "e2e-dog-food",
+        "Happy Hound Kitchen",
+        "Fresh food picky dogs finish",
+        ["dog food", "picky eater dogs", "kibble"],
+        "Gently cooked dog food delivered to your door, for dogs who refuse kibble.",
+    ),
+    "cooking": (
+        "e2e-skillet",
+        "Cast & Copper",
+        "Cast iron that sears like a steakhouse",
+        ["cast iron skillet", "searing steak", "cooking at home"],
+        "A pre-seasoned cast iron skillet for a perfect sear on steak and vegetables.",
+    ),
+    "coffee": (
+        "e2e-espresso",
+        "Crema Co",
+        "Cafe espresso without the cafe line",
+        ["espresso machine", "latte at home", "coffee beans"],
+        "A compact espresso machine with a steam wand for lattes at home.",
+    ),
+}
+
+
+def ad_id(topic: str) -> str:
+    return ADS[topic][0]
+
+
+def catalogue(pixel_base: str) -> dict:
+    campaigns = []
+    for topic, (ad, advertiser, title, keywords, description) in ADS.items():
+        campaigns.append(
+            {
+                "id": f"cmp-{ad}",
+                "advertiser_name": advertiser,
+                "status": "active",
+                "start_at": "2026-01-01T00:00:00Z",
+                "end_at": None,
+                "budget_usd": 100000,
+                "ad_sets": [
+                    {
+                        "id": f"as-{ad}",
+                        "products": ["ugc", "ai"],
+                        "pricing_model": {"type": "cpm", "bid_amount": 4.0},
+                        "ads": [
+                            {
+                                "id": ad,
+                                "title": title,
+                                "cta": "Shop now",
+                                "description": description,
+                                "keywords": keywords,
+                                "click_through_url": f"https://{topic}.example/go?ad={ad}&utm_source=e2e",
+                                "ttl_seconds": 900,
+                                "pixel_trackers": [
+                                    {
+                                        "vendor": "e2e-verify",
+                                        "tracker_type": "impression",
+                                        "url": f"{pixel_base}/px/{ad}",
+                                    }
+                                ],
+                            }
+                        ],
+                    }
+                ],
+            }
+        )
+    return {"campaigns": campaigns}
