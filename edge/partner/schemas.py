@@ -146,6 +146,32 @@ NO_MATCH = {
     "additionalProperties": False,
     "properties": {"no_ad_retry_after_seconds": {"type": "integer", "minimum": 1}},
 }
+SANDBOX_EXPLAIN = {
+    "type": "object",
+    "description": "Why this answer (sandbox only, with explain: true)",
+    "required": ["outcome", "reason"],
+    "properties": {
+        "outcome": {"enum": ["matched", "empty", "no_match"]},
+        "reason": {
+            "type": "string",
+            "description": "sandbox_sample (the 1-in-5 no-match), unsafe, "
+            "no_relevant_demand, backoff, suppressed, ...",
+        },
+        "detail": {"type": "string"},
+        "ads": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "ad_id": {"type": "string"},
+                    "relevancy_score": {"type": "number"},
+                    "rank_score": {"type": "number"},
+                },
+            },
+        },
+        "matcher": {"type": "object", "description": "The matcher's gates and scores"},
+    },
+}
 UGC_COMPONENTS = {
     "PixelTracker": PIXEL,
     "UgcAd": UGC_AD,
@@ -169,11 +195,21 @@ def ugc_process_doc(ctx: Context, path: str, *, sandbox: bool) -> dict[str, Any]
                 "explain": {"type": "boolean", "default": False},
             },
         }
+        components["SandboxExplain"] = SANDBOX_EXPLAIN
+        explain = {"explain": ref("SandboxExplain")}
+        components["SandboxMatched"] = {
+            **UGC_MATCHED,
+            "properties": {**UGC_MATCHED["properties"], **explain},
+        }
+        components["SandboxNoMatch"] = {
+            **NO_MATCH,
+            "properties": {**NO_MATCH["properties"], **explain},
+        }
         request = ref("SandboxProcessRequest")
         response = {
-            **response,
+            "oneOf": [ref("SandboxMatched"), ref("SandboxNoMatch")],
             "description": "The production shapes; with explain: true also an `explain` "
-            "object (outcome, reason, matcher details). About 1 post_id in 5 gets NoMatch.",
+            "object. About 1 post_id in 5 gets the no-match body (a hash of post_id).",
         }
         summary = "Sandbox: match against the static catalogue"
     op = operation(

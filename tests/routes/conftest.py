@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import jsonschema_rs
 import pytest
 from starlette.testclient import TestClient
 
@@ -32,33 +33,60 @@ def documented_statuses(doc: dict[str, Any], method: str, path: str) -> set[int]
     return None if op is None else {int(code) for code in op["responses"]}
 
 
+def body_schema(doc: dict[str, Any], method: str, path: str, status: int) -> dict | None:
+    """The documented JSON schema of a response, resolvable on its own (with components)."""
+    resp = doc["paths"][path][method.lower()]["responses"][str(status)]
+    schema = resp.get("content", {}).get("application/json", {}).get("schema")
+    return None if schema is None else {**schema, "components": doc["components"]}
+
+
+def check_documented(doc: dict[str, Any], response) -> str | None:
+    """Why ``response`` disagrees with the document, or None when it agrees."""
+    method, path, status = response.request.method, response.request.url.path, response.status_code
+    statuses = documented_statuses(doc, method, path)
+    if statuses is None:  # not an operation of the document: only "no such route" answers
+        return None if status in (404, 405) else f"{method} {path} -> {status} (no operation)"
+    if status not in statuses:
+        return f"{method} {path} -> {status} (status not documented)"
+    schema = body_schema(doc, method, path, status)
+    if schema is not None:
+        errors = [
+            e.message for e in jsonschema_rs.validator_for(schema).iter_errors(response.json())
+        ]
+        if errors:
+            return f"{method} {path} -> {status}: body does not fit its schema: {errors[:3]}"
+    return None
+
+
 @pytest.fixture
 def make_client(make_client) -> Callable[..., TestClient]:
     """The root ``make_client``, recording every response; at teardown each one must be
-    documented (status under its path and method), or be a 404/405 of an undocumented one."""
-    seen: list[tuple[TestClient, str, str, int]] = []
+    documented in that app's /openapi.json: its status under its path and method and its
+    body valid against the documented schema (or a 404/405 of an undocumented operation)."""
+    seen: list[tuple[TestClient, Any]] = []
 
     def make(**overrides) -> TestClient:
         client = make_client(**overrides)
 
         def record(response) -> None:
-            request = response.request
-            seen.append((client, request.method, request.url.path, response.status_code))
+            response.read()
+            seen.append((client, response))
 
         client.event_hooks["response"].append(record)
         return client
 
     yield make
     docs: dict[int, dict[str, Any]] = {}
-    undocumented = []
-    for client, method, path, status in list(seen):
+    problems = []
+    for client, response in list(seen):
         if id(client) not in docs:
             docs[id(client)] = client.get("/openapi.json").json()
-        statuses = documented_statuses(docs[id(client)], method, path)
-        ok = status in (404, 405) if statuses is None else status in statuses
-        if not ok:
-            undocumented.append(f"{method} {path} -> {status}")
-    assert not undocumented, f"statuses not in /openapi.json: {sorted(set(undocumented))}"
+        problem = check_documented(docs[id(client)], response)
+        if problem:
+            problems.append(problem)
+    assert not problems, "responses that /openapi.json does not describe:\n" + "\n".join(
+        sorted(set(problems))
+    )
 
 
 # -- a scripted matcher ---------------------------------------------------------------------------
