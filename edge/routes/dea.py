@@ -18,7 +18,8 @@ from edge.delivery.events import EventHandlers
 from edge.delivery.pages import PageHandlers
 from edge.delivery.publishers import registry
 from edge.openapi import error_response, json_body
-from geoip import open_reader
+from edge.settings import SettingsError
+from geoip import GeoDatabaseError, open_reader
 
 KEYWORDS = "/dea/url/keywords"
 PLACEMENTS = "/dea/url/placements"
@@ -67,7 +68,10 @@ def routes(ctx: Context) -> list[BaseRoute]:
 async def startup(ctx: Context) -> None:
     # Opened once (mmap, C extension); lookups are microseconds, done on the event loop.
     if ctx.geo is None:
-        ctx.geo = open_reader(ctx.settings.geoip_db)
+        try:
+            ctx.geo = open_reader(ctx.settings.geoip_db)
+        except GeoDatabaseError as exc:  # name the setting, as every bad value does
+            raise SettingsError(f"EDGE_GEOIP_DB (--geoip-db): {exc}") from None
     await registry(ctx).start()
 
 

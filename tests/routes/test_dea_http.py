@@ -116,3 +116,16 @@ def test_ai_beacons_over_http(edge):
     tampered = path.replace("m-http", "m-evil")
     assert call(edge, "GET", tampered, headers={"X-Forwarded-For": US})[0] == 400
     assert call(edge, "GET", path, headers={"X-Forwarded-For": GB})[0] == 403
+
+
+@pytest.mark.slow
+def test_a_bad_geo_database_stops_the_start_naming_the_setting(tmp_path):
+    bad = tmp_path / "bad.mmdb"
+    bad.write_bytes(b"not a database")
+    proc = EdgeProcess(db=tmp_path / "e.db", settings={"EDGE_GEOIP_DB": str(bad)}, start_timeout=60)
+    try:
+        with pytest.raises(RuntimeError) as failed:
+            proc.start()
+    finally:
+        proc.__exit__(None, None, None)  # closes its log file (start() failed, so no `with`)
+    assert "EDGE_GEOIP_DB" in str(failed.value)
