@@ -1,43 +1,35 @@
-"""The catalogue file (DESIGN 3): strict validation with JSON paths, and the loaded model.
+"""The catalogue (DESIGN 3): loaded, validated, and indexed by ad id and ad number.
 
-Unknown fields are errors, not ignored: a typo such as ``"budget"`` for ``"budget_usd"``
-would otherwise silently drop the advertiser's cap. Validation collects every problem
-(path + message) instead of stopping at the first, so ``edge catalogue validate`` shows a
-whole file's worth of fixes at once.
+The file's shape is checked by ``matcher.catalogue_schema`` (every error with its JSON
+path); this module turns a valid file into the ``Catalogue`` the matcher and the edge use.
+With no path, the bundled sandbox catalogue (``data/sandbox_catalogue.json``) is the demand.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
-import re
 from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 import orjson
 
-from matcher.types import (
-    Ad,
-    AdSet,
-    Campaign,
-    CityTarget,
-    GeoTargets,
-    PixelTracker,
-    Placement,
-    PricingModel,
-    RadiusTarget,
-)
+from matcher.catalogue_schema import STATES, normalise_state, parse_timestamp, validate
+from matcher.types import AdSet, Campaign, Placement
+
+__all__ = [
+    "STATES",
+    "Catalogue",
+    "CatalogueError",
+    "ad_number",
+    "load_catalogue",
+    "normalise_state",
+    "parse_catalogue",
+    "parse_timestamp",
+    "validate",
+]
 
 SANDBOX_CATALOGUE = "sandbox_catalogue.json"
-_STATE_CODES = (
-    "AL AK AZ AR CA CO CT DE DC FL GA HI ID IL IN IA KS KY LA ME MD MA MI MN MS MO MT NE NV NH "
-    "NJ NM NY NC ND OH OK OR PA RI SC SD TN TX UT VT VA WA WV WI WY PR GU VI AS MP"
-)
-STATES = frozenset(_STATE_CODES.split())
-TRACKER_TYPES = ("impression", "viewable", "click")
-_URL = re.compile(r"https?://[^\s/?#]+[^\s]*")
 _MAX_AD_NUMBER = 2**53
 
 
@@ -49,326 +41,6 @@ class CatalogueError(ValueError):
         lines = [f"{p}: {m}" for p, m in errors[:20]]
         more = f"\n... and {len(errors) - 20} more" if len(errors) > 20 else ""
         super().__init__(f"{len(errors)} catalogue error(s):\n" + "\n".join(lines) + more)
-
-
-class _Checker:
-    """Walks the parsed JSON; each ``_x`` method returns the typed value or None on error."""
-
-    def __init__(self) -> None:
-        self.errors: list[tuple[str, str]] = []
-
-    def err(self, path: str, message: str) -> None:
-        self.errors.append((path, message))
-
-    def obj(self, value: Any, path: str, required: set[str], optional: set[str]) -> bool:
-        if not isinstance(value, dict):
-            self.err(path, f"expected an object, got {_kind(value)}")
-            return False
-        for key in sorted(set(value) - required - optional):
-            self.err(f"{path}.{key}", "unknown field")
-        for key in sorted(required - set(value)):
-            self.err(f"{path}.{key}", "required field is missing")
-        return True
-
-    def text(self, obj: dict, key: str, path: str, *, max_len: int = 2000, empty=False):
-        value = obj.get(key)
-        p = f"{path}.{key}"
-        if not isinstance(value, str):
-            if key in obj:
-                self.err(p, f"expected a string, got {_kind(value)}")
-            return None
-        if not empty and not value.strip():
-            self.err(p, "must not be empty")
-            return None
-        if len(value) > max_len:
-            self.err(p, f"at most {max_len} characters, got {len(value)}")
-            return None
-        return value
-
-    def number(self, value: Any, path: str, lo: float, hi: float, *, integer=False):
-        ok_type = isinstance(value, int) if integer else isinstance(value, int | float)
-        if isinstance(value, bool) or not ok_type:
-            self.err(
-                path, f"expected {'an integer' if integer else 'a number'}, got {_kind(value)}"
-            )
-            return None
-        if not lo <= value <= hi:
-            self.err(path, f"must be from {lo:g} to {hi:g}, got {value}")
-            return None
-        return value
-
-    def array(self, value: Any, path: str, *, non_empty=False) -> list | None:
-        if not isinstance(value, list):
-            self.err(path, f"expected an array, got {_kind(value)}")
-            return None
-        if non_empty and not value:
-            self.err(path, "must not be empty")
-            return None
-        return value
-
-    def url(self, obj: dict, key: str, path: str):
-        value = self.text(obj, key, path)
-        if value is not None and not _URL.fullmatch(value):
-            self.err(f"{path}.{key}", "expected an absolute http(s) URL")
-            return None
-        return value
-
-    def timestamp(self, obj: dict, key: str, path: str) -> tuple[str | None, float | None]:
-        value = obj.get(key)
-        if value is None:
-            return None, None
-        if not isinstance(value, str):
-            self.err(f"{path}.{key}", f"expected an RFC 3339 timestamp or null, got {_kind(value)}")
-            return None, None
-        epoch = parse_timestamp(value)
-        if epoch is None:
-            self.err(f"{path}.{key}", f"not an RFC 3339 timestamp with a zone: {value!r}")
-        return value, epoch
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    return {bool: "a boolean", int: "a number", float: "a number", str: "a string"}.get(
-        type(value), "an array" if isinstance(value, list) else "an object"
-    )
-
-
-def parse_timestamp(text: str) -> float | None:
-    """Epoch seconds of an RFC 3339 timestamp that names its zone; None when it is not one."""
-    try:
-        when = dt.datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
-        return None
-    if when.tzinfo is None or "T" not in text.upper():
-        return None
-    return when.timestamp()
-
-
-def normalise_state(code: str) -> str | None:
-    """``US-CA`` or ``CA`` (any case) -> ``US-CA``; None when it is not a US state code."""
-    code = code.strip().upper()
-    if code.startswith("US-"):
-        code = code[3:]
-    return f"US-{code}" if code in STATES else None
-
-
-# -- the walk over DESIGN 3's shape -----------------------------------------------------------
-
-
-def _campaign(c: _Checker, raw: Any, path: str, seen: dict[str, set]) -> Campaign | None:
-    req = {"id", "advertiser_name", "status", "ad_sets"}
-    if not c.obj(raw, path, req, {"start_at", "end_at", "budget_usd"}):
-        return None
-    cid = _unique_id(c, raw, path, seen["campaign"])
-    name = c.text(raw, "advertiser_name", path, max_len=200)
-    status = raw.get("status")
-    if "status" in raw and status not in ("active", "paused", "archived"):
-        c.err(f"{path}.status", f"expected active, paused or archived, got {status!r}")
-    start, start_epoch = c.timestamp(raw, "start_at", path)
-    end, end_epoch = c.timestamp(raw, "end_at", path)
-    if start_epoch is not None and end_epoch is not None and end_epoch <= start_epoch:
-        c.err(f"{path}.end_at", "must be after start_at")
-    budget = raw.get("budget_usd")
-    if budget is not None:
-        budget = c.number(budget, f"{path}.budget_usd", 0, 1e12)
-    sets_raw = (
-        c.array(raw.get("ad_sets"), f"{path}.ad_sets", non_empty=True) if "ad_sets" in raw else None
-    )
-    ad_sets = [_ad_set(c, s, f"{path}.ad_sets[{i}]", seen) for i, s in enumerate(sets_raw or [])]
-    if None in (cid, name) or status not in ("active", "paused", "archived") or None in ad_sets:
-        return None
-    return Campaign(
-        id=cid,
-        advertiser_name=name,
-        status=status,
-        start_at=start,
-        end_at=end,
-        budget_usd=None if budget is None else float(budget),
-        ad_sets=tuple(ad_sets),
-    )
-
-
-def _unique_id(c: _Checker, raw: dict, path: str, seen: set) -> str | None:
-    ident = c.text(raw, "id", path, max_len=128)
-    if ident is None:
-        return None
-    if not re.fullmatch(r"[A-Za-z0-9._:-]+", ident):
-        c.err(f"{path}.id", "use only letters, digits and . _ : -")
-        return None
-    if ident in seen:
-        c.err(f"{path}.id", f"duplicate id {ident!r}")
-        return None
-    seen.add(ident)
-    return ident
-
-
-def _ad_set(c: _Checker, raw: Any, path: str, seen: dict[str, set]) -> AdSet | None:
-    if not c.obj(raw, path, {"id", "products", "pricing_model", "ads"}, {"geo"}):
-        return None
-    sid = _unique_id(c, raw, path, seen["ad_set"])
-    products = None
-    if "products" in raw and (
-        plist := c.array(raw["products"], f"{path}.products", non_empty=True)
-    ):
-        bad = [p for p in plist if p not in ("ugc", "ai")]
-        if bad:
-            c.err(f"{path}.products", f"expected ugc and/or ai, got {bad[0]!r}")
-        elif len(set(plist)) != len(plist):
-            c.err(f"{path}.products", "lists a product twice")
-        else:
-            products = tuple(plist)
-    pricing = (
-        _pricing(c, raw.get("pricing_model"), f"{path}.pricing_model")
-        if "pricing_model" in raw
-        else None
-    )
-    geo = _geo(c, raw["geo"], f"{path}.geo") if raw.get("geo") is not None else None
-    geo_ok = raw.get("geo") is None or geo is not None
-    ads_raw = c.array(raw.get("ads"), f"{path}.ads", non_empty=True) if "ads" in raw else None
-    ads = [_ad(c, a, f"{path}.ads[{i}]", seen) for i, a in enumerate(ads_raw or [])]
-    if None in (sid, products, pricing) or not geo_ok or not ads or None in ads:
-        return None
-    return AdSet(id=sid, products=products, pricing_model=pricing, ads=tuple(ads), geo=geo)
-
-
-def _pricing(c: _Checker, raw: Any, path: str) -> PricingModel | None:
-    if not c.obj(raw, path, {"type", "bid_amount"}, set()):
-        return None
-    kind = raw.get("type")
-    if "type" in raw and kind not in ("cpc", "cpm", "cpa"):
-        c.err(f"{path}.type", f"expected cpc, cpm or cpa, got {kind!r}")
-        kind = None
-    bid = (
-        c.number(raw["bid_amount"], f"{path}.bid_amount", 0.0001, 10_000)
-        if "bid_amount" in raw
-        else None
-    )
-    if kind is None or bid is None:
-        return None
-    return PricingModel(type=kind, bid_amount=float(bid))
-
-
-def _str_list(c: _Checker, raw: dict, key: str, path: str, check) -> tuple[str, ...] | None:
-    items = c.array(raw[key], f"{path}.{key}")
-    if items is None:
-        return None
-    out = []
-    for i, item in enumerate(items):
-        value = check(item) if isinstance(item, str) else None
-        if value is None:
-            c.err(f"{path}.{key}[{i}]", f"not a valid {key[:-1]}: {item!r}")
-        else:
-            out.append(value)
-    return tuple(out) if len(out) == len(items) else None
-
-
-def _geo(c: _Checker, raw: Any, path: str) -> GeoTargets | None:
-    keys = {"countries", "states", "dmas", "cities", "zipcodes", "radius"}
-    if not c.obj(raw, path, set(), keys):
-        return None
-    checks = {
-        "countries": lambda s: s.upper() if re.fullmatch(r"[A-Za-z]{2}", s) else None,
-        "states": normalise_state,
-        "dmas": lambda s: s if re.fullmatch(r"\d{3}", s) else None,
-        "zipcodes": lambda s: s if re.fullmatch(r"\d{5}", s) else None,
-    }
-    out: dict[str, Any] = {}
-    ok = True
-    for key, check in checks.items():
-        if key in raw:
-            out[key] = _str_list(c, raw, key, path, check)
-            ok &= out[key] is not None
-    if "cities" in raw:
-        cities = []
-        for i, item in enumerate(c.array(raw["cities"], f"{path}.cities") or []):
-            p = f"{path}.cities[{i}]"
-            if c.obj(item, p, {"city", "state"}, set()):
-                name, state = c.text(item, "city", p, max_len=100), c.text(item, "state", p)
-                norm = normalise_state(state) if state else None
-                if state and norm is None:
-                    c.err(f"{p}.state", f"not a US state code: {state!r}")
-                if name and norm:
-                    cities.append(CityTarget(city=name, state=norm))
-        ok &= isinstance(raw["cities"], list) and len(cities) == len(raw["cities"])
-        out["cities"] = tuple(cities)
-    if "radius" in raw:
-        circles = []
-        for i, item in enumerate(c.array(raw["radius"], f"{path}.radius") or []):
-            p = f"{path}.radius[{i}]"
-            if c.obj(item, p, {"lat", "lon", "km"}, set()):
-                vals = [
-                    c.number(item[k], f"{p}.{k}", lo, hi) if k in item else None
-                    for k, lo, hi in (("lat", -90, 90), ("lon", -180, 180), ("km", 0.1, 1000))
-                ]
-                if None not in vals:
-                    circles.append(RadiusTarget(*(float(v) for v in vals)))
-        ok &= isinstance(raw["radius"], list) and len(circles) == len(raw["radius"])
-        out["radius"] = tuple(circles)
-    return GeoTargets(**out) if ok else None
-
-
-def _ad(c: _Checker, raw: Any, path: str, seen: dict[str, set]) -> Ad | None:
-    req = {"id", "title", "cta", "description", "click_through_url", "ttl_seconds"}
-    if not c.obj(raw, path, req, {"keywords", "pixel_trackers"}):
-        return None
-    aid = _unique_id(c, raw, path, seen["ad"])
-    title = c.text(raw, "title", path, max_len=120)
-    cta = c.text(raw, "cta", path, max_len=40)
-    description = c.text(raw, "description", path, max_len=1000, empty=True)
-    url = c.url(raw, "click_through_url", path)
-    ttl = (
-        c.number(raw["ttl_seconds"], f"{path}.ttl_seconds", 1, 86400, integer=True)
-        if "ttl_seconds" in raw
-        else None
-    )
-    keywords: tuple[str, ...] | None = ()
-    if "keywords" in raw:
-        keywords = _str_list(c, raw, "keywords", path, lambda s: s.strip() or None)
-    trackers: list[PixelTracker] = []
-    for i, t in enumerate(c.array(raw.get("pixel_trackers", []), f"{path}.pixel_trackers") or []):
-        p = f"{path}.pixel_trackers[{i}]"
-        if c.obj(t, p, {"vendor", "tracker_type", "url"}, set()):
-            vendor, kind, turl = (
-                c.text(t, "vendor", p, max_len=100),
-                t.get("tracker_type"),
-                c.url(t, "url", p),
-            )
-            if "tracker_type" in t and kind not in TRACKER_TYPES:
-                c.err(
-                    f"{p}.tracker_type", f"expected one of {', '.join(TRACKER_TYPES)}, got {kind!r}"
-                )
-            elif vendor and turl:
-                trackers.append(PixelTracker(vendor=vendor, tracker_type=kind, url=turl))
-    trackers_ok = len(trackers) == len(raw.get("pixel_trackers", []) or [])
-    if None in (aid, title, cta, description, url, ttl, keywords) or not trackers_ok:
-        return None
-    return Ad(
-        id=aid,
-        title=title,
-        cta=cta,
-        description=description,
-        keywords=keywords,
-        click_through_url=url,
-        ttl_seconds=ttl,
-        pixel_trackers=tuple(trackers),
-    )
-
-
-# -- public ---------------------------------------------------------------------------------
-
-
-def validate(data: Any) -> tuple[tuple[Campaign, ...], list[tuple[str, str]]]:
-    """(campaigns, errors) of a parsed JSON document; campaigns are empty on any error."""
-    c = _Checker()
-    seen: dict[str, set] = {"campaign": set(), "ad_set": set(), "ad": set()}
-    campaigns = []
-    if c.obj(data, "$", {"campaigns"}, set()) and "campaigns" in data:
-        for i, raw in enumerate(c.array(data["campaigns"], "$.campaigns") or []):
-            campaigns.append(_campaign(c, raw, f"$.campaigns[{i}]", seen))
-    if c.errors:
-        return (), c.errors
-    return tuple(campaigns), []
 
 
 def ad_number(ad_id: str) -> int:

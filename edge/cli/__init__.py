@@ -6,10 +6,10 @@ import argparse
 import sys
 
 from edge import __version__
-from edge.cli import demo, keys, publishers, report, serve
+from edge.cli import catalogue, demo, keys, publishers, report, serve
 from edge.settings import SettingsError
 
-COMMANDS = (serve, demo, keys, publishers, report)
+COMMANDS = (serve, demo, keys, publishers, report, catalogue)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,68 @@
+"""``edge catalogue validate``: exit status, every error with its JSON path, --json."""
+
+from __future__ import annotations
+
+import json
+
+from edge.cli import main
+
+BROKEN = {
+    "campaigns": [
+        {
+            "id": "c1",
+            "advertiser_name": "Acme",
+            "status": "live",
+            "budget": 10,
+            "ad_sets": [
+                {
+                    "id": "s1",
+                    "products": ["ugc"],
+                    "pricing_model": {"type": "cpc", "bid_amount": -1},
+                    "ads": [{"id": "a1", "title": "T", "cta": "Go", "description": "d"}],
+                }
+            ],
+        }
+    ]
+}
+
+
+def test_valid_bundled_catalogue(capsys):
+    from importlib import resources
+
+    path = resources.files("matcher.data").joinpath("sandbox_catalogue.json")
+    assert main(["catalogue", "validate", str(path)]) == 0
+    assert "valid; 42 campaigns" in capsys.readouterr().out
+
+
+def test_every_error_with_its_path(tmp_path, capsys):
+    f = tmp_path / "cat.json"
+    f.write_text(json.dumps(BROKEN))
+    assert main(["catalogue", "validate", str(f)]) == 1
+    err = capsys.readouterr().err
+    for line in (
+        "$.campaigns[0].status: expected active, paused or archived, got 'live'",
+        "$.campaigns[0].budget: unknown field",
+        "$.campaigns[0].ad_sets[0].pricing_model.bid_amount: must be from",
+        "$.campaigns[0].ad_sets[0].ads[0].click_through_url: required field is missing",
+        "$.campaigns[0].ad_sets[0].ads[0].ttl_seconds: required field is missing",
+    ):
+        assert line in err, err
+    assert "5 error(s)" in err
+
+
+def test_json_output(tmp_path, capsys):
+    f = tmp_path / "cat.json"
+    f.write_text(json.dumps(BROKEN))
+    assert main(["catalogue", "validate", "--json", str(f)]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["valid"] is False
+    assert {"path": "$.campaigns[0].budget", "message": "unknown field"} in out["errors"]
+
+
+def test_unreadable_and_not_json(tmp_path, capsys):
+    assert main(["catalogue", "validate", str(tmp_path / "missing.json")]) == 1
+    assert "cannot read" in capsys.readouterr().err
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    assert main(["catalogue", "validate", str(bad)]) == 1
+    assert "$: not valid JSON" in capsys.readouterr().err
