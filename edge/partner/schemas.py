@@ -37,7 +37,8 @@ _ERRORS = {
     415: "Content-Type is not application/json",
     422: "Body failed validation (malformed JSON, missing or invalid field)",
     429: "Rate limit of this key exceeded",
-    502: "Matching (or the store) failed or timed out; retry with backoff",
+    502: "Matching (or the key store) failed or timed out; retry with backoff",
+    503: "The store could not commit; nothing was recorded, retry after Retry-After",
 }
 
 
@@ -47,7 +48,7 @@ def ref(name: str) -> dict[str, str]:
 
 def _error(code: int) -> dict[str, Any]:
     resp = error_response(_ERRORS[code])
-    if code in (429, 502):
+    if code in (429, 502, 503):
         resp["headers"] = {"Retry-After": {**_INT_HEADER, "description": "Seconds to wait"}}
         if code == 429:
             resp["headers"].update(_RATE_HEADERS)

@@ -203,7 +203,7 @@ def legacy_doc(ctx: Context, paths: dict[str, str]) -> dict[str, Any]:
         ctx,
         "Earlier description: disable ads in threads (idempotent)",
         json_body({"type": "object", "properties": {"success": {"type": "boolean"}}}),
-        (400, 401, 413, 415, 429, 502),
+        (400, 401, 413, 415, 429, 502, 503),
         tag="legacy",
         body={"type": "array", "minItems": 1, "maxItems": MAX_DISABLE_PAIRS, "items": _PAIR},
     )
@@ -219,7 +219,7 @@ def legacy_doc(ctx: Context, paths: dict[str, str]) -> dict[str, Any]:
             "Durably stored; a replay of the same Idempotency-Key counts once "
             "(answered with Idempotent-Replayed: true)",
         ),
-        (400, 401, 413, 415, 429, 502),
+        (400, 401, 413, 415, 429, 502, 503),
         tag="legacy",
         body={
             "type": "object",

@@ -19,7 +19,7 @@ from starlette.routing import BaseRoute, Route
 
 from edge import keys
 from edge.context import Context
-from edge.errors import BadGateway, BadRequest, Unauthorized
+from edge.errors import BadGateway, BadRequest, EdgeError, ServiceUnavailable, Unauthorized
 from edge.http import json_response, read_json
 from edge.partner import schemas_admin
 from edge.partner.bodies import parse_disable, parse_impression, parse_legacy_process
@@ -38,8 +38,10 @@ STORE_RETRY_AFTER = "5"
 _NO_STORE = {"Cache-Control": "no-store"}
 
 
-def _store_down(what: str) -> BadGateway:
-    return BadGateway(
+def _store_down(what: str, error: type[EdgeError] = ServiceUnavailable) -> EdgeError:
+    """503 like the /dea beacons when the store cannot commit; the rotation's 502 is
+    SPEC 4.8's own ("rotation infrastructure unavailable")."""
+    return error(
         f"the store could not commit the {what}; nothing was changed, retry shortly",
         headers={"Retry-After": STORE_RETRY_AFTER},
     )
@@ -121,7 +123,7 @@ def routes(ctx: Context) -> list[BaseRoute]:
             headers = rate_limits(ctx)[parsed.product].enforce(record.key_id)
             rotation = await ctx.keyring.rotate(key)  # the operator's code path (edge keys)
         except StoreUnavailable:
-            raise _store_down("rotation") from None
+            raise _store_down("rotation", BadGateway) from None
         expires = dt.datetime.fromtimestamp(int(rotation.secondary_expires_at), dt.UTC)
         body = {
             "apiKey": rotation.api_key,

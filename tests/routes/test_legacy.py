@@ -162,7 +162,7 @@ def test_disable_validation_is_400(legacy, body, field):
     assert assert_error_shape(post_json(client, "/ugc/disable", body, key), 400)["field"] == field
 
 
-def test_disable_store_outage_is_502(legacy, monkeypatch):
+def test_disable_store_outage_is_503(legacy, monkeypatch):
     client, key = legacy
 
     async def down(*args):
@@ -170,7 +170,7 @@ def test_disable_store_outage_is_502(legacy, monkeypatch):
 
     monkeypatch.setattr(client.app.state.ctx.store, "disable_ads", down)
     r = post_json(client, "/ugc/disable", [{"post_id": "p", "ad_id": "a"}], key)
-    assert_error_shape(r, 502)
+    assert_error_shape(r, 503)
     assert r.headers["Retry-After"] == "5"
 
 
@@ -222,7 +222,7 @@ def test_impression_validation_is_400(legacy, body, headers, field):
     assert run(client, client.app.state.ctx.store.impression_count, "legacy") == 0
 
 
-def test_impression_store_outage_is_502_and_not_acknowledged(legacy, monkeypatch):
+def test_impression_store_outage_is_503_and_not_acknowledged(legacy, monkeypatch):
     client, key = legacy
 
     async def down(imp):
@@ -230,8 +230,8 @@ def test_impression_store_outage_is_502_and_not_acknowledged(legacy, monkeypatch
 
     monkeypatch.setattr(client.app.state.ctx.store, "record_impression", down)
     r = post_json(client, "/ugc/impression", {"post_id": "p", "ad_id": "ad-gps-watch"}, key)
-    assert_error_shape(r, 502)
-    assert "acknowledged" not in r.text
+    assert_error_shape(r, 503)
+    assert r.headers["Retry-After"] == "5" and "acknowledged" not in r.text
 
 
 # -- GET /keys/apiKey --------------------------------------------------------------------------
