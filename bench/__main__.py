@@ -16,7 +16,7 @@ from bench.report import Section, machine_lines, render
 SECTIONS = {
     "ingest": "bench.ingest",
     "ugc": "bench.ugc",
-    "matcher": "bench.matcher",
+    "matcher": "bench.matching",
     "tag": "bench.footprint",
 }
 

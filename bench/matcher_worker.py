@@ -1,0 +1,86 @@
+"""One catalogue size of section 3, in its own process pinned to the server core (so its
+resident memory is that size's alone): ``python -m bench.matcher_worker ADS RUNS COUNT``.
+
+Prints one JSON object: per run, the p50/p99 of the model's own forward pass (the floor) and
+of the matcher's whole decision (embedding, safety, vector search, gates, ranking) for the
+same texts, a 40-word post and a 10,000-character post; and the memory before and after the
+catalogue and its vectors were loaded.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import orjson
+
+from bench import synthetic
+from bench.servers import SERVER_CPU, rss_mib
+from bench.stats import percentile
+from matcher.catalogue import parse_catalogue
+from matcher.embeddings import CachedEmbedder, MiniLM
+from matcher.engine import Matcher
+from matcher.geo import Gazetteer
+from matcher.safety import SafetyClassifier
+from matcher.state import ThreadState
+from matcher.types import MatchRequest
+
+KINDS = {"post-40-words": {"words": 40}, "post-10000-chars": {"chars": 10_000}}
+
+
+def main(ads: int, runs: int, count: int) -> dict:
+    if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > SERVER_CPU:
+        os.sched_setaffinity(0, {SERVER_CPU})
+    pid = os.getpid()
+    model = MiniLM(threads=1)
+    rss_model = rss_mib(pid)
+    t0 = time.perf_counter()
+    catalogue = parse_catalogue(orjson.dumps(synthetic.catalogue_dict(ads)))
+    vectors = synthetic.ad_vectors(model.embed, catalogue.placements)
+    matcher = Matcher(
+        catalogue,
+        CachedEmbedder(model),
+        vectors,
+        gazetteer=Gazetteer(),
+        safety=SafetyClassifier.load(),
+    )
+    build_s = time.perf_counter() - t0
+    rss_loaded = rss_mib(pid)
+    now = time.time()
+    out: dict = {"ads": ads, "build_s": build_s, "rss_model_mib": rss_model, "runs": []}
+    for r in range(runs):
+        run: dict = {}
+        for kind, shape in KINDS.items():
+            n = count if "words" in shape else max(10, count // 3)
+            texts = synthetic.posts(n, seed=10_000 * ads + 100 * r + len(kind), **shape)
+            floor, full, outcomes = [], [], {}
+            for i, text in enumerate(texts):
+                a = time.perf_counter()
+                model.embed([text])  # the floor: this text through the model alone
+                b = time.perf_counter()
+                request = MatchRequest(
+                    product="ugc", content=text, post_id=f"p-{r}-{i}", thread_id=f"p-{r}-{i}"
+                )
+                result = matcher.decide(request, ThreadState(), now, {})
+                c = time.perf_counter()
+                floor.append((b - a) * 1000)
+                full.append((c - b) * 1000)
+                outcomes[result.outcome] = outcomes.get(result.outcome, 0) + 1
+            run[kind] = {
+                "floor_p50": percentile(floor, 50),
+                "floor_p99": percentile(floor, 99),
+                "match_p50": percentile(full, 50),
+                "match_p99": percentile(full, 99),
+                "outcomes": outcomes,
+            }
+        out["runs"].append(run)
+    out["rss_mib"] = rss_mib(pid)
+    out["rss_loaded_mib"] = rss_loaded
+    matcher.close()
+    return out
+
+
+if __name__ == "__main__":
+    ads_arg, runs_arg, count_arg = (int(x) for x in sys.argv[1:4])
+    sys.stdout.write(orjson.dumps(main(ads_arg, runs_arg, count_arg)).decode() + "\n")
