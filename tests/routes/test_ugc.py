@@ -8,6 +8,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx2 as httpx
 import pytest
+from starlette.testclient import TestClient
 
 from edge.beacons import read_impression_token
 from edge.qa.server import EdgeProcess
@@ -301,6 +302,36 @@ def test_matcher_past_its_deadline_is_502_not_a_hang(make_client, script):
     assert time.monotonic() - started < 2.0
     assert_error_shape(r, 502, "upstream_unavailable")
     assert int(r.headers["Retry-After"]) >= 1
+
+
+# -- geofence (SPEC 1, 5.11, 7: 403 for non-US callers in production) ------------------------
+
+GB_CLIENT = ("81.2.69.160", 40000)  # GB in the bundled test geo database
+
+
+@pytest.mark.parametrize(
+    ("path", "product"),
+    [(PATH, "ugc"), ("/v1/ai/process", "ai"), ("/ugc/process", "ugc")],
+)
+def test_non_us_caller_is_403_in_production(make_client, script, path, product):
+    client = make_client(legacy_api=True, matcher=script)
+    key = issue_key(client, product)
+    body = {**POST, "message_id": "m", "content": "x"} if product == "ai" else POST
+    abroad = TestClient(client.app, client=GB_CLIENT, raise_server_exceptions=False)
+    assert_error_shape(post_json(abroad, path, body, key), 403)
+    assert script.requests == []
+    # The end user's X-Forwarded-For is targeting, not the caller's address (DESIGN 4.6).
+    r = post_json(client, PATH, POST, issue_key(client, "ugc"), **{"X-Forwarded-For": GB_CLIENT[0]})
+    assert r.status_code == 200
+
+
+def test_sandbox_has_no_geofence(make_client, script):
+    client = make_client(env="sandbox", matcher=script)
+    abroad = TestClient(client.app, client=GB_CLIENT, raise_server_exceptions=False)
+    r = post_json(
+        abroad, "/ugc/v1/process", {"post_id": "x-1", "message": "hi"}, issue_key(client, "ugc")
+    )
+    assert r.status_code == 200
 
 
 # -- path rules (SPEC 4.7) ------------------------------------------------------------------
