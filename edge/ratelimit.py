@@ -59,6 +59,8 @@ class GcraLimiter:
         if self._since_prune >= _PRUNE_EVERY:
             self._prune(now)
         tat = max(self._tat.get(key, now), now)
+        if tat - now > self.limit.period_seconds + _EPS:
+            tat = now  # the clock stepped back: never lock a key out for the size of the step
         if tat - now > self._tolerance + _EPS:
             wait = tat - now - self._tolerance
             return Decision(False, 0, tat - now, wait)

@@ -66,6 +66,16 @@ def test_retry_after_is_at_least_one_second():
     assert info.value.headers["Retry-After"] == "1"
 
 
+def test_a_clock_stepping_back_does_not_lock_keys_out():
+    clock = FakeClock()
+    limiter = GcraLimiter("ugc", RateLimit(2, 1.0), clock)
+    limiter.check("k")
+    limiter.check("k")
+    assert not limiter.check("k").allowed
+    clock.advance(-3600)  # an NTP step back by an hour
+    assert limiter.check("k").allowed
+
+
 def test_full_buckets_are_pruned_so_memory_stays_bounded():
     clock = FakeClock()
     limiter = GcraLimiter("ugc", RateLimit(10, 1.0), clock)

@@ -71,6 +71,7 @@ def test_sandbox_key_is_401_in_production(prod):
         ({"post_id": "p", "message": "hi", "geo_target": {"zipcode": 94107}}, "geo_target.zipcode"),
         ({"post_id": "p", "message": "hi", "geo_target": {"zip": "94107"}}, "geo_target.zip"),
         ({"post_id": "p", "message": "hi", "geo_tagret": {}}, "geo_tagret"),
+        ({"post_id": "p", "message": "hi", "explain": True}, "explain"),  # sandbox only
         ([POST], "body"),
         ("just a string", "body"),
     ],
