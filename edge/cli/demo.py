@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from urllib.parse import urlsplit
 
 from edge.cli._common import settings_from, with_context
 from edge.context import Context
 from edge.keys import PRODUCTS
+from edge.routes.tag import DEMO_PUBLISHER
 from edge.server import serve
 from edge.settings import add_arguments
 
@@ -32,7 +34,18 @@ async def _fresh_keys(ctx: Context) -> dict[str, str]:
     keys = {}
     for product in PRODUCTS:
         keys[product], _ = await ctx.keyring.issue(ctx.settings.env, product, DEMO_NAME)
+    # The demo page's tag calls /dea as this publisher; /dea serves registered ones only.
+    await ctx.store.upsert_publisher(DEMO_PUBLISHER, _demo_origins(ctx.settings), ctx.clock())
     return keys
+
+
+def _demo_origins(settings) -> list[str]:
+    """The demo page's origin, under both loopback names a browser may be pointed at."""
+    parts = urlsplit(settings.base_url)
+    origins = [f"{parts.scheme}://{parts.netloc}"]
+    if parts.hostname in ("127.0.0.1", "localhost") and parts.port is not None:
+        origins += [f"{parts.scheme}://{h}:{parts.port}" for h in ("127.0.0.1", "localhost")]
+    return origins
 
 
 def run(args: argparse.Namespace) -> int:
