@@ -28,7 +28,7 @@ from matcher.eligibility import EligibilityMasks, budget_gate, static_gate
 from matcher.embeddings import CachedEmbedder, Embedder, MiniLM, normalise
 from matcher.explain import Explainer
 from matcher.geo import Gazetteer, Location, targets_match
-from matcher.index import VectorIndex, ad_text, cache_path, load_or_embed
+from matcher.index import ad_text, build_index, cache_path, load_or_embed
 from matcher.ranking import Ranker
 from matcher.safety import SafetyClassifier, SafetyVerdict
 from matcher.state import FREQUENCY_CAP, MatchState, ThreadState, next_window
@@ -65,7 +65,7 @@ class Matcher:
             raise ValueError(f"ad_vectors {ad_vectors.shape} do not fit {len(catalogue)} ads")
         self.catalogue = catalogue
         self.embedder = embedder
-        self.index = VectorIndex(ad_vectors)
+        self.index = build_index(ad_vectors)
         self.gazetteer = gazetteer
         self.safety = safety
         self.config = config or MatcherConfig()
@@ -186,18 +186,16 @@ class Matcher:
             ex.safety(verdicts)
             if not all(v.safe for v in verdicts):
                 return ex.result(MatchResult(outcome="no_match", reason="unsafe"))
-        cosines = self.index.scores(query)
         live = self.masks.mask(request.product, now)
-        floor = self.ranker.cosine_floor
-        candidates = VectorIndex.top_candidates(
-            np.where(live, cosines, -2.0), floor, self.config.candidates
+        rows, cosines = self.index.search(
+            query, live, self.ranker.cosine_floor, self.config.candidates
         )
         location = self._locate(request)
         ex.location(location)
-        if request.explain:
+        if request.explain:  # exact scores of every ad; only explanations pay for this
             ex.static_gates(
                 self.catalogue.placements,
-                cosines,
+                self.index.scores(query),
                 request.product,
                 now,
                 static_gate,
@@ -205,20 +203,20 @@ class Matcher:
             )
         shown: list[ScoredAd] = []
         held_back: dict[str, int] = {}
-        for row in candidates:
+        for row, cosine in zip(rows.tolist(), cosines.tolist(), strict=True):
             p = self.catalogue.placements[row]
-            relevancy = self.ranker.relevancy(float(cosines[row]))
             ok, why = targets_match(p.ad_set.geo, location)
             if not ok:
-                ex.gate(p, cosines[row], "geo", why)
+                ex.gate(p, cosine, "geo", why)
                 continue
             gate = self._dynamic_gate(p, state, spend)
             if gate:
                 held_back[gate] = held_back.get(gate, 0) + 1
-                ex.gate(p, cosines[row], gate)
+                ex.gate(p, cosine, gate)
                 continue
+            relevancy = self.ranker.relevancy(cosine)
             shown.append(ScoredAd(p, relevancy, self.ranker.rank_score(relevancy, p)))
-            ex.gate(p, cosines[row], None, why)
+            ex.gate(p, cosine, None, why)
         ranked = self.ranker.order(shown, self.config.one_per_campaign)[: request.max_ads]
         ex.ranked(ranked)
         if ranked:

@@ -2,8 +2,9 @@
 
 Vectors are unit length, so a dot product is the cosine. Exact search reads the whole
 matrix once per query (RECIPES 4: ~0.3 ms at 10k x 384, ~12 ms at 100k), which is right
-below ~50k ads; ``top_candidates`` narrows the work to the rows above the relevance floor
-before any Python-level gate runs.
+below ``IVF_MIN_ROWS`` ads; above it ``build_index`` returns the inverted-file index of
+``matcher.ivf`` (measured in docs/decisions.md). Either way ``search`` hands the engine only
+the live rows above the relevance floor, so no Python-level gate runs per ad of the catalogue.
 
 The cache file is named by the catalogue's content hash and the model id, so a restart with
 the same catalogue skips embedding it, and a changed catalogue or model never reuses stale
@@ -35,6 +36,8 @@ def ad_text(ad: Ad) -> str:
 class VectorIndex:
     """Exact maximum-inner-product search over a (n, dim) float32 matrix."""
 
+    kind = "exact"
+
     def __init__(self, vectors: np.ndarray) -> None:
         if vectors.ndim != 2:
             raise ValueError(f"expected a (n, dim) matrix, got shape {vectors.shape}")
@@ -48,17 +51,25 @@ class VectorIndex:
         return self.matrix.shape[1]
 
     def scores(self, query: np.ndarray) -> np.ndarray:
-        """Cosine of every ad with the unit ``query`` vector."""
+        """Exact cosine of every ad with the unit ``query`` vector (explanations use this)."""
         return self.matrix @ query.astype(np.float32, copy=False)
 
-    @staticmethod
-    def top_candidates(scores: np.ndarray, floor: float, k: int) -> np.ndarray:
-        """Row ids with score >= floor, best first, at most ``k`` of them."""
-        above = np.flatnonzero(scores >= floor)
-        if len(above) > k:
-            part = np.argpartition(scores[above], len(above) - k)[len(above) - k :]
-            above = above[part]
-        return above[np.argsort(-scores[above], kind="stable")]
+    def search(
+        self, query: np.ndarray, live: np.ndarray, floor: float, k: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, cosines) of live ads with cosine >= floor, best first, at most ``k``."""
+        scores = self.scores(query)
+        return top_candidates(np.arange(len(scores)), scores, live, floor, k)
+
+
+def top_candidates(
+    rows: np.ndarray, scores: np.ndarray, live: np.ndarray, floor: float, k: int
+) -> tuple[np.ndarray, np.ndarray]:
+    keep = np.flatnonzero((scores >= floor) & live[rows])
+    if len(keep) > k:
+        keep = keep[np.argpartition(scores[keep], len(keep) - k)[len(keep) - k :]]
+    keep = keep[np.argsort(-scores[keep], kind="stable")]
+    return rows[keep], scores[keep]
 
 
 def cache_path(cache_dir: Path, catalogue_hash: str, model_id: str) -> Path:
@@ -95,3 +106,15 @@ def _atomic_save(path: Path, vectors: np.ndarray) -> None:
         os.replace(tmp, path)
     except OSError as exc:  # a read-only cache folder costs a re-embed next start, no more
         log.warning("could not write the vector cache %s: %s", path, exc)
+
+
+IVF_MIN_ROWS = 50_000
+
+
+def build_index(vectors: np.ndarray, *, ivf_min_rows: int = IVF_MIN_ROWS) -> VectorIndex:
+    """Exact search below ``ivf_min_rows`` ads, the IVF index from there up."""
+    if len(vectors) >= ivf_min_rows:
+        from matcher.ivf import IVFIndex
+
+        return IVFIndex(vectors)
+    return VectorIndex(vectors)

