@@ -1,0 +1,91 @@
+"""Geo resolution (SPEC 4.2): precedence, expansion to containing granularities, targets."""
+
+from __future__ import annotations
+
+import pytest
+
+from matcher.geo import Gazetteer, has_targets, targets_match
+from matcher.types import CityTarget, GeoSignal, GeoTargets, RadiusTarget
+
+
+@pytest.fixture(scope="module")
+def gaz(shared_matcher) -> Gazetteer:
+    return shared_matcher.gazetteer
+
+
+def test_zip_expands_to_city_county_dma_state(gaz):
+    loc = gaz.resolve(GeoSignal(zipcode="94107"))
+    assert loc.signal == "zipcode"
+    assert ("san francisco", "US-CA") in loc.cities
+    assert ("US-CA", "San Francisco County") in loc.counties
+    assert loc.dmas == {"807"} and loc.states == {"US-CA"}
+
+
+def test_precedence_latlon_zip_city_dma_state(gaz):
+    full = GeoSignal(lat=30.27, lon=-97.74, zipcode="94107", city="Chicago", state="IL", dma="501")
+    assert gaz.resolve(full).signal == "latlon"
+    assert gaz.resolve(GeoSignal(zipcode="94107", city="Chicago", state="IL")).signal == "zipcode"
+    assert gaz.resolve(GeoSignal(city="Chicago", state="IL", dma="501")).signal == "city"
+    assert gaz.resolve(GeoSignal(dma="501", state="TX")).signal == "dma"
+    assert gaz.resolve(GeoSignal(state="US-TX")).states == {"US-TX"}
+
+
+@pytest.mark.parametrize(
+    "signal",
+    [
+        GeoSignal(country="US"),
+        GeoSignal(lat=37.7),
+        GeoSignal(lon=-122.4),
+        GeoSignal(zipcode="00000"),
+        GeoSignal(state="ZZ"),
+        GeoSignal(city="Springfield"),  # in many states: names no one place
+        GeoSignal(dma="999"),
+        GeoSignal(lat=float("nan"), lon=1.0),
+        GeoSignal(lat=200.0, lon=1.0),
+    ],
+)
+def test_unusable_signals_resolve_to_nothing(gaz, signal):
+    assert gaz.resolve(signal) is None
+
+
+def test_city_alone_when_unambiguous(gaz):
+    loc = gaz.resolve(GeoSignal(city="Seattle"))
+    assert loc is not None and loc.states == {"US-WA"} and "819" in loc.dmas
+
+
+def test_latlon_outside_the_us_keeps_only_the_point(gaz):
+    loc = gaz.resolve(GeoSignal(lat=51.5, lon=-0.12))
+    assert loc.signal == "latlon" and not loc.states and loc.lat == 51.5
+
+
+def test_dma_expands_to_its_states(gaz):
+    assert gaz.resolve(GeoSignal(dma="501")).states == {"US-NY", "US-NJ", "US-CT"}
+
+
+def test_targets():
+    loc_targets = GeoTargets(cities=(CityTarget("Austin", "US-TX"),))
+    assert not has_targets(None) and not has_targets(GeoTargets(countries=("US",)))
+    assert has_targets(loc_targets)
+    assert targets_match(None, None) == (True, "untargeted (all of the US)")
+    assert targets_match(loc_targets, None)[0] is False
+
+
+def test_radius_and_city_targets_against_resolved_locations(gaz):
+    loc = gaz.resolve(GeoSignal(city="Austin", state="TX"))
+    assert targets_match(GeoTargets(cities=(CityTarget("austin", "US-TX"),)), loc)[0]
+    assert targets_match(GeoTargets(dmas=("635",)), loc)[0]
+    assert not targets_match(GeoTargets(states=("US-CA",)), loc)[0]
+    near = GeoTargets(radius=(RadiusTarget(30.27, -97.74, 30.0),))
+    far = GeoTargets(radius=(RadiusTarget(37.77, -122.42, 30.0),))
+    assert targets_match(near, loc)[0] and not targets_match(far, loc)[0]
+    # A state-level user is not known to be inside a city or a radius.
+    state_only = gaz.resolve(GeoSignal(state="TX"))
+    assert not targets_match(near, state_only)[0]
+
+
+def test_dma_table_can_be_loaded_from_a_file(tmp_path):
+    table = tmp_path / "dma.csv"
+    table.write_text("# custom\nstate,county,dma,dma_name\nTX,Travis County,999,Test Market\n")
+    gaz = Gazetteer(dma_table=table)
+    assert gaz.resolve(GeoSignal(zipcode="78701")).dmas == {"999"}
+    assert gaz.resolve(GeoSignal(zipcode="94107")).dmas == frozenset()
