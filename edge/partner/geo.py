@@ -44,8 +44,6 @@ def parse_geo_target(f: Fields | None) -> GeoSignal | None:
         if not _COUNTRY.fullmatch(country):
             raise f.fail("country", "must be a two-letter ISO 3166-1 code such as US")
         country = country.upper()
-    else:
-        country = "US"  # SPEC 4.2: defaults to US when omitted
     zipcode = f.text("zipcode", max_len=10)
     if zipcode is not None:
         m = _ZIP.fullmatch(zipcode.strip())
@@ -57,7 +55,11 @@ def parse_geo_target(f: Fields | None) -> GeoSignal | None:
         m = _SUBDIVISION.fullmatch(state.strip())
         if m is None:
             raise f.fail("state", "must be ISO 3166-2 (US-CA) or a bare code (CA)")
-        state = f"{(m.group(1) or country).upper()}-{m.group(2).upper()}"
+        prefix = (m.group(1) or country or "US").upper()
+        if country is not None and prefix != country:
+            raise f.fail("state", f"is in {prefix}, but geo_target.country is {country}")
+        state, country = f"{prefix}-{m.group(2).upper()}", prefix
+    country = country or "US"  # SPEC 4.2: defaults to US when omitted
     dma = f.text("dma", max_len=3)
     if dma is not None and not _DMA.fullmatch(dma):
         raise f.fail("dma", "must be a three-digit Nielsen DMA code such as 807")

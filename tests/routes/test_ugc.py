@@ -158,6 +158,8 @@ def test_any_one_signal_is_passed_on(prod, script):
     assert geo_of(prod, script, {"dma": "807"}).dma == "807"
     city = geo_of(prod, script, {"city": "Austin", "state": "TX"})
     assert (city.city, city.state, city.country) == ("Austin", "US-TX", "US")
+    abroad = geo_of(prod, script, {"state": "GB-ENG"})
+    assert (abroad.state, abroad.country) == ("GB-ENG", "GB")  # the prefix names the country
     point = geo_of(prod, script, {"lat": 37.77, "lon": -122.42})
     assert (point.lat, point.lon) == (37.77, -122.42)
 
@@ -181,6 +183,7 @@ def test_country_only_and_lone_coordinates_are_no_signal(prod, script):
         ({"dma": "LA"}, "geo_target.dma"),
         ({"state": "California"}, "geo_target.state"),
         ({"country": "USA"}, "geo_target.country"),
+        ({"state": "GB-ENG", "country": "US"}, "geo_target.state"),
     ],
 )
 def test_malformed_geo_values_are_400(prod, geo, field):
