@@ -4,6 +4,7 @@ IntersectionObserver deliver, and drive the page's clock."""
 from __future__ import annotations
 
 import datetime as dt
+import time
 
 from edge.qa import TagMonitor
 
@@ -56,6 +57,22 @@ def ad_height(page, selector: str = AD) -> float:
     return page.evaluate(
         "(s) => document.querySelector(s).getBoundingClientRect().height", selector
     )
+
+
+def advance_until(page, check, *, step_ms: int = 250, timeout: float = 10.0) -> None:
+    """Move the page's clock in steps until ``check()`` holds (for work that waits on both
+    the network and a timer, such as a resend)."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s")
+        page.clock.run_for(step_ms)
+
+
+def round_trip(page) -> None:
+    """One network round trip from the page: answers that arrived before it have been
+    handed to the page's scripts by the time it returns."""
+    page.evaluate("() => fetch('/static/page.css').then((r) => r.text()).then(() => null)")
 
 
 class Requests:

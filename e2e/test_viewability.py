@@ -33,3 +33,77 @@ def test_half_in_view_for_one_second_counts_one_impression_and_one_pixel(page, s
     assert site.pages.pixel_fires(pub, ad_id("running")) == 1
     assert monitor.slot_state("main-slot") == "viewable"
     assert not monitor.page_errors
+
+
+def test_49_percent_never_counts_then_50_does(page, site, pub):
+    sent = Requests(page, site.edge_url)
+    monitor = open_page(page, site, clock=True, pub=pub, topic="running")
+    monitor.wait_for_event("filled", "main-slot")
+    pause_clock(page)
+    height = ad_height(page)
+    show(page, height * 0.49)
+    page.clock.run_for(5000)
+    assert monitor.events("viewable") == [] and sent.to(IMPRESSION) == []
+    # The same ad, a little further in: the measurement was live all along.
+    show(page, height * 0.5)
+    page.clock.run_for(1000)
+    monitor.wait_for_event("viewable", "main-slot")
+    site.beacons.wait_for("publisher", pub, "viewable_impressions", 1)
+    assert site.pages.pixel_fires(pub, ad_id("running")) == 1
+
+
+def test_nine_tenths_of_a_second_is_not_enough_and_leaving_restarts_the_timer(page, site, pub):
+    sent = Requests(page, site.edge_url)
+    monitor = open_page(page, site, clock=True, pub=pub, topic="cooking")
+    monitor.wait_for_event("filled", "main-slot")
+    pause_clock(page)
+    height = ad_height(page)
+    show(page, height)
+    page.clock.run_for(900)
+    show(page, 0)  # scrolled away at 0.9 s
+    page.clock.run_for(5000)
+    assert monitor.events("viewable") == []
+    show(page, height)
+    page.clock.run_for(900)  # 1.8 s in view in all, but never 1 s at a stretch
+    assert monitor.events("viewable") == []
+    page.clock.run_for(100)
+    assert monitor.wait_for_event("viewable", "main-slot")[0]["visible_ms"] == 1000
+    site.beacons.wait_for("publisher", pub, "viewable_impressions", 1)
+    assert sent.to(IMPRESSION) == [("POST", IMPRESSION)]
+
+
+def test_hidden_page_never_counts_and_hiding_restarts_the_timer(page, site, pub):
+    sent = Requests(page, site.edge_url)
+    monitor = open_page(page, site, clock=True, pub=pub, topic="running", hidden=1)
+    monitor.wait_for_event("filled", "main-slot")
+    pause_clock(page)
+    height = ad_height(page)
+    show(page, height)
+    page.clock.run_for(5000)  # fully in view, but in a background tab
+    assert monitor.events("viewable") == [] and sent.to(IMPRESSION) == []
+    page.evaluate("window.__setVisibility('visible')")
+    page.clock.run_for(600)
+    page.evaluate("window.__setVisibility('hidden')")
+    page.evaluate("window.__setVisibility('visible')")
+    page.clock.run_for(600)  # 1.2 s visible, but not continuously
+    assert monitor.events("viewable") == []
+    page.clock.run_for(400)
+    monitor.wait_for_event("viewable", "main-slot")
+    site.beacons.wait_for("publisher", pub, "viewable_impressions", 1)
+
+
+def test_large_ad_counts_at_30_percent(page, site, pub):
+    monitor = open_page(page, site, clock=True, pub=pub, topic="running", size="large")
+    monitor.wait_for_event("filled", "main-slot")
+    pause_clock(page)
+    box = page.evaluate("document.querySelector('.edge-ad').getBoundingClientRect().toJSON()")
+    assert box["width"] * box["height"] >= 242_500  # 970 x 250
+    show(page, box["height"] * 0.28)
+    page.clock.run_for(3000)
+    assert monitor.events("viewable") == []
+    show(page, box["height"] * 0.3)
+    page.clock.run_for(1000)
+    viewable = monitor.wait_for_event("viewable", "main-slot")[0]
+    assert viewable["visible_ratio"] == pytest.approx(0.3, abs=0.01)
+    site.beacons.wait_for("publisher", pub, "viewable_impressions", 1)
+    assert site.pages.pixel_fires(pub, ad_id("running")) == 1

@@ -1,0 +1,175 @@
+"""Filling slots: at load, added later, inside UGC posts; brand safety; failures; hover;
+beacons that survive a failed fetch and the page going away."""
+
+import json
+
+from e2e.catalogue import ad_id
+from e2e.helpers import (
+    Requests,
+    ad_height,
+    advance_until,
+    open_page,
+    pause_clock,
+    round_trip,
+    show,
+)
+from edge.qa.plugin import expect_viewable_once
+
+KEYWORDS = "/dea/url/keywords"
+PLACEMENTS = "/dea/url/placements"
+
+
+def test_ad_renders_with_classes_and_the_exact_click_through_url(page, site, pub):
+    monitor = open_page(page, site, pub=pub, topic="pets")
+    monitor.wait_for_event("filled", "main-slot")
+    ad = page.evaluate(
+        """() => {
+          const box = document.querySelector('[data-ad-slot="main-slot"] .edge-ad');
+          const link = box.querySelector('a.edge-ad__link');
+          const text = (c) => box.querySelector('.edge-ad__' + c)?.textContent;
+          return { id: box.dataset.adId, href: link.getAttribute('href'), target: link.target,
+                   rel: link.rel, title: text('title'), cta: text('cta'),
+                   advertiser: text('advertiser'), label: text('label'),
+                   styled: box.querySelectorAll('[style]').length };
+        }"""
+    )
+    assert ad["id"] == ad_id("pets")
+    assert ad["href"] == "https://pets.example/go?ad=e2e-dog-food&utm_source=e2e"
+    assert (ad["target"], ad["rel"]) == ("_blank", "sponsored noopener")
+    assert ad["title"] == "Fresh food picky dogs finish" and ad["cta"] == "Shop now"
+    assert ad["advertiser"] == "Happy Hound Kitchen" and ad["label"] == "Sponsored"
+    assert ad["styled"] == 0
+
+
+def test_slot_added_after_load_is_filled_through_placements(page, site, pub):
+    sent = Requests(page, site.edge_url)
+    monitor = open_page(page, site, pub=pub, topic="coffee", slot=0)
+    page.wait_for_function("() => window.edgeTag && window.edgeTag.version")
+    assert sent.to(KEYWORDS) == [] and sent.to(PLACEMENTS) == []  # no slot at load
+    page.evaluate(
+        """() => {
+          const slot = document.createElement('div');
+          slot.dataset.adSlot = 'late-slot';
+          document.getElementById('late').append(slot);
+        }"""
+    )
+    filled = monitor.wait_for_event("filled", "late-slot")[0]
+    assert filled["ad_id"] == ad_id("coffee") and filled["surface"] == "url"
+    assert sent.to(PLACEMENTS) == [("POST", PLACEMENTS)]
+    show(page, ad_height(page, "[data-ad-slot=late-slot] .edge-ad"), "[data-ad-slot=late-slot]")
+    expect_viewable_once(monitor, "late-slot", beacons=site.beacons, publisher_id=pub)
+
+
+def test_page_and_ugc_slots_at_load_use_keywords_and_placements(page, site, pub):
+    sent = Requests(page, site.edge_url)
+    monitor = open_page(page, site, pub=pub, topic="running", ugc="pets")
+    page_ad = monitor.wait_for_event("filled", "main-slot")[0]
+    post_ad = monitor.wait_for_event("filled", "post-slot")[0]
+    # The post's slot is matched to the post alone; the page's slot to the whole page.
+    assert (post_ad["ad_id"], post_ad["surface"]) == (ad_id("pets"), "ugc")
+    assert page_ad["surface"] == "url"
+    assert page_ad["ad_id"] in (ad_id("running"), ad_id("pets"))
+    assert sent.to(KEYWORDS) == [("POST", KEYWORDS)]
+    assert sent.to(PLACEMENTS) == [("POST", PLACEMENTS)]
+
+
+def test_ugc_slot_is_counted_on_the_ugc_beacon(page, site, pub):
+    sent = Requests(page, site.edge_url)
+    monitor = open_page(page, site, pub=pub, topic="cooking", ugc="pets", slot=0)
+    assert monitor.wait_for_event("filled", "post-slot")[0]["ad_id"] == ad_id("pets")
+    show(page, ad_height(page), "[data-ad-slot=post-slot] .edge-ad")
+    expect_viewable_once(monitor, "post-slot", beacons=site.beacons, publisher_id=pub)
+    assert sent.to("/dea/ugc/impression") == [("POST", "/dea/ugc/impression")]
+    assert sent.to("/dea/url/impression") == []
+    assert site.pages.pixel_fires(pub, ad_id("pets")) == 1
+
+
+def test_unsafe_page_gets_no_ad_and_sends_no_beacon(page, site, pub):
+    sent = Requests(page, site.edge_url)
+    monitor = open_page(page, site, clock=True, pub=pub, topic="news")
+    empty = monitor.wait_for_event("empty", "main-slot")[0]
+    assert empty["reason"] == "unsafe"
+    pause_clock(page)
+    page.evaluate("window.scrollTo(0, document.body.scrollHeight)")
+    page.clock.run_for(5000)
+    assert page.locator(".edge-ad").count() == 0
+    assert monitor.slot_state("main-slot") == "empty"
+    assert [p for _m, p in sent.seen if p != "/dea/tag.js"] == [KEYWORDS]
+    assert site.beacons.counters("publisher", pub).get("viewable_impressions", 0) == 0
+    assert sum(site.pages.pixel_fires(pub, ad) for ad in map(ad_id, ("running", "pets"))) == 0
+
+
+def test_failed_creative_is_reported_and_not_shown(page, site, pub):
+    def break_the_creative(route):
+        response = route.fetch()
+        body = response.json()
+        body["placements"][0]["ad"]["click_through_url"] = "javascript:alert(1)"
+        route.fulfill(response=response, body=json.dumps(body))
+
+    page.route(f"{site.edge_url}{KEYWORDS}", break_the_creative)
+    monitor = open_page(page, site, pub=pub, topic="running")
+    error = monitor.wait_for_event("error", "main-slot")[0]
+    assert error["reason"] == "creative_error" and error["ad_id"] == ad_id("running")
+    assert page.locator(".edge-ad").count() == 0
+    assert monitor.slot_state("main-slot") == "error"
+    site.beacons.wait_for("publisher", pub, "failures", 1)
+    assert not monitor.page_errors
+
+
+def test_hover_after_a_dwell_is_recorded_once(page, site, pub):
+    monitor = open_page(page, site, clock=True, pub=pub, topic="cooking")
+    monitor.wait_for_event("filled", "main-slot")
+    pause_clock(page)
+    show(page, ad_height(page))
+    page.hover(".edge-ad")
+    page.clock.run_for(499)
+    page.mouse.move(0, 0)  # left before the dwell: nothing
+    page.clock.run_for(2000)
+    page.hover(".edge-ad")
+    page.clock.run_for(500)
+    site.beacons.wait_for("publisher", pub, "hovers", 1)
+    page.mouse.move(0, 0)
+    page.hover(".edge-ad")
+    page.clock.run_for(2000)  # once per rendering
+    site.beacons.wait_for("publisher", pub, "hovers", 1)
+
+
+def test_impression_falls_back_to_send_beacon_when_fetch_fails(page, site, pub):
+    # A proxy that drops the CORS preflight: every fetch to the beacon fails at the network
+    # level; sendBeacon's text/plain POST needs no preflight and gets through.
+    page.route(
+        f"{site.edge_url}/dea/url/impression",
+        lambda route: route.abort() if route.request.resource_type == "fetch" else route.fallback(),
+    )
+    monitor = open_page(page, site, clock=True, pub=pub, topic="running")
+    monitor.wait_for_event("filled", "main-slot")
+    pause_clock(page)
+    show(page, ad_height(page))
+    page.clock.run_for(1000)
+    monitor.wait_for_event("viewable", "main-slot")
+    advance_until(page, lambda: site.beacons.viewable_impressions(pub) > 0)  # resend delay
+    assert site.beacons.viewable_impressions(pub) == 1
+
+
+def test_beacon_waiting_for_a_retry_is_flushed_on_pagehide(page, site, pub):
+    # The edge answers 503 once; the beacon waits for its resend, then the reader leaves.
+    page.route(
+        f"{site.edge_url}/dea/url/impression",
+        lambda route: (
+            route.fulfill(status=503, headers={"Access-Control-Allow-Origin": "*"})
+            if route.request.resource_type == "fetch"
+            else route.fallback()
+        ),
+    )
+    monitor = open_page(page, site, clock=True, pub=pub, topic="pets")
+    monitor.wait_for_event("filled", "main-slot")
+    pause_clock(page)
+    show(page, ad_height(page))
+    with page.expect_response(f"{site.edge_url}/dea/url/impression") as answer:
+        page.clock.run_for(1000)
+    assert answer.value.status == 503
+    monitor.wait_for_event("viewable", "main-slot")
+    round_trip(page)  # the 503 has reached the tag: the beacon waits for its resend
+    assert site.beacons.viewable_impressions(pub) == 0
+    page.goto("about:blank")  # pagehide: the pending beacon goes out with sendBeacon
+    site.beacons.wait_for("publisher", pub, "viewable_impressions", 1)
