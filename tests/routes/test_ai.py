@@ -155,3 +155,23 @@ def test_sandbox_has_no_ai_product(make_client, script):
     key = issue_key(client, "ai")
     assert_error_shape(post_json(client, PATH, TURN, key), 404)
     assert PATH not in client.get("/openapi.json").json()["paths"]
+
+
+def test_real_matcher_turns_and_brand_safety(make_client, shared_matcher):
+    client = make_client()
+    key = issue_key(client, "ai")
+    body = post_json(client, PATH, TURN, key).json()
+    ad = body["ads"][0]
+    placement = shared_matcher.catalogue.placement_by_number(ad["ad_id"])
+    assert placement is not None and placement.ad.title == ad["title"]
+    assert "dog" in placement.ad.id  # the prompt and answer are about a picky puppy
+    unsafe = {
+        "message_id": "m-news",
+        "prompt": "what happened downtown today?",
+        "content": "A gunman opened fire at the station this morning, killing four people.",
+    }
+    assert post_json(client, PATH, unsafe, key).json() == {
+        "message_id": "m-news",
+        "ads": [],
+        "no_ad_reason": "unsafe",
+    }
