@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 from edge.cli._common import settings_from, with_context
 from edge.context import Context
 from edge.keys import PRODUCTS
-from edge.routes.tag import DEMO_PUBLISHER
+from edge.routes.tag import DEMO_PATH, DEMO_PUBLISHER
 from edge.server import serve
 from edge.settings import add_arguments
 
@@ -45,7 +45,7 @@ def _demo_origins(settings) -> list[str]:
     origins = [f"{parts.scheme}://{parts.netloc}"]
     if parts.hostname in ("127.0.0.1", "localhost") and parts.port is not None:
         origins += [f"{parts.scheme}://{h}:{parts.port}" for h in ("127.0.0.1", "localhost")]
-    return origins
+    return list(dict.fromkeys(origins))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -55,6 +55,8 @@ def run(args: argparse.Namespace) -> int:
     keys = with_context(settings, _fresh_keys)
     base = settings.base_url
     print(f"\nContextual ad edge ({settings.env}) on {base}\n")
+    print(f"  demo page:  {base}{DEMO_PATH}  (publisher {DEMO_PUBLISHER!r}: open it in a browser)")
+    print(f"  the tag:    {base}/dea/tag.js  (pinned version and integrity: {base}/dea/tag.json)\n")
     for product, key in keys.items():
         print(f"  {product:<11} key: {key}")
     print(
