@@ -45,8 +45,7 @@ class CORSMiddleware:
             return
         headers = Headers(scope=scope)
         origin = headers.get("origin")
-        is_preflight = scope["method"] == "OPTIONS" and "access-control-request-method" in headers
-        if is_preflight and scope["path"] in self.preflight_paths:
+        if scope["method"] == "OPTIONS" and scope["path"] in self.preflight_paths:
             await self._preflight(scope["path"], origin, headers, send)
             return
         granted = origin is not None and self.origin_allowed(origin)
@@ -64,6 +63,15 @@ class CORSMiddleware:
 
     async def _preflight(self, path: str, origin: str | None, headers: Headers, send: Send) -> None:
         vary = "Origin, Access-Control-Request-Method, Access-Control-Request-Headers"
+        if "access-control-request-method" not in headers:
+            # An OPTIONS that is not a CORS preflight: say what is missing rather than 405.
+            body = error_body(
+                "bad_request",
+                "not a CORS preflight: Access-Control-Request-Method is missing",
+                "Access-Control-Request-Method",
+            )
+            await _send(send, 400, body, [("content-type", "application/json"), ("vary", vary)])
+            return
         method = headers["access-control-request-method"].strip().upper()
         asked = {
             h.strip().lower()

@@ -128,6 +128,7 @@ def _preflight(methods: frozenset[str]) -> dict[str, Any]:
         ],
         "responses": {
             "204": {"description": "Granted: Access-Control-Allow-Origin, Max-Age 7200"},
+            "400": error_response("Not a preflight (no Access-Control-Request-Method)"),
             "403": error_response("Origin not registered, or method/headers not allowed"),
         },
     }

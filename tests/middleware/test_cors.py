@@ -117,3 +117,9 @@ def test_refresh_task_runs_in_the_background(make_client, monkeypatch):
     while publishers.registry(ctx).get("pub-bg") is None and time.monotonic() < deadline:
         time.sleep(0.02)
     assert preflight(client, "/dea/url/hover", origin="https://bg.example").status_code == 204
+
+
+def test_options_that_is_not_a_preflight_says_why(client):
+    r = client.options("/dea/url/keywords", headers={"Origin": ORIGIN})
+    err = assert_error_shape(r, 400)
+    assert err["field"] == "Access-Control-Request-Method"

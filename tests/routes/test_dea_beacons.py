@@ -255,3 +255,14 @@ def test_store_that_cannot_commit_is_a_503_with_retry_after(client, monkeypatch)
     r = client.post("/dea/url/impression", json=imp_body(token(client)))
     assert_error_shape(r, 503)
     assert r.headers["retry-after"] == "1"
+
+
+def test_non_ascii_tokens_and_signatures_are_400_not_500(client):
+    r = client.post("/dea/url/impression", json=imp_body("tökén.sïg"))
+    assert_error_shape(r, 400, "invalid_token")
+    r = client.get("/dea/ugc/impression", params={"t": "a.\u00ac\u00ac"})
+    assert_error_shape(r, 400, "invalid_token")
+    _, render, _ = _ai_urls(client)
+    query = render.query.split("&sig=")[0] + "&sig=%C2%AC%C2%AC"
+    assert_error_shape(client.get(f"{render.path}?{query}"), 400, "invalid_signature")
+    assert stored(client) == 0
