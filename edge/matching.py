@@ -31,11 +31,15 @@ class StoreMatchState:
     def __init__(self, store) -> None:
         self.store = store
 
-    async def load(self, thread_id: str | None, post_id: str | None, now: float) -> ThreadState:
-        return await self.store.load_matcher_state(thread_id, post_id, now)
+    async def load(
+        self, thread_id: str | None, post_id: str | None, unit_id: str | None, now: float
+    ) -> ThreadState:
+        return await self.store.load_matcher_state(thread_id, post_id, now, unit_id)
 
-    async def record_served(self, thread_id: str, ad_ids: list[str], now: float) -> None:
-        await self.store.record_serves(thread_id, ad_ids, now)
+    async def record_served(
+        self, thread_id: str, unit_id: str, ad_ids: list[str], now: float
+    ) -> None:
+        await self.store.record_serves(thread_id, unit_id, ad_ids, now)
 
     async def record_miss(self, post_id: str, backoff: Backoff, now: float) -> None:
         await self.store.put_backoff(post_id, backoff, now)

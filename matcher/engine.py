@@ -112,7 +112,8 @@ class Matcher:
         spend: Mapping[str, float] | None = None,
     ) -> MatchResult:
         """Read the thread's state, decide off the event loop, record what was decided."""
-        snapshot = await state.load(request.thread_id, request.post_id, now)
+        unit = request.post_id or request.turn_id
+        snapshot = await state.load(request.thread_id, request.post_id, unit, now)
         backoff = snapshot.backoff
         if request.post_id and backoff is not None and now < backoff.until:
             # Inside the window: the remaining seconds again, without a new match.
@@ -142,9 +143,9 @@ class Matcher:
         else:
             if request.post_id and backoff is not None:
                 await state.clear_backoff(request.post_id)
-            if result.ads and request.thread_id:
+            if result.ads and request.thread_id and unit:
                 await state.record_served(
-                    request.thread_id, [s.placement.ad.id for s in result.ads], now
+                    request.thread_id, unit, [s.placement.ad.id for s in result.ads], now
                 )
         return result
 
@@ -234,7 +235,10 @@ class Matcher:
     def _dynamic_gate(self, p, state: ThreadState, spend: Mapping[str, float]) -> str | None:
         if p.ad.id in state.disabled:
             return "disabled_in_thread"
-        if state.served.get(p.ad.id, 0) >= self.config.frequency_cap:
+        if (
+            state.served.get(p.ad.id, 0) >= self.config.frequency_cap
+            and p.ad.id not in state.unit_ads  # a refresh of a unit that already has it
+        ):
             return "frequency_capped"
         return budget_gate(p.campaign, spend)
 

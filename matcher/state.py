@@ -4,7 +4,8 @@ The matcher decides; the state only remembers. The edge adapts its store to ``Ma
 (``edge/matching.py``); unit tests use ``MemoryState``. Three kinds of memory:
 
 - thread-scoped disables ``(thread, ad)``: the ad is never shown in that thread again;
-- per-thread frequency: how often each ad was served in a thread lately (the cap);
+- per-thread frequency: on how many units (posts, AI turns) of a thread each ad was served
+  lately (the cap); serving the same unit again (a refresh) does not count twice;
 - a no-match window per post: after a miss the post is not matched again until it ends.
 
 Backoff schedule (``next_window``): while the post is young (under ``YOUNG_POST_SECONDS``)
@@ -39,16 +40,21 @@ class Backoff:
 @dataclass(frozen=True, slots=True)
 class ThreadState:
     disabled: frozenset[str] = frozenset()
-    served: dict[str, int] = field(default_factory=dict)  # ad id -> serves in the window
+    served: dict[str, int] = field(default_factory=dict)  # ad id -> units served in window
+    unit_ads: frozenset[str] = frozenset()  # ads this very unit was already served
     backoff: Backoff | None = None
 
 
 class MatchState(Protocol):
     """What the matcher reads before a match and writes after it (async: a store is I/O)."""
 
-    async def load(self, thread_id: str | None, post_id: str | None, now: float) -> ThreadState: ...
+    async def load(
+        self, thread_id: str | None, post_id: str | None, unit_id: str | None, now: float
+    ) -> ThreadState: ...
 
-    async def record_served(self, thread_id: str, ad_ids: list[str], now: float) -> None: ...
+    async def record_served(
+        self, thread_id: str, unit_id: str, ad_ids: list[str], now: float
+    ) -> None: ...
 
     async def record_miss(self, post_id: str, backoff: Backoff, now: float) -> None: ...
 
@@ -84,23 +90,32 @@ class MemoryState:
 
     def __init__(self) -> None:
         self.disabled: defaultdict[str, set[str]] = defaultdict(set)
-        self.serves: defaultdict[str, list[tuple[str, float]]] = defaultdict(list)
+        self.serves: defaultdict[str, dict[tuple[str, str], float]] = defaultdict(dict)
         self.backoffs: dict[str, Backoff] = {}
 
-    async def load(self, thread_id: str | None, post_id: str | None, now: float) -> ThreadState:
+    async def load(
+        self, thread_id: str | None, post_id: str | None, unit_id: str | None, now: float
+    ) -> ThreadState:
         served: dict[str, int] = {}
+        unit_ads = set()
         if thread_id is not None:
-            for ad_id, at in self.serves.get(thread_id, ()):
+            for (ad_id, unit), at in self.serves.get(thread_id, {}).items():
                 if now - at < FREQUENCY_WINDOW_SECONDS:
                     served[ad_id] = served.get(ad_id, 0) + 1
+                if unit == unit_id:
+                    unit_ads.add(ad_id)
         return ThreadState(
             disabled=frozenset(self.disabled.get(thread_id, ())) if thread_id else frozenset(),
             served=served,
+            unit_ads=frozenset(unit_ads),
             backoff=self.backoffs.get(post_id) if post_id else None,
         )
 
-    async def record_served(self, thread_id: str, ad_ids: list[str], now: float) -> None:
-        self.serves[thread_id].extend((a, now) for a in ad_ids)
+    async def record_served(
+        self, thread_id: str, unit_id: str, ad_ids: list[str], now: float
+    ) -> None:
+        for ad_id in ad_ids:
+            self.serves[thread_id].setdefault((ad_id, unit_id), now)
 
     async def record_miss(self, post_id: str, backoff: Backoff, now: float) -> None:
         self.backoffs[post_id] = backoff

@@ -124,6 +124,10 @@ class MatchRequest:
     prompt: str | None = None  # AI: the user's prompt that produced ``content``
     thread_id: str | None = None  # suppression and frequency scope (post, conversation, page)
     post_id: str | None = None  # no-match backoff key (UGC)
+    # AI: the assistant message id. The frequency cap counts an ad once per unit (post_id,
+    # else turn_id): refreshes of one post never use up the cap; requests with neither
+    # (page-level slots) are not counted.
+    turn_id: str | None = None
     geo: GeoSignal | None = None
     created_at: float | None = None  # epoch seconds of the source post, when known
     max_ads: int = 3

@@ -29,12 +29,17 @@ class MatcherStateStore(abc.ABC):
 
     @abc.abstractmethod
     async def load_matcher_state(
-        self, thread_id: str | None, post_id: str | None, now: float
+        self, thread_id: str | None, post_id: str | None, now: float, unit_id: str | None = None
     ) -> ThreadState:
-        """Disabled ads and recent serves of the thread, and the post's no-match window."""
+        """Disabled ads and recent serves of the thread (and those of ``unit_id`` in it),
+        and the post's no-match window."""
 
     @abc.abstractmethod
-    async def record_serves(self, thread_id: str, ad_ids: list[str], at: float) -> None: ...
+    async def record_serves(
+        self, thread_id: str, unit_id: str, ad_ids: list[str], at: float
+    ) -> None:
+        """Record that this unit (post, AI turn) of the thread was served these ads;
+        serving the same unit the same ad again changes nothing."""
 
     @abc.abstractmethod
     async def put_backoff(self, post_id: str, backoff: Backoff, at: float) -> None: ...
@@ -51,15 +56,17 @@ class SQLiteMatcherState(MatcherStateStore):
             await self.write(_disable, pairs, at)  # type: ignore[attr-defined]
 
     async def load_matcher_state(
-        self, thread_id: str | None, post_id: str | None, now: float
+        self, thread_id: str | None, post_id: str | None, now: float, unit_id: str | None = None
     ) -> ThreadState:
         if thread_id is None and post_id is None:
             return ThreadState()
-        return await self.read(_load, thread_id, post_id, now)  # type: ignore[attr-defined]
+        return await self.read(_load, thread_id, post_id, now, unit_id)  # type: ignore[attr-defined]
 
-    async def record_serves(self, thread_id: str, ad_ids: list[str], at: float) -> None:
+    async def record_serves(
+        self, thread_id: str, unit_id: str, ad_ids: list[str], at: float
+    ) -> None:
         if ad_ids:
-            await self.write(_serve, thread_id, ad_ids, at)  # type: ignore[attr-defined]
+            await self.write(_serve, thread_id, unit_id, ad_ids, at)  # type: ignore[attr-defined]
 
     async def put_backoff(self, post_id: str, backoff: Backoff, at: float) -> None:
         await self.write(_put_backoff, post_id, backoff, at)  # type: ignore[attr-defined]
@@ -80,10 +87,15 @@ def _disable(conn: sqlite3.Connection, pairs: list[DisablePair], at: float) -> N
 
 
 def _load(
-    conn: sqlite3.Connection, thread_id: str | None, post_id: str | None, now: float
+    conn: sqlite3.Connection,
+    thread_id: str | None,
+    post_id: str | None,
+    now: float,
+    unit_id: str | None,
 ) -> ThreadState:
     disabled: frozenset[str] = frozenset()
     served: dict[str, int] = {}
+    unit_ads: frozenset[str] = frozenset()
     if thread_id is not None:
         disabled = frozenset(
             r[0]
@@ -92,10 +104,19 @@ def _load(
             )
         )
         rows = conn.execute(
-            "SELECT ad_id, serves FROM thread_serves WHERE thread_id = ? AND window_start > ?",
+            "SELECT ad_id, count(*) FROM thread_serves WHERE thread_id = ? AND served_at > ?"
+            " GROUP BY ad_id",
             (thread_id, now - FREQUENCY_WINDOW_SECONDS),
         )
         served = {ad_id: n for ad_id, n in rows}
+        if unit_id is not None:
+            unit_ads = frozenset(
+                r[0]
+                for r in conn.execute(
+                    "SELECT ad_id FROM thread_serves WHERE thread_id = ? AND unit_id = ?",
+                    (thread_id, unit_id),
+                )
+            )
     backoff = None
     if post_id is not None:
         row = conn.execute(
@@ -103,32 +124,16 @@ def _load(
         ).fetchone()
         if row is not None:
             backoff = Backoff(misses=row[0], until=row[1], demand=row[2], reason=row[3])
-    return ThreadState(disabled=disabled, served=served, backoff=backoff)
+    return ThreadState(disabled=disabled, served=served, unit_ads=unit_ads, backoff=backoff)
 
 
-def _serve(conn: sqlite3.Connection, thread_id: str, ad_ids: list[str], at: float) -> None:
-    # A serve outside the current window starts a new one (count 1), so the cap is "at most
-    # N serves per thread per window", with no table sweep needed.
+def _serve(
+    conn: sqlite3.Connection, thread_id: str, unit_id: str, ad_ids: list[str], at: float
+) -> None:
     conn.executemany(
-        "INSERT INTO thread_serves (thread_id, ad_id, serves, window_start, last_at)"
-        " VALUES (?, ?, 1, ?, ?)"
-        " ON CONFLICT (thread_id, ad_id) DO UPDATE SET"
-        "  serves = CASE WHEN window_start > ? THEN serves + 1 ELSE 1 END,"
-        "  window_start = CASE WHEN window_start > ? THEN window_start ELSE ? END,"
-        "  last_at = ?",
-        [
-            (
-                thread_id,
-                a,
-                at,
-                at,
-                at - FREQUENCY_WINDOW_SECONDS,
-                at - FREQUENCY_WINDOW_SECONDS,
-                at,
-                at,
-            )
-            for a in dict.fromkeys(ad_ids)
-        ],
+        "INSERT OR IGNORE INTO thread_serves (thread_id, ad_id, unit_id, served_at)"
+        " VALUES (?, ?, ?, ?)",
+        [(thread_id, a, unit_id, at) for a in dict.fromkeys(ad_ids)],
     )
 
 

@@ -52,14 +52,16 @@ def test_memory_state_round_trip():
     async def go():
         s = MemoryState()
         await s.disable([("t", "ad-1", None)], T0)
-        await s.record_served("t", ["ad-2", "ad-2"], T0)
+        await s.record_served("t", "u-1", ["ad-2", "ad-2"], T0)
+        await s.record_served("t", "u-2", ["ad-2"], T0)
         await s.record_miss("p", Backoff(1, T0 + 300, "d"), T0)
-        got = await s.load("t", "p", T0 + 1)
+        got = await s.load("t", "p", "u-1", T0 + 1)
         await s.clear_backoff("p")
-        return got, await s.load("t", "p", T0 + 86_401)
+        return got, await s.load("t", "p", None, T0 + 86_401)
 
     got, later = asyncio.run(go())
     assert got.disabled == {"ad-1"} and got.served == {"ad-2": 2} and got.backoff.misses == 1
+    assert got.unit_ads == {"ad-2"}
     assert later.served == {} and later.backoff is None
 
 

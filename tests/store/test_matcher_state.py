@@ -48,21 +48,22 @@ def test_disables_are_idempotent_and_thread_scoped(run):
     assert list(rows) == [("ad-a", '{"source":"x"}', T0), ("ad-b", None, T0)]
 
 
-def test_serves_count_within_the_window_and_restart_after_it(run):
+def test_serves_count_distinct_units_within_the_window(run):
     async def fn(s):
-        await s.record_serves("t", ["ad-a", "ad-b"], T0)
-        await s.record_serves("t", ["ad-a"], T0 + 60)
-        during = await s.load_matcher_state("t", None, T0 + 120)
-        later = T0 + FREQUENCY_WINDOW_SECONDS + 1
+        await s.record_serves("t", "post-1", ["ad-a", "ad-b"], T0)
+        await s.record_serves("t", "post-1", ["ad-a"], T0 + 30)  # a refresh: no new unit
+        await s.record_serves("t", "post-2", ["ad-a"], T0 + 60)
+        during = await s.load_matcher_state("t", None, T0 + 120, "post-1")
+        other_unit = await s.load_matcher_state("t", None, T0 + 120, "post-3")
+        later = T0 + FREQUENCY_WINDOW_SECONDS + 61
         expired = await s.load_matcher_state("t", None, later)
-        await s.record_serves("t", ["ad-a"], later)
-        fresh = await s.load_matcher_state("t", None, later + 1)
-        return during, expired, fresh
+        return during, other_unit, expired
 
-    during, expired, fresh = run(fn)
+    during, other_unit, expired = run(fn)
     assert during.served == {"ad-a": 2, "ad-b": 1}
+    assert during.unit_ads == {"ad-a", "ad-b"}
+    assert other_unit.unit_ads == frozenset()
     assert expired.served == {}
-    assert fresh.served == {"ad-a": 1}
 
 
 def test_backoff_put_replace_clear(run):

@@ -8,14 +8,14 @@ CREATE TABLE thread_disables (
     PRIMARY KEY (thread_id, ad_id)
 ) STRICT, WITHOUT ROWID;
 
--- How often an ad was served in a thread within the current frequency window.
+-- Which units (posts, AI turns) of a thread were served which ad: the frequency cap counts
+-- distinct units, so refreshing one post after its ttl_seconds never uses the cap up.
 CREATE TABLE thread_serves (
-    thread_id    TEXT NOT NULL,
-    ad_id        TEXT NOT NULL,
-    serves       INTEGER NOT NULL,
-    window_start REAL NOT NULL,
-    last_at      REAL NOT NULL,
-    PRIMARY KEY (thread_id, ad_id)
+    thread_id TEXT NOT NULL,
+    ad_id     TEXT NOT NULL,
+    unit_id   TEXT NOT NULL,
+    served_at REAL NOT NULL,
+    PRIMARY KEY (thread_id, ad_id, unit_id)
 ) STRICT, WITHOUT ROWID;
 
 -- The no-match window of a post: not matched again before `until`.
