@@ -4,7 +4,8 @@ For a publisher's QA team testing their own pages with pytest-playwright:
 
 - ``edge_server`` (session): an edge to test against. By default a real ``edge serve``
   process on a free port (production mode, loopback allowed through the geofence), with
-  ``--edge-catalogue`` as its demand and ``--edge-publisher ID=ORIGIN`` registered. With
+  ``--edge-catalogue`` as its demand, ``--edge-publisher ID=ORIGIN`` registered and
+  ``--edge-port`` if your pages embed the tag from a fixed address. With
   ``--edge-url`` it points at an edge that is already running instead (``--edge-db`` names
   that edge's database if the tests may read its beacons).
 - ``edge_beacons`` (session): a ``BeaconReader`` on that edge's store: counters per
@@ -45,6 +46,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--edge-db", default=None, help="database of the edge at --edge-url")
     group.addoption("--edge-catalogue", default=None, help="demand of the edge the kit starts")
     group.addoption(
+        "--edge-port", type=int, default=None, help="port of the edge the kit starts (free one)"
+    )
+    group.addoption(
         "--edge-publisher",
         action="append",
         default=[],
@@ -82,7 +86,7 @@ def edge_server(request: pytest.FixtureRequest, tmp_path_factory) -> Iterator[Ed
     catalogue = config.getoption("edge_catalogue")
     if catalogue:
         settings["EDGE_CATALOGUE"] = str(Path(catalogue).resolve())
-    with EdgeProcess(db=db, settings=settings) as proc:
+    with EdgeProcess(db=db, port=config.getoption("edge_port"), settings=settings) as proc:
         yield EdgeServer(proc.url, db)
 
 
