@@ -38,6 +38,7 @@ def routes(ctx: Context) -> list[BaseRoute]:
                 prompt=body.prompt,
                 # Disables and frequency are per conversation; a lone turn is its own thread.
                 thread_id=body.conversation_id or body.message_id,
+                turn_id=body.message_id,  # the frequency cap counts an ad once per turn
                 geo=body.geo,
                 max_ads=ctx.settings.max_ads,
             ),

@@ -111,7 +111,7 @@ def test_prompt_content_and_thread_reach_the_matcher(ai, script):
     call(ai, TURN)
     req = script.last
     assert (req.product, req.content, req.prompt) == ("ai", TURN["content"], TURN["prompt"])
-    assert req.thread_id == "c-9" and req.post_id is None
+    assert (req.thread_id, req.turn_id, req.post_id) == ("c-9", "m-1", None)
     call(ai, {"message_id": "m-2", "content": "hello"})
     assert script.last.thread_id == "m-2" and script.last.prompt is None
 
