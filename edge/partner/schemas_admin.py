@@ -111,7 +111,7 @@ def ad_manager_doc(
         },
     ]
     by_campaign = {"name": "campaign_id", "in": "query", "schema": {"type": "string"}}
-    errors = (400, 401, 429)
+    errors = (400, 401, 429, 502)  # 502: the key store could not answer
     return {
         "paths": {
             campaigns: {

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from edge.settings import RateLimit
+from edge.store import StoreUnavailable
 from tests.conftest import assert_error_shape, issue_key
 
 CAMPAIGNS = "/v1/ad-manager/campaigns"
@@ -121,3 +122,17 @@ def test_ad_manager_has_its_own_rate(make_client, script):
     r = client.get(AD_SETS, headers=headers)
     assert_error_shape(r, 429)
     assert r.headers["Retry-After"] == "10"
+
+
+def test_a_key_store_outage_is_502_not_500(am, monkeypatch):
+    client, headers = am
+    ctx = client.app.state.ctx
+
+    async def down(lookup):
+        raise StoreUnavailable("database is locked")
+
+    monkeypatch.setattr(ctx.store, "key_by_lookup", down)
+    ctx.keyring._cache.clear()
+    r = client.get(CAMPAIGNS, headers=headers)
+    assert_error_shape(r, 502, "upstream_unavailable")
+    assert r.headers["Retry-After"] == "5"
