@@ -81,15 +81,15 @@ def run(options: Options) -> Section:
     ad = edge_env.bench_ad()
     headers = {"Content-Type": "application/json"}
     results: dict[str, dict[str, list[LoadResult]]] = {
-        "bare": {"sat": [], "one": []},
-        "edge": {"sat": [], "one": []},
+        name: {"sat": [], "one": []} for name in ("bare", "starlette", "edge")
     }
     to_mint = 20_000
     with (
         BareServer() as bare,
+        BareServer("starlette_app") as framework,
         PinnedEdge(db=db, settings=edge_env.edge_settings(signing_key=key)) as edge,
     ):
-        servers = {"bare": bare, "edge": edge}
+        servers = {"bare": bare, "starlette": framework, "edge": edge}
         progress("ingest: warming up both servers")
         unique_acked = 0  # edge answers 2xx to a token it had not seen before
         for name, server in servers.items():
@@ -100,7 +100,8 @@ def run(options: Options) -> Section:
             if name == "edge":
                 unique_acked += min(res.requests - res.non2xx, len(warm))
         for r in range(options.runs):
-            order = ("bare", "edge") if r % 2 == 0 else ("edge", "bare")
+            order = ("bare", "starlette", "edge")
+            order = order if r % 2 == 0 else order[::-1]
             for name in order:
                 for mode, conns, secs in (
                     ("sat", CONNECTIONS, options.seconds),
@@ -136,7 +137,11 @@ def run(options: Options) -> Section:
     t = Table(
         ["server", "req/s", "p50 ms", "p99 ms", "p50 ms, 1 conn", "p99 ms, 1 conn", "non-2xx"]
     )
-    for name, label in (("bare", "bare ASGI 204"), ("edge", f"edge {PATH}")):
+    for name, label in (
+        ("bare", "bare ASGI app, 204"),
+        ("starlette", "Starlette, one route, 204 (reference)"),
+        ("edge", f"edge {PATH}"),
+    ):
         sat, one = results[name]["sat"], results[name]["one"]
         t.rows.append(
             [
@@ -153,6 +158,14 @@ def run(options: Options) -> Section:
         ratios([x.rps for x in results["edge"]["sat"]], [x.rps for x in results["bare"]["sat"]])
     )
     t.rows.append(["**ratio edge / bare (req/s)**", ratio.cell("{:.2f}"), "", "", "", "", ""])
+    framework_ratio = Spread.of(
+        ratios(
+            [x.rps for x in results["starlette"]["sat"]], [x.rps for x in results["bare"]["sat"]]
+        )
+    )
+    t.rows.append(
+        ["ratio Starlette / bare (req/s)", framework_ratio.cell("{:.2f}"), "", "", "", "", ""]
+    )
     section.tables.append(t)
     section.notes += [
         f"Load generator: {tool}"

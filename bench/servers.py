@@ -71,18 +71,20 @@ class PinnedEdge(EdgeProcess):
 
 
 class BareServer(PinnedEdge):
-    """``bench.bare:app`` under the edge's uvicorn configuration, on the same core."""
+    """``bench.bare:app`` (or another app of that module) under the edge's uvicorn
+    configuration, on the same core."""
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, app: str = "app", **kwargs) -> None:
         kwargs.setdefault("db", os.devnull)
         super().__init__(**kwargs)
+        self.app = app
 
     def command(self) -> list[str]:
         return [
             sys.executable,
             "-m",
             "uvicorn",
-            "bench.bare:app",
+            f"bench.bare:{self.app}",
             "--host",
             self.host,
             "--port",
