@@ -1,5 +1,6 @@
 """/openapi.json stays true: every served route is documented, nothing documented is
-missing, every $ref resolves, and the partner statuses of SPEC part 7 are all there.
+missing, every $ref resolves, the partner statuses of SPEC part 7 are all there, and every
+status documented for a keyed (partner) operation is produced by that operation here.
 
 That each status a route test observes is documented, with a body valid against its
 schema, is checked on every response of tests/routes/ (its conftest's ``make_client``).
@@ -9,6 +10,14 @@ from __future__ import annotations
 
 import pytest
 from starlette.routing import Mount, Route
+from starlette.testclient import TestClient
+
+from edge.partner.flow import sandbox_no_match
+from edge.settings import RateLimit
+from edge.store import StoreUnavailable
+from matcher.catalogue import load_catalogue
+from tests.conftest import issue_key
+from tests.routes.conftest import CATALOGUE, Script
 
 CONFIGS = {
     "production": {},
@@ -124,3 +133,155 @@ def test_rate_limit_and_retry_headers_are_documented(make_client):
     assert {"Retry-After", "RateLimit", "RateLimit-Policy"} <= set(responses["429"]["headers"])
     assert "Retry-After" in responses["502"]["headers"]
     assert {"RateLimit", "RateLimit-Policy"} <= set(responses["200"]["headers"])
+
+
+# -- every documented status of a partner operation is produced by that operation ---------------
+
+MATCHED_ID = next(
+    f"p-{i}" for i in range(50) if not sandbox_no_match(f"p-{i}")
+)  # reaches the matcher
+PARTNER = {  # path -> (product, a valid body or query, an invalid one)
+    "/v1/ugc/process": ("ugc", {"post_id": "p-1", "message": "kibble for a picky pup"}, {}),
+    "/ugc/v1/process": ("ugc", {"post_id": MATCHED_ID, "message": "kibble for a picky pup"}, {}),
+    "/v1/ai/process": ("ai", {"message_id": "m-1", "content": "grain-free kibble"}, {}),
+    "/v1/ad-manager/campaigns": ("ad-manager", {}, {"limit": "0"}),
+    "/v1/ad-manager/ad-sets": ("ad-manager", {}, {"limit": "0"}),
+    "/ugc/process": ("ugc", {"post_id": "p-1", "message": "kibble for a picky pup"}, {}),
+    "/ugc/disable": ("ugc", [{"post_id": "p-1", "ad_id": "ad-dog-food"}], []),
+    "/ugc/impression": ("ugc", {"post_id": "p-1", "ad_id": "ad-dog-food"}, {}),
+    "/keys/apiKey": ("ugc", None, None),
+}
+GB_CLIENT = ("81.2.69.160", 40000)
+
+
+class Provoker:
+    """Makes one partner operation answer a given status, each time with a fresh key (the
+    apps allow 2 requests per key per minute, so the third on one key is the 429)."""
+
+    def __init__(self, client, script, monkeypatch) -> None:
+        self.client, self.script, self.monkeypatch = client, script, monkeypatch
+        self.ctx = client.app.state.ctx
+
+    def key(self, product: str) -> str:
+        return issue_key(self.client, product)
+
+    def send(self, method, path, payload, key, client=None, **headers):
+        client = client or self.client
+        headers = {"X-API-Key": key, **headers} if key else headers
+        if method == "get":
+            return client.get(path, params=payload or {}, headers=headers)
+        return client.post(path, json=payload, headers=headers)
+
+    def outage(self, method_name: str) -> None:
+        async def down(*args, **kwargs):
+            raise StoreUnavailable("injected outage")
+
+        self.monkeypatch.setattr(self.ctx.store, method_name, down)
+        self.ctx.keyring._cache.clear()
+
+    def __call__(self, method: str, path: str, status: int):
+        product, valid, invalid = PARTNER[path]
+        key = self.key(product)
+        send = self.send
+        if status == 200:
+            return send(method, path, valid, key)
+        if status in (400, 422):
+            return send(method, path, invalid, key)
+        if status == 401:
+            return send(method, path, valid, None)
+        if status == 403:
+            abroad = TestClient(self.client.app, client=GB_CLIENT, raise_server_exceptions=False)
+            return send(method, path, valid, key, client=abroad)
+        if status == 409:
+            send(method, path, valid, key)
+            return send(method, path, valid, key)  # the key is a secondary now
+        if status == 413:
+            return send(method, path, {"post_id": "p", "message": "x" * 2000}, key)
+        if status == 415:
+            return self.client.post(
+                path, content=b"{}", headers={"X-API-Key": key, "Content-Type": "text/plain"}
+            )
+        if status == 429:
+            for _ in range(2):
+                send(method, path, valid, key)
+            return send(method, path, valid, key)
+        if status == 502:
+            if path in ("/v1/ugc/process", "/ugc/v1/process", "/v1/ai/process", "/ugc/process"):
+                self.script.error = RuntimeError("matcher down")
+            elif path == "/keys/apiKey":
+                self.outage("rotate_key")
+            else:
+                self.outage("key_by_lookup")
+            return send(method, path, valid, key)
+        if status == 503:
+            self.outage("disable_ads" if path == "/ugc/disable" else "record_impression")
+            return send(method, path, valid, key)
+        raise AssertionError(f"no way to provoke {status} on {method} {path}: add one")
+
+
+OPERATIONS = [
+    *(
+        ("production+legacy", method, path)
+        for path, method in [
+            ("/v1/ugc/process", "post"),
+            ("/v1/ai/process", "post"),
+            ("/v1/ad-manager/campaigns", "get"),
+            ("/v1/ad-manager/ad-sets", "get"),
+            ("/ugc/process", "post"),
+            ("/ugc/disable", "post"),
+            ("/ugc/impression", "post"),
+            ("/keys/apiKey", "get"),
+        ]
+    ),
+    *(
+        ("sandbox+legacy", method, path)
+        for path, method in [
+            ("/ugc/v1/process", "post"),
+            ("/v1/ad-manager/campaigns", "get"),
+            ("/v1/ad-manager/ad-sets", "get"),
+            ("/ugc/process", "post"),
+            ("/ugc/disable", "post"),
+            ("/ugc/impression", "post"),
+            ("/keys/apiKey", "get"),
+        ]
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def test_catalogue():
+    return load_catalogue(CATALOGUE)
+
+
+@pytest.mark.parametrize("config", ["production+legacy", "sandbox+legacy"])
+def test_every_keyed_operation_is_provoked_below(make_client, config):
+    doc = make_client(**CONFIGS[config]).get("/openapi.json").json()
+    keyed = {
+        (config, method, path)
+        for path, ops in doc["paths"].items()
+        for method, op in ops.items()
+        if op.get("security") == [{"ApiKey": []}]
+    }
+    assert keyed == {op for op in OPERATIONS if op[0] == config}
+
+
+@pytest.mark.parametrize(("config", "method", "path"), OPERATIONS)
+def test_each_documented_partner_status_is_produced(
+    make_client, monkeypatch, test_catalogue, config, method, path
+):
+    script = Script(test_catalogue)
+    client = make_client(
+        **CONFIGS[config],
+        max_body_bytes=1024,
+        matcher=script,
+        **{f"rate_limit_{p}": RateLimit(2, 60.0) for p in ("ugc", "ai", "ad_manager")},
+    )
+    doc = client.get("/openapi.json").json()
+    statuses = sorted(int(code) for code in doc["paths"][path][method]["responses"])
+    provoke = Provoker(client, script, monkeypatch)
+    for status in statuses:
+        r = provoke(method, path, status)
+        assert r.status_code == status, f"{method} {path} wanted {status}: {r.text}"
+        monkeypatch.undo()  # end any injected outage
+        script.error = None
+        client.app.state.ctx.keyring._cache.clear()
