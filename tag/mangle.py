@@ -71,6 +71,44 @@ KEYWORDS = frozenset(
         "eval",
     ]
 )
+# Globals a tag may use bare; declaring a variable with one of these names is refused.
+BROWSER_GLOBALS = frozenset(
+    [
+        "window",
+        "document",
+        "location",
+        "navigator",
+        "fetch",
+        "performance",
+        "crypto",
+        "setTimeout",
+        "clearTimeout",
+        "Image",
+        "Map",
+        "Set",
+        "WeakSet",
+        "WeakMap",
+        "Math",
+        "JSON",
+        "String",
+        "Number",
+        "Array",
+        "Object",
+        "Error",
+        "URL",
+        "Promise",
+        "EventTarget",
+        "CustomEvent",
+        "Event",
+        "IntersectionObserver",
+        "MutationObserver",
+        "Uint8Array",
+        "NodeFilter",
+        "console",
+        "self",
+        "globalThis",
+    ]
+)
 # After these a "/" starts a regular expression, not a division.
 _REGEX_AFTER_WORDS = frozenset(
     ["return", "typeof", "case", "do", "else", "in", "of", "new", "delete", "void", "throw"]
@@ -278,6 +316,10 @@ def declared_names(sig: list[Token]) -> set[str]:
                 names.add(before[1])
             elif before[1] == ")":
                 names |= _bindings(sig, _opening(sig, k - 1), k - 1)
+    shadowed = names & BROWSER_GLOBALS
+    if shadowed:
+        # Renaming is global: a local named like a global would rename the global's uses too.
+        raise ManglerError(f"declared names shadow browser globals: {sorted(shadowed)}")
     return names - KEYWORDS
 
 

@@ -62,7 +62,9 @@ def test_consecutive_consts_are_merged():
     assert mangle("const first=1;const second=2;").count("const") == 1
 
 
-@pytest.mark.parametrize("src", ["const a=`x${1}`;", "function f({a=1}){}"])
+@pytest.mark.parametrize(
+    "src", ["const a=`x${1}`;", "function f({a=1}){}", "function f(){const location=1}"]
+)
 def test_unsupported_constructs_fail_loudly(src):
     with pytest.raises(ManglerError):
         mangle(src)
