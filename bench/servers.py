@@ -39,6 +39,21 @@ def rss_mib(pid: int) -> float:
     raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
+def thread_cpu_s(pid: int) -> dict[str, float]:
+    """CPU seconds (user + system) used so far by ``pid``: its main thread (the event loop)
+    as "main", every other thread (Python does not name them for the OS) as "threads"."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[str, float] = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            name = "main" if tid == str(pid) else "threads"
+            fields = Path(f"/proc/{pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended meanwhile
+            continue
+        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
 class PinnedEdge(EdgeProcess):
     """``edge serve`` on one core; ``cold_start_s`` is spawn to the first healthy answer."""
 
@@ -68,6 +83,10 @@ class PinnedEdge(EdgeProcess):
     def rss_mib(self) -> float:
         assert self.proc is not None
         return rss_mib(self.proc.pid)
+
+    def thread_cpu_s(self) -> dict[str, float]:
+        assert self.proc is not None
+        return thread_cpu_s(self.proc.pid)
 
 
 class BareServer(PinnedEdge):
