@@ -40,11 +40,12 @@ class PublisherRegistry:
 
     def origin_allowed(self, origin: str) -> bool:
         """Is ``origin`` (an ``Origin`` header) one of any registered publisher's origins?"""
-        return _canonical(origin) in self._origins
+        origins = self._origins
+        return origin in origins or _canonical(origin) in origins
 
     def publisher_allows(self, publisher_id: str, origin: str) -> bool:
         pub = self._by_id.get(publisher_id)
-        return pub is not None and _canonical(origin) in pub.origins
+        return pub is not None and (origin in pub.origins or _canonical(origin) in pub.origins)
 
     async def start(self) -> None:
         await self.refresh()
