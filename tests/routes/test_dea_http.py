@@ -129,3 +129,17 @@ def test_a_bad_geo_database_stops_the_start_naming_the_setting(tmp_path):
     finally:
         proc.__exit__(None, None, None)  # closes its log file (start() failed, so no `with`)
     assert "EDGE_GEOIP_DB" in str(failed.value)
+
+
+@pytest.mark.slow
+def test_publishers_added_by_the_cli_reach_the_running_edge(edge):
+    asks = {"Origin": "https://late.example", "Access-Control-Request-Method": "POST"}
+    assert call(edge, "OPTIONS", "/dea/url/hover", headers=asks)[0] == 403
+    args = ["publishers", "add", "pub-late", "--origin", "https://late.example"]
+    assert main([*args, "--db", str(edge.db)]) == 0  # another process than the edge
+    deadline = time.monotonic() + 10  # the edge re-reads publishers every 3 s
+    while time.monotonic() < deadline:
+        if call(edge, "OPTIONS", "/dea/url/hover", headers=asks)[0] == 204:
+            break
+        time.sleep(0.1)
+    assert call(edge, "OPTIONS", "/dea/url/hover", headers=asks)[0] == 204
