@@ -53,6 +53,11 @@ class CORSMiddleware:
         async def send_with_cors(message: Message) -> None:
             if message["type"] == "http.response.start":
                 out = MutableHeaders(scope=message)
+                if "access-control-allow-origin" in out:
+                    # The route chose its own policy (the public tag script: "*", so SRI
+                    # works on any page); it does not vary by origin, so CDNs keep one copy.
+                    await send(message)
+                    return
                 out.add_vary_header("Origin")
                 if granted:
                     out["Access-Control-Allow-Origin"] = origin

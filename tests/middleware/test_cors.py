@@ -123,3 +123,9 @@ def test_options_that_is_not_a_preflight_says_why(client):
     r = client.options("/dea/url/keywords", headers={"Origin": ORIGIN})
     err = assert_error_shape(r, 400)
     assert err["field"] == "Access-Control-Request-Method"
+
+
+def test_public_tag_script_keeps_its_own_wildcard_grant(client):
+    r = client.get("/dea/tag.js", headers={"Origin": ORIGIN})
+    assert r.headers["access-control-allow-origin"] == "*"
+    assert "Origin" not in r.headers.get("vary", "")
