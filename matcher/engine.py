@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures as cf
 import hashlib
+import heapq
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -27,9 +28,9 @@ from matcher.catalogue import Catalogue, load_catalogue
 from matcher.eligibility import EligibilityMasks, budget_gate, static_gate
 from matcher.embeddings import CachedEmbedder, Embedder, MiniLM, normalise
 from matcher.explain import Explainer
-from matcher.geo import Gazetteer, Location, targets_match
+from matcher.geo import Gazetteer, Location, has_targets, targets_match
 from matcher.index import ad_text, build_index, cache_path, load_or_embed
-from matcher.ranking import Ranker
+from matcher.ranking import BID_WEIGHT, Ranker
 from matcher.safety import SafetyClassifier, SafetyVerdict
 from matcher.state import FREQUENCY_CAP, MatchState, ThreadState, next_window
 from matcher.types import MatchRequest, MatchResult, ScoredAd
@@ -191,8 +192,6 @@ class Matcher:
         rows, cosines = self.index.search(
             query, live, self.ranker.cosine_floor, self.config.candidates
         )
-        location = self._locate(request)
-        ex.location(location)
         if request.explain:  # exact scores of every ad; only explanations pay for this
             ex.static_gates(
                 self.catalogue.placements,
@@ -202,10 +201,20 @@ class Matcher:
                 static_gate,
                 self.config.relevance_floor,
             )
+        # The user's location is resolved on first need: most candidates are untargeted and
+        # a lat/lon lookup scans the gazetteer.
+        location: Location | None = None
+        located = False
         shown: list[ScoredAd] = []
         held_back: dict[str, int] = {}
+        best = _TopRanks(request.max_ads, self.config.one_per_campaign)
         for row, cosine in zip(rows.tolist(), cosines.tolist(), strict=True):
+            relevancy = self.ranker.relevancy(cosine)
+            if not request.explain and relevancy + BID_WEIGHT < best.threshold():
+                break  # rows come best first: nothing further can enter the top max_ads
             p = self.catalogue.placements[row]
+            if not located and has_targets(p.ad_set.geo):
+                location, located = self._locate(request), True
             ok, why = targets_match(p.ad_set.geo, location)
             if not ok:
                 ex.gate(p, cosine, "geo", why)
@@ -215,9 +224,12 @@ class Matcher:
                 held_back[gate] = held_back.get(gate, 0) + 1
                 ex.gate(p, cosine, gate)
                 continue
-            relevancy = self.ranker.relevancy(cosine)
-            shown.append(ScoredAd(p, relevancy, self.ranker.rank_score(relevancy, p)))
+            scored = ScoredAd(p, relevancy, self.ranker.rank_score(relevancy, p))
+            shown.append(scored)
+            best.add(scored)
             ex.gate(p, cosine, None, why)
+        if request.explain:
+            ex.location(self._locate(request))
         ranked = self.ranker.order(shown, self.config.one_per_campaign)[: request.max_ads]
         ex.ranked(ranked)
         if ranked:
@@ -248,6 +260,27 @@ class Matcher:
             raise RuntimeError("this matcher was built without a safety classifier")
         vectors = self.embedder.embed(texts)
         return [self.safety.check(t, v) for t, v in zip(texts, vectors, strict=True)]
+
+
+class _TopRanks:
+    """The ``k`` best rank scores so far (one per campaign when asked): the bar a further,
+    less similar candidate would have to clear to still make the response."""
+
+    def __init__(self, k: int, per_campaign: bool) -> None:
+        self.k = k
+        self.per_campaign = per_campaign
+        self._by_key: dict[str, float] = {}
+        self._bar = -1.0
+
+    def add(self, s: ScoredAd) -> None:
+        key = s.placement.campaign.id if self.per_campaign else s.placement.ad.id
+        if s.rank_score > self._by_key.get(key, -1.0):
+            self._by_key[key] = s.rank_score
+            if len(self._by_key) >= self.k:
+                self._bar = heapq.nlargest(self.k, self._by_key.values())[-1]
+
+    def threshold(self) -> float:
+        return self._bar
 
 
 def _with_retry(result: MatchResult, seconds: float) -> MatchResult:
