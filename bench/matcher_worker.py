@@ -78,7 +78,29 @@ def main(ads: int, runs: int, count: int) -> dict:
     out["rss_mib"] = rss_mib(pid)
     out["rss_loaded_mib"] = rss_loaded
     matcher.close()
+    out["perf"] = _matcher_perf(ads, model, count)
     return out
+
+
+def _matcher_perf(ads: int, model: MiniLM, runs: int) -> dict | None:
+    """The matcher's own helpers (``matcher.perf``) on its own synthetic catalogue (sandbox
+    ad vectors plus noise, a fifth geo-targeted): one fixed 40-word post, repeated."""
+    try:
+        from matcher import perf
+    except ImportError:
+        return None
+    m = perf.synthetic_matcher(ads, embedder=model)
+    try:
+        floor = perf.forward_pass_ms(model, runs=runs)
+        full = perf.match_ms(m, runs=runs)
+    finally:
+        m.close()
+    return {
+        "floor_p50": floor["p50_ms"],
+        "match_p50": full["p50_ms"],
+        "floor_p99": floor["p99_ms"],
+        "match_p99": full["p99_ms"],
+    }
 
 
 if __name__ == "__main__":
