@@ -85,7 +85,11 @@ async def startup(ctx: Context) -> None:
         s = ctx.settings
         # Off the event loop: reading the model and embedding the catalogue takes seconds.
         ctx.matcher = await asyncio.to_thread(
-            Matcher.load, s.catalogue, threads=s.model_threads, cache_dir=s.cache_dir
+            Matcher.load,
+            s.catalogue,
+            threads=s.model_threads,
+            cache_dir=s.cache_dir,
+            dma_table=s.dma_table,
         )
         ctx.extras["matcher_owned"] = True
         log.info(

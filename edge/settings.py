@@ -194,6 +194,11 @@ class Settings:
     cache_dir: Path = _setting(
         Path("var/cache"), "Folder for derived files such as catalogue embedding caches.", Path
     )
+    dma_table: Path | None = _setting(
+        None,
+        "County-to-DMA CSV (state,county,dma,dma_name); empty means the bundled small table.",
+        _optional_path,
+    )
     log_level: str = _setting(
         "info",
         "Log level: debug, info, warning or error.",

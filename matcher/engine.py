@@ -83,9 +83,11 @@ class Matcher:
         cache_dir: Path | None = None,
         embedder: Embedder | None = None,
         config: MatcherConfig | None = None,
+        dma_table: Path | None = None,
     ) -> Matcher:
         """Everything from files: the catalogue (None: the bundled sandbox one), the model,
-        ad vectors (from ``cache_dir`` when the same catalogue and model were seen before)."""
+        ad vectors (from ``cache_dir`` when the same catalogue and model were seen before),
+        the county->DMA table (None: the bundled one)."""
         catalogue = load_catalogue(catalogue_path)
         model = embedder or CachedEmbedder(MiniLM(threads=threads))
         texts = [ad_text(p.ad) for p in catalogue.placements]
@@ -95,7 +97,7 @@ class Matcher:
             catalogue,
             model,
             vectors,
-            gazetteer=Gazetteer(),
+            gazetteer=Gazetteer(dma_table),
             safety=_load_safety(),
             config=config,
         )

@@ -100,3 +100,38 @@ def test_matcher_failure_is_a_502(ctx):
     ctx.matcher = Broken()
     with pytest.raises(BadGateway):
         run(ctx, lambda: matching.match(ctx, ugc("anything")))
+
+
+@pytest.mark.slow
+def test_startup_loads_catalogue_dma_table_and_reuses_the_vector_cache(tmp_path, clock):
+    from importlib import resources
+
+    cat = tmp_path / "cat.json"
+    cat.write_bytes(resources.files("matcher.data").joinpath("sandbox_catalogue.json").read_bytes())
+    dma = tmp_path / "dma.csv"
+    dma.write_text("state,county,dma,dma_name\nTX,Travis County,777,Test\n")
+    settings = Settings(
+        db=tmp_path / "edge.db", cache_dir=tmp_path / "cache", catalogue=cat, dma_table=dma
+    )
+
+    def boot():
+        ctx = Context.build(settings, clock=clock)
+
+        async def go():
+            await matching.startup(ctx)
+            loaded = ctx.matcher
+            await matching.shutdown(ctx)
+            return loaded
+
+        return asyncio.run(go())
+
+    first = boot()
+    cached = list((tmp_path / "cache").glob("ad-vectors-*.npy"))
+    assert len(cached) == 1 and len(first.catalogue) == 54
+    assert first.gazetteer.county_dma[("US-TX", "Travis County")] == "777"
+    stamp = cached[0].stat().st_mtime_ns
+    second = boot()
+    assert cached[0].stat().st_mtime_ns == stamp  # read back, not re-embedded and rewritten
+    import numpy as np
+
+    assert np.array_equal(first.index.matrix, second.index.matrix)
