@@ -65,6 +65,7 @@ def site(tmp_path_factory) -> Iterator[Site]:
     with BeaconReader(db) as store:  # registered before the edge starts: CORS knows them
         for pub in PUBLISHER_POOL:
             store.register_publisher(pub, [pages.origin])
+        store.register_publisher("demo", [edge_url])  # the edge's own demo page
     edge = EdgeProcess(
         db=db,
         port=edge_port,

@@ -9,6 +9,8 @@ Pages are Jinja templates in ``pages/`` with query-string knobs (STYLE 15):
 - ``ugc``: a UGC post with its own slot, about this topic
 - ``csp``: ``strict`` (nonce'd tag, connect-src naming the edge, Trusted Types enforced) or
   ``no-edge`` (the same, without the edge in connect-src)
+- ``pin``: ``1`` embeds the versioned tag URL with its ``integrity=`` hash (from
+  ``/dea/tag.json``), ``bad`` the same with a wrong hash
 - ``hidden``: ``1`` the page starts hidden (document.visibilityState stubbed, as web-vitals'
   test pages do); ``window.__setVisibility("visible")`` shows it
 
@@ -19,14 +21,18 @@ fired it (from the Referer's ``pub``).
 from __future__ import annotations
 
 import base64
+import json
 import secrets
 import threading
+import urllib.request
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import jinja2
+
+from edge.qa.beacons import wait_until
 
 PAGES = Path(__file__).parent / "pages"
 GIF = base64.b64decode("R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAAIBRAA7")
@@ -73,14 +79,30 @@ class PageServer:
         with self._lock:
             return self.pixels[(publisher, ad_id)]
 
+    def wait_for_pixels(self, publisher: str, ad_id: str, expected: int) -> int:
+        """Poll until the ad's pixel has fired ``expected`` times for the publisher's page
+        (an image request races the impression beacon; neither waits for the other)."""
+        return wait_until(
+            lambda: self.pixel_fires(publisher, ad_id),
+            lambda n: n == expected,
+            lambda n: n > expected,
+            f"{expected} pixel fire(s) of {ad_id} for {publisher}",
+            10.0,
+        )
+
     def url(self, page: str = "article", **knobs: object) -> str:
         query = "&".join(f"{k}={v}" for k, v in knobs.items())
         return f"{self.origin}/page/{page}?{query}"
 
+    def _tag_manifest(self) -> dict:
+        with urllib.request.urlopen(f"{self.edge_url}/dea/tag.json", timeout=5) as answer:
+            return json.load(answer)
+
     def _render(self, name: str, knobs: dict[str, str]) -> tuple[bytes, dict[str, str]]:
         nonce = secrets.token_urlsafe(12)
+        pinned = self._tag_manifest() if knobs.get("pin") else None
         body = self._env.get_template(f"{name}.html.j2").render(
-            knobs=knobs, edge=self.edge_url, nonce=nonce
+            knobs=knobs, edge=self.edge_url, nonce=nonce, pinned=pinned
         )
         headers = {"Content-Type": "text/html; charset=utf-8", "Cache-Control": "no-store"}
         csp = csp_for(knobs.get("csp", ""), self.edge_url, nonce)

@@ -13,7 +13,7 @@ def test_strict_csp_page_fills_and_counts_without_a_violation(page, site, pub):
     show(page, ad_height(page))
     page.clock.run_for(1000)
     expect_viewable_once(monitor, "main-slot", beacons=site.beacons, publisher_id=pub)
-    assert site.pages.pixel_fires(pub, ad_id("running")) == 1
+    site.pages.wait_for_pixels(pub, ad_id("running"), 1)
     assert monitor.violations() == []
     assert monitor.page_errors == []
     # The policy really is enforced on this page: a string into innerHTML is refused.

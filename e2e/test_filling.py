@@ -81,7 +81,7 @@ def test_ugc_slot_is_counted_on_the_ugc_beacon(page, site, pub):
     expect_viewable_once(monitor, "post-slot", beacons=site.beacons, publisher_id=pub)
     assert sent.to("/dea/ugc/impression") == [("POST", "/dea/ugc/impression")]
     assert sent.to("/dea/url/impression") == []
-    assert site.pages.pixel_fires(pub, ad_id("pets")) == 1
+    site.pages.wait_for_pixels(pub, ad_id("pets"), 1)
 
 
 def test_unsafe_page_gets_no_ad_and_sends_no_beacon(page, site, pub):

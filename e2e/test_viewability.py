@@ -30,7 +30,7 @@ def test_half_in_view_for_one_second_counts_one_impression_and_one_pixel(page, s
     assert len(monitor.events("viewable")) == 1
     assert sent.to(IMPRESSION) == [("POST", IMPRESSION)]
     assert site.beacons.viewable_impressions(pub) == 1
-    assert site.pages.pixel_fires(pub, ad_id("running")) == 1
+    site.pages.wait_for_pixels(pub, ad_id("running"), 1)
     assert monitor.slot_state("main-slot") == "viewable"
     assert not monitor.page_errors
 
@@ -49,7 +49,7 @@ def test_49_percent_never_counts_then_50_does(page, site, pub):
     page.clock.run_for(1000)
     monitor.wait_for_event("viewable", "main-slot")
     site.beacons.wait_for("publisher", pub, "viewable_impressions", 1)
-    assert site.pages.pixel_fires(pub, ad_id("running")) == 1
+    site.pages.wait_for_pixels(pub, ad_id("running"), 1)
 
 
 def test_nine_tenths_of_a_second_is_not_enough_and_leaving_restarts_the_timer(page, site, pub):
@@ -106,4 +106,4 @@ def test_large_ad_counts_at_30_percent(page, site, pub):
     viewable = monitor.wait_for_event("viewable", "main-slot")[0]
     assert viewable["visible_ratio"] == pytest.approx(0.3, abs=0.01)
     site.beacons.wait_for("publisher", pub, "viewable_impressions", 1)
-    assert site.pages.pixel_fires(pub, ad_id("running")) == 1
+    site.pages.wait_for_pixels(pub, ad_id("running"), 1)
