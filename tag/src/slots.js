@@ -64,7 +64,7 @@ function request(path, body, batch, pick) {
   ask(path, body).then(
     guard((r) => {
       const placements = pick(r.placements || []);
-      batch.forEach((it, i) => place(it, placements[i]));
+      batch.forEach((it, i) => guard(place)(it, placements[i])); // one bad slot spoils no other
     }),
     guard((err) => batch.forEach((it) => report(it, "error", { reason: "request_failed", message: "" + err })))
   );
