@@ -52,7 +52,12 @@ class Signer:
         return _b64(mac.digest()[:_SIG_BYTES])
 
     def verify(self, purpose: str, message: bytes, signature: str) -> bool:
-        return hmac.compare_digest(self.sign(purpose, message), signature)
+        # As bytes: compare_digest refuses non-ASCII str (a TypeError, i.e. a 500) and a
+        # forged signature may hold any character.
+        if not isinstance(signature, str):
+            return False
+        expected = self.sign(purpose, message).encode()
+        return hmac.compare_digest(expected, signature.encode("utf-8", "surrogatepass"))
 
     def seal(self, purpose: str, payload: dict[str, Any]) -> str:
         """A URL-safe token carrying ``payload``, readable by anyone, forgeable by no one."""

@@ -87,3 +87,10 @@ def test_signer_hides_its_key_and_refuses_short_keys():
     assert "k" * 32 not in repr(SIGNER)
     with pytest.raises(ValueError):
         Signer(b"short")
+
+
+@pytest.mark.parametrize("signature", ["é" * 22, "\udcff", "", "x" * 500])
+def test_signer_refuses_any_odd_signature_without_raising(signature):
+    signer = Signer(b"k" * 32)
+    assert signer.verify("purpose", b"message", signature) is False
+    assert signer.verify("purpose", b"message", signer.sign("purpose", b"message")) is True
