@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Mapping
 
 from edge.context import Context
@@ -115,10 +116,14 @@ async def match(ctx: Context, request: MatchRequest) -> MatchResult:
         )
     cache: SpendCache = ctx.extras.setdefault("spend_cache", SpendCache())
     timeout = ctx.settings.match_timeout_ms / 1000
+    deadline = time.monotonic() + timeout
     try:
         async with asyncio.timeout(timeout):
             spend = await cache.get(ctx)
-            return await matcher.match(request, StoreMatchState(ctx.store), ctx.clock(), spend)
+            state = StoreMatchState(ctx.store)
+            if isinstance(matcher, Matcher):
+                return await matcher.match(request, state, ctx.clock(), spend, deadline=deadline)
+            return await matcher.match(request, state, ctx.clock(), spend)  # a test stand-in
     except TimeoutError:
         log.warning("match over its %d ms deadline", ctx.settings.match_timeout_ms)
         raise BadGateway(

@@ -18,6 +18,7 @@ import concurrent.futures as cf
 import hashlib
 import heapq
 import math
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -34,6 +35,10 @@ from matcher.ranking import BID_WEIGHT, Ranker
 from matcher.safety import SafetyClassifier, SafetyVerdict
 from matcher.state import FREQUENCY_CAP, MatchState, ThreadState, next_window
 from matcher.types import MatchRequest, MatchResult, ScoredAd
+
+
+class MatchDeadlineExceeded(TimeoutError):
+    """A queued match was dropped because its caller's deadline had passed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,8 +118,14 @@ class Matcher:
         state: MatchState,
         now: float,
         spend: Mapping[str, float] | None = None,
+        deadline: float | None = None,
     ) -> MatchResult:
-        """Read the thread's state, decide off the event loop, record what was decided."""
+        """Read the thread's state, decide off the event loop, record what was decided.
+
+        ``deadline`` (``time.monotonic()`` seconds): a job still queued for the model thread
+        when it passes is dropped with ``MatchDeadlineExceeded`` instead of run, so a burst
+        that times out its callers does not leave the thread computing answers nobody reads.
+        """
         unit = request.post_id or request.turn_id
         snapshot = await state.load(request.thread_id, request.post_id, unit, now)
         backoff = snapshot.backoff
@@ -130,7 +141,7 @@ class Matcher:
             )
         loop = asyncio.get_running_loop()
         result = await loop.run_in_executor(
-            self._executor, self.decide, request, snapshot, now, spend or {}
+            self._executor, self._decide_before, deadline, request, snapshot, now, spend or {}
         )
         if result.outcome == "no_match":
             if request.post_id:
@@ -151,6 +162,11 @@ class Matcher:
                     request.thread_id, unit, [s.placement.ad.id for s in result.ads], now
                 )
         return result
+
+    def _decide_before(self, deadline: float | None, *args) -> MatchResult:
+        if deadline is not None and time.monotonic() > deadline:
+            raise MatchDeadlineExceeded("the caller's deadline passed while the job was queued")
+        return self.decide(*args)
 
     def demand_version(self, now: float, spend: Mapping[str, float]) -> str:
         """Changes when the servable demand changes (new catalogue, flights, budgets)."""

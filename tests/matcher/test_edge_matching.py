@@ -135,3 +135,22 @@ def test_startup_loads_catalogue_dma_table_and_reuses_the_vector_cache(tmp_path,
     import numpy as np
 
     assert np.array_equal(first.index.matrix, second.index.matrix)
+
+
+def test_a_job_queued_past_its_deadline_is_dropped_not_run(shared_matcher):
+    import time as _time
+
+    from matcher import MemoryState
+    from matcher.engine import MatchDeadlineExceeded
+
+    async def go():
+        return await shared_matcher.match(
+            ugc("my pup won't touch his kibble", "p-late"),
+            MemoryState(),
+            1.79e9,
+            {},
+            deadline=_time.monotonic() - 1,
+        )
+
+    with pytest.raises(MatchDeadlineExceeded):
+        asyncio.run(go())
