@@ -102,11 +102,17 @@ class MiniLM:
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         encoded = [self.token_ids(t) for t in texts]
-        # Similar lengths share a batch so padding costs little.
+        # Only similar lengths share a batch: padding a short AI prompt to the length of a
+        # long answer would cost more than a second, short forward pass.
         order = sorted(range(len(texts)), key=lambda i: len(encoded[i]))
-        for start in range(0, len(order), _BATCH):
-            rows = order[start : start + _BATCH]
-            out[rows] = self._forward([encoded[i] for i in rows])
+        rows: list[int] = []
+        for i in order:
+            if rows and (len(rows) == _BATCH or len(encoded[i]) > 1.25 * len(encoded[rows[0]]) + 8):
+                out[rows] = self._forward([encoded[r] for r in rows])
+                rows = []
+            rows.append(i)
+        if rows:
+            out[rows] = self._forward([encoded[r] for r in rows])
         return out
 
     def _forward(self, batch: list[list[int]]) -> np.ndarray:
