@@ -107,3 +107,21 @@ def test_large_ad_counts_at_30_percent(page, site, pub):
     assert viewable["visible_ratio"] == pytest.approx(0.3, abs=0.01)
     site.beacons.wait_for("publisher", pub, "viewable_impressions", 1)
     site.pages.wait_for_pixels(pub, ad_id("running"), 1)
+
+
+def test_losing_focus_resets_the_timer(page, site, pub):
+    monitor = open_page(page, site, clock=True, pub=pub, topic="cooking")
+    monitor.wait_for_event("filled", "main-slot")
+    pause_clock(page)
+    show(page, ad_height(page))
+    page.clock.run_for(700)
+    # Another window takes focus (stubbed: headless Chromium keeps every page focused).
+    page.evaluate("document.hasFocus = () => false; window.dispatchEvent(new Event('blur'))")
+    page.clock.run_for(5000)
+    assert monitor.events("viewable") == []
+    page.evaluate("delete document.hasFocus; window.dispatchEvent(new Event('focus'))")
+    page.clock.run_for(700)  # 1.4 s focused in all, not at a stretch
+    assert monitor.events("viewable") == []
+    page.clock.run_for(300)
+    monitor.wait_for_event("viewable", "main-slot")
+    site.beacons.wait_for("publisher", pub, "viewable_impressions", 1)

@@ -27,7 +27,7 @@ SRC = Path(__file__).parent / "src"
 SOURCES = ("util.js", "transport.js", "viewability.js", "render.js", "slots.js", "main.js")
 
 TAG_VERSION = "1.0.0"
-BUDGET_BROTLI_BYTES = 2560  # 2.5 KB: the tag must stay small on every page view
+BUDGET_BROTLI_BYTES = 2560  # 2.5 KiB brotli: the tag is paid for on every page view
 
 # MRC viewable impression for display ads: 50% of the pixels in view for one continuous
 # second; 30% for large ads (242,500 px² and up, e.g. 970x250), as Prebid's
