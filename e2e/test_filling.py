@@ -173,3 +173,10 @@ def test_beacon_waiting_for_a_retry_is_flushed_on_pagehide(page, site, pub):
     assert site.beacons.viewable_impressions(pub) == 0
     page.goto("about:blank")  # pagehide: the pending beacon goes out with sendBeacon
     site.beacons.wait_for("publisher", pub, "viewable_impressions", 1)
+
+
+def test_unregistered_publisher_gets_no_ad_and_no_page_error(page, site):
+    monitor = open_page(page, site, pub="nobody-registered-this", topic="running")
+    error = monitor.wait_for_event("error", "main-slot")[0]
+    assert error["reason"] == "request_failed"
+    assert page.locator(".edge-ad").count() == 0 and monitor.page_errors == []
