@@ -135,7 +135,15 @@ class Matcher:
                 outcome="no_match",
                 retry_after_seconds=max(1, math.ceil(backoff.until - now)),
                 reason="backoff",
-                explanation={"backoff": {"misses": backoff.misses, "until": backoff.until}}
+                explanation={
+                    "outcome": "no_match",
+                    "reason": "backoff",
+                    "backoff": {
+                        "misses": backoff.misses,
+                        "until": backoff.until,
+                        "last_reason": backoff.reason,
+                    },
+                }
                 if request.explain
                 else None,
             )

@@ -37,8 +37,11 @@ _LEXICON = [
     r"passed away|rest in peace|\brip\b|funeral|obituar(?:y|ies)|laid to rest|in memoriam",
     r"terror(?:ist)? attack|suicide bomb|car bomb|airstrikes?|missile strikes?|shelling",
     r"hostages?|massacre|genocide|war crimes?|refugees? fleeing|ceasefire",
-    r"earthquake|tsunami|hurricane|tornado(?:es)? (?:hit|tore|struck|touched)|wildfires?|"
-    r"flash flood|evacuation orders?|state of emergency",
+    # Disaster words alone also name preparedness ("hurricane season kit"): only in news use.
+    r"(?:earthquake|tsunami|hurricane|tornado(?:es)?|wildfires?|flood(?:s|ing|waters)?|storm|"
+    r"blizzard|landslide|eruption) (?:hit|hits|struck|strikes|tore|killed|kills|destroyed|"
+    r"swept|forced|made landfall|leveled|flattened|victims|death)|magnitude \d|"
+    r"tsunami warning|flash flood(?:ing)?|evacuation orders?|state of emergency",
     r"plane crash|train derail|derailed|(?:fatal|deadly) (?:crash|collision|fire|accident|blast)",
     r"breaking news|\bbreaking:|developing story|press conference|authorities said|police said",
     r"indicted|arrested (?:for|on|after)|charged with (?:murder|assault|manslaughter)|"
