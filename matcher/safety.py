@@ -36,7 +36,7 @@ _LEXICON = [
     r"shot (?:dead|and killed)|fatally (?:shot|stabbed|injured|wounded)|stabbed to death",
     r"passed away|rest in peace|\brip\b|funeral|obituar(?:y|ies)|laid to rest|in memoriam",
     r"terror(?:ist)? attack|suicide bomb|car bomb|airstrikes?|missile strikes?|shelling",
-    r"hostages?|massacre|genocide|war crimes?|refugees? fleeing|ceasefire",
+    r"hostages?|massacre (?:of|in|at)|massacred|genocide|war crimes?|refugees? fleeing|ceasefire",
     # Disaster words alone also name preparedness ("hurricane season kit"): only in news use.
     r"(?:earthquake|tsunami|hurricane|tornado(?:es)?|wildfires?|flood(?:s|ing|waters)?|storm|"
     r"blizzard|landslide|eruption) (?:hit|hits|struck|strikes|tore|killed|kills|destroyed|"
