@@ -154,3 +154,26 @@ def test_a_job_queued_past_its_deadline_is_dropped_not_run(shared_matcher):
 
     with pytest.raises(MatchDeadlineExceeded):
         asyncio.run(go())
+
+
+def test_budget_gate_uses_cached_spend(ctx, clock, monkeypatch):
+    calls = []
+
+    async def spend():
+        calls.append(clock())
+        return {"cmp-happy-hound": 25_000.0}  # over its 20,000 budget
+
+    monkeypatch.setattr(ctx.store, "spend_by_campaign", spend, raising=False)
+
+    async def go():
+        first = await matching.match(ctx, ugc("my pup won't touch his kibble", "p-b1"))
+        clock.advance(1)
+        second = await matching.match(ctx, ugc("my pup won't touch his kibble", "p-b2"))
+        clock.advance(10)
+        await matching.match(ctx, ugc("my pup won't touch his kibble", "p-b3"))
+        return first, second
+
+    first, second = run(ctx, go)
+    for result in (first, second):
+        assert "cmp-happy-hound" not in [s.placement.campaign.id for s in result.ads]
+    assert len(calls) == 2  # one read for the first two requests, a fresh one after 5 s
