@@ -88,6 +88,13 @@ class Gazetteer:
             lons.append(lon)
         self._codes = codes
         self._rad = np.radians(np.array([lats, lons], dtype=np.float64)).T.copy()
+        # 1-degree cells: a cell is wider than NEAREST_ZIP_MAX_KM south of ~64 N, so the
+        # nearest ZIP within reach is in the point's cell or one of its 8 neighbours (far
+        # northern Alaska may miss a ZIP 36-40 km away; the point then stays a bare lat/lon).
+        cells: defaultdict[tuple[int, int], list[int]] = defaultdict(list)
+        for i, (lat, lon) in enumerate(zip(lats, lons, strict=True)):
+            cells[(math.floor(lat), math.floor(lon))].append(i)
+        self._cells = {k: np.array(v, dtype=np.intp) for k, v in cells.items()}
         self.county_dma: dict[tuple[str, str], str] = {}
         self.dma_counties: defaultdict[str, set[tuple[str, str]]] = defaultdict(set)
         self._load_dmas(dma_table)
@@ -123,15 +130,23 @@ class Gazetteer:
         )
 
     def nearest_zip(self, lat: float, lon: float) -> tuple[str, float] | None:
+        """The nearest ZIP centroid and its distance, if one is within NEAREST_ZIP_MAX_KM."""
+        cy, cx = math.floor(lat), math.floor(lon)
+        near = [
+            self._cells[key]
+            for key in ((cy + dy, cx + dx) for dy in (-1, 0, 1) for dx in (-1, 0, 1))
+            if key in self._cells
+        ]
+        if not near:
+            return None
+        rows = np.concatenate(near)
         p = np.radians([lat, lon])
-        d = self._rad - p
-        a = (
-            np.sin(d[:, 0] / 2) ** 2
-            + np.cos(p[0]) * np.cos(self._rad[:, 0]) * np.sin(d[:, 1] / 2) ** 2
-        )
-        i = int(np.argmin(a))
-        km = 2 * EARTH_KM * math.asin(min(1.0, math.sqrt(float(a[i]))))
-        return (self._codes[i], km) if km <= NEAREST_ZIP_MAX_KM else None
+        pts = self._rad[rows]
+        d = pts - p
+        a = np.sin(d[:, 0] / 2) ** 2 + np.cos(p[0]) * np.cos(pts[:, 0]) * np.sin(d[:, 1] / 2) ** 2
+        j = int(np.argmin(a))
+        km = 2 * EARTH_KM * math.asin(min(1.0, math.sqrt(float(a[j]))))
+        return (self._codes[rows[j]], km) if km <= NEAREST_ZIP_MAX_KM else None
 
     def resolve(self, geo: GeoSignal | None) -> Location | None:
         """The richest usable signal, expanded; None when there is no usable signal."""

@@ -89,3 +89,25 @@ def test_dma_table_can_be_loaded_from_a_file(tmp_path):
     gaz = Gazetteer(dma_table=table)
     assert gaz.resolve(GeoSignal(zipcode="78701")).dmas == {"999"}
     assert gaz.resolve(GeoSignal(zipcode="94107")).dmas == frozenset()
+
+
+def test_grid_nearest_zip_agrees_with_a_full_scan(gaz):
+    import math
+
+    import numpy as np
+
+    def full_scan(lat, lon):
+        p = np.radians([lat, lon])
+        d = gaz._rad - p
+        a = (
+            np.sin(d[:, 0] / 2) ** 2
+            + np.cos(p[0]) * np.cos(gaz._rad[:, 0]) * np.sin(d[:, 1] / 2) ** 2
+        )
+        i = int(np.argmin(a))
+        km = 2 * 6371.0088 * math.asin(min(1.0, math.sqrt(float(a[i]))))
+        return gaz._codes[i] if km <= 40 else None
+
+    rng = np.random.default_rng(7)
+    for lat, lon in zip(rng.uniform(24, 49, 300), rng.uniform(-125, -66, 300), strict=True):
+        got = gaz.nearest_zip(float(lat), float(lon))
+        assert (got[0] if got else None) == full_scan(lat, lon)
