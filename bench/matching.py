@@ -101,6 +101,12 @@ def run(options: Options) -> Section:
                 )
         if res.get("perf"):
             pf = res["perf"]
+            if ads in AIMS:
+                section.headline.append(
+                    f"Cross-check with the matcher's own helpers and catalogue at "
+                    f"{_size_label(ads)} ads: p50 {pf['match_p50'] / pf['floor_p50']:.2f}x "
+                    "the forward pass (one fixed post, one run)."
+                )
             cross.rows.append(
                 [
                     _size_label(ads),
@@ -173,7 +179,9 @@ def _safety(section: Section) -> None:
         "neither its weights nor its threshold saw. Aim: recall >= 0.97 with at most 0.05 "
         "of safe texts blocked."
     )
+    met = r["recall"] >= 0.97 and r["safe_blocked"] <= 0.05
     section.headline.append(
         f"Brand safety (held-out): recall {r['recall']:.3f}, precision {r['precision']:.3f}, "
-        f"{r['safe_blocked']:.1%} of safe texts blocked."
+        f"{r['safe_blocked']:.1%} of safe texts blocked (aim: recall >= 0.97 with at most "
+        f"5% blocked, {'met' if met else 'NOT met'})."
     )
