@@ -27,7 +27,12 @@ RETRY_AFTER_SECONDS = 1  # a matcher hiccup is short-lived; the caller backs off
 
 
 class StoreMatchState:
-    """``matcher.state.MatchState`` on top of the store's matcher-state methods."""
+    """``matcher.state.MatchState`` on top of the store's matcher-state methods.
+
+    A failed read fails the match (502): without the thread's disables we could show an ad
+    the user asked never to see there again. A failed write after the decision only loses
+    a frequency count or a backoff window, so it is logged and the answer still goes out.
+    """
 
     def __init__(self, store) -> None:
         self.store = store
@@ -40,16 +45,23 @@ class StoreMatchState:
     async def record_served(
         self, thread_id: str, unit_id: str, ad_ids: list[str], now: float
     ) -> None:
-        await self.store.record_serves(thread_id, unit_id, ad_ids, now)
+        await _best_effort("serves", self.store.record_serves(thread_id, unit_id, ad_ids, now))
 
     async def record_miss(self, post_id: str, backoff: Backoff, now: float) -> None:
-        await self.store.put_backoff(post_id, backoff, now)
+        await _best_effort("no-match window", self.store.put_backoff(post_id, backoff, now))
 
     async def clear_backoff(self, post_id: str) -> None:
-        await self.store.clear_backoff(post_id)
+        await _best_effort("window clear", self.store.clear_backoff(post_id))
 
     async def disable(self, pairs: list[tuple[str, str, dict | None]], now: float) -> None:
         await self.store.disable_ads(pairs, now)
+
+
+async def _best_effort(what: str, write) -> None:
+    try:
+        await write
+    except Exception as exc:
+        log.warning("matcher state write (%s) failed; answering anyway: %s", what, exc)
 
 
 class SpendCache:

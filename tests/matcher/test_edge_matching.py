@@ -177,3 +177,18 @@ def test_budget_gate_uses_cached_spend(ctx, clock, monkeypatch):
     for result in (first, second):
         assert "cmp-happy-hound" not in [s.placement.campaign.id for s in result.ads]
     assert len(calls) == 2  # one read for the first two requests, a fresh one after 5 s
+
+
+def test_a_failed_state_write_still_answers_but_a_failed_read_is_a_502(ctx, monkeypatch):
+    from edge.store import StoreUnavailable
+
+    async def broken(*a, **kw):
+        raise StoreUnavailable("disk full")
+
+    monkeypatch.setattr(ctx.store, "record_serves", broken)
+    result = run(ctx, lambda: matching.match(ctx, ugc("my pup won't touch his kibble", "p-w")))
+    assert result.outcome == "matched"
+
+    monkeypatch.setattr(ctx.store, "load_matcher_state", broken)
+    with pytest.raises(BadGateway):
+        run(ctx, lambda: matching.match(ctx, ugc("my pup won't touch his kibble", "p-w")))
