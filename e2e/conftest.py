@@ -90,3 +90,14 @@ _pool = iter(PUBLISHER_POOL)
 def pub() -> str:
     """A publisher id no other test uses (its counters start at zero)."""
     return next(_pool)
+
+
+@pytest.fixture(autouse=True)
+def _edge_stays_up(request):
+    """If the edge died during a test, say so with its output (not just a timeout)."""
+    yield
+    site = request.node.funcargs.get("site")
+    if site is not None and site.edge.proc is not None and site.edge.proc.poll() is not None:
+        pytest.fail(
+            f"the edge exited with {site.edge.proc.returncode}:\n{site.edge.output()[-4000:]}"
+        )
