@@ -68,3 +68,9 @@ def test_vector_cache_is_reused_and_keyed(tmp_path):
     # A cache of the wrong shape is ignored, not trusted.
     _, hit3 = load_or_embed(["a", "b", "c"], embed, 8, f)
     assert hit3 is False
+
+
+def test_ivf_full_scores_are_in_catalogue_order():
+    vectors = clustered(3000)
+    q = vectors[17]
+    assert np.allclose(IVFIndex(vectors).scores(q), vectors @ q, atol=1e-5)
