@@ -97,13 +97,15 @@ class Matcher:
         model = embedder or CachedEmbedder(MiniLM(threads=threads))
         texts = [ad_text(p.ad) for p in catalogue.placements]
         cache = cache_path(cache_dir, catalogue.content_hash, model.model_id) if cache_dir else None
-        vectors, _ = load_or_embed(texts, model.embed, model.dim, cache)
+        # Ad texts bypass the query LRU: they would only evict the posts it is there for.
+        raw = model.inner if isinstance(model, CachedEmbedder) else model
+        vectors, _ = load_or_embed(texts, raw.embed, model.dim, cache)
         return cls(
             catalogue,
             model,
             vectors,
             gazetteer=Gazetteer(dma_table),
-            safety=_load_safety(),
+            safety=SafetyClassifier.load(),
             config=config,
         )
 
@@ -311,10 +313,3 @@ class _TopRanks:
 
 def _with_retry(result: MatchResult, seconds: float) -> MatchResult:
     return replace(result, retry_after_seconds=max(1, math.ceil(seconds)))
-
-
-def _load_safety() -> SafetyClassifier:
-    try:
-        return SafetyClassifier.load()
-    except FileNotFoundError:  # before the first training run: the lexicon alone
-        return SafetyClassifier(None)
