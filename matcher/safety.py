@@ -72,7 +72,7 @@ class SafetyClassifier:
     """``check(text, vector)``: unsafe when the lexicon fires or P(unsafe) >= threshold."""
 
     def __init__(self, weights: np.ndarray | None, bias: float = 0.0, threshold: float = 1.0):
-        """``weights`` None: the lexicon alone (what ``safety_train`` starts from)."""
+        """``weights`` None: the lexicon alone (a fallback for tests and tools)."""
         self.weights = None if weights is None else np.ascontiguousarray(weights, np.float32)
         self.bias = float(bias)
         self.threshold = float(threshold)
