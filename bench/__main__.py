@@ -12,6 +12,8 @@ from pathlib import Path
 from bench.options import Options, progress
 from bench.report import Section, machine_lines, render
 
+FULL_REPORT = Path("BENCHMARKS.md")
+PARTIAL_REPORT = Path("var/bench/BENCHMARKS.md")
 # section key -> module with ``run(options) -> Section``, in report order
 SECTIONS = {
     "ingest": "bench.ingest",
@@ -33,12 +35,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--runs", type=int, help="runs per figure (default 5, quick 2)")
     p.add_argument("--seconds", type=float, help="length of one load run (default 5, quick 2)")
-    p.add_argument("--output", type=Path, default=Path("BENCHMARKS.md"), help="report file")
+    p.add_argument(
+        "--output",
+        type=Path,
+        help=f"report file (default {FULL_REPORT} for a full run, {PARTIAL_REPORT} for "
+        "--quick or --only, so a partial run never replaces the full report)",
+    )
     return p.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.output is None:
+        args.output = PARTIAL_REPORT if (args.quick or args.only) else FULL_REPORT
+    args.output.parent.mkdir(parents=True, exist_ok=True)
     options = Options.make(quick=args.quick, runs=args.runs, seconds=args.seconds)
     machine = machine_lines()  # before the runs: the commit and load they started from
     if (os.cpu_count() or 1) < 2:
