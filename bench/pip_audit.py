@@ -34,7 +34,7 @@ def audit(service: str) -> tuple[list[dict] | None, str]:
         deps = json.loads(proc.stdout).get("dependencies", [])
     except json.JSONDecodeError:
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        return None, f"{service}: could not be reached ({last[:160]})"
+        return None, f"{service}: could not be reached ({last.split(': ', 1)[0][:120]})"
     if deps and all(d.get("skip_reason") for d in deps):
         return None, f"{service}: no vulnerability data for any of {len(deps)} packages"
     return deps, ""
