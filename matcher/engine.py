@@ -217,9 +217,6 @@ class Matcher:
             if not all(v.safe for v in verdicts):
                 return ex.result(MatchResult(outcome="no_match", reason="unsafe"))
         live = self.masks.mask(request.product, now)
-        rows, cosines = self.index.search(
-            query, live, self.ranker.cosine_floor, self.config.candidates
-        )
         if request.explain:  # exact scores of every ad; only explanations pay for this
             ex.static_gates(
                 self.catalogue.placements,
@@ -229,10 +226,29 @@ class Matcher:
                 static_gate,
                 self.config.relevance_floor,
             )
-        # The user's location is resolved on first need: most candidates are untargeted and
-        # a lat/lon lookup scans the gazetteer.
-        location: Location | None = None
-        located = False
+        located: list[Location | None] = []  # resolved on first need, once per request
+        k = self.config.candidates
+        while True:
+            rows, cosines = self.index.search(query, live, self.ranker.cosine_floor, k)
+            shown, held_back = self._gate(rows, cosines, request, state, spend, located, ex)
+            # All of the first k relevant ads gated out (say, geo-targeted elsewhere), and
+            # more were above the floor: look further before calling it a miss.
+            if shown or len(rows) < k or k >= len(self.catalogue):
+                break
+            k *= 8
+        if request.explain:
+            ex.location(self._locate(request))
+        ranked = self.ranker.order(shown, self.config.one_per_campaign)[: request.max_ads]
+        ex.ranked(ranked)
+        if ranked:
+            return ex.result(MatchResult(outcome="matched", ads=tuple(ranked)))
+        if held_back:
+            reason = max(held_back, key=held_back.__getitem__)
+            return ex.result(MatchResult(outcome="empty", reason=reason))
+        return ex.result(MatchResult(outcome="no_match", reason="no_relevant_demand"))
+
+    def _gate(self, rows, cosines, request, state, spend, located, ex):
+        """(ads that may be shown, count per gate that held relevant ads back)."""
         shown: list[ScoredAd] = []
         held_back: dict[str, int] = {}
         best = _TopRanks(request.max_ads, self.config.one_per_campaign)
@@ -242,8 +258,8 @@ class Matcher:
                 break  # rows come best first: nothing further can enter the top max_ads
             p = self.catalogue.placements[row]
             if not located and has_targets(p.ad_set.geo):
-                location, located = self._locate(request), True
-            ok, why = targets_match(p.ad_set.geo, location)
+                located.append(self._locate(request))  # a lat/lon lookup is not free
+            ok, why = targets_match(p.ad_set.geo, located[0] if located else None)
             if not ok:
                 ex.gate(p, cosine, "geo", why)
                 continue
@@ -256,16 +272,7 @@ class Matcher:
             shown.append(scored)
             best.add(scored)
             ex.gate(p, cosine, None, why)
-        if request.explain:
-            ex.location(self._locate(request))
-        ranked = self.ranker.order(shown, self.config.one_per_campaign)[: request.max_ads]
-        ex.ranked(ranked)
-        if ranked:
-            return ex.result(MatchResult(outcome="matched", ads=tuple(ranked)))
-        if held_back:
-            reason = max(held_back, key=held_back.__getitem__)
-            return ex.result(MatchResult(outcome="empty", reason=reason))
-        return ex.result(MatchResult(outcome="no_match", reason="no_relevant_demand"))
+        return shown, held_back
 
     def _locate(self, request: MatchRequest) -> Location | None:
         if self.gazetteer is None or request.geo is None:

@@ -110,3 +110,34 @@ def test_bench_helpers_on_a_small_synthetic_catalogue(shared_matcher):
         assert result.outcome == "matched"  # the synthetic vectors have real structure
     finally:
         m.close()
+
+
+def test_search_widens_when_every_first_candidate_is_gated_out(shared_matcher):
+    """With room for one candidate, the geo-excluded best ad must not hide the next one."""
+    import dataclasses
+
+    from matcher import Matcher
+
+    m = Matcher(
+        shared_matcher.catalogue,
+        shared_matcher.embedder,
+        shared_matcher.index.matrix,
+        gazetteer=shared_matcher.gazetteer,
+        safety=shared_matcher.safety,
+        config=dataclasses.replace(shared_matcher.config, candidates=1),
+    )
+    try:
+        req = MatchRequest(
+            product="ugc",
+            content="Looking for a gym membership with early morning classes and coaches",
+            geo=GeoSignal(zipcode="10001"),  # New York: the Austin gym is out
+        )
+        # The Austin gym is the nearest ad (the only first candidate) and geo removes it.
+        assert m.index.search(m.embedder.embed([req.content])[0], m.masks.mask("ugc", T0), 0.27, 1)[
+            0
+        ].tolist() == [m.catalogue.placements.index(m.catalogue.placement("ad-gym-austin"))]
+        result = m.decide(req, ThreadState(), T0, {})
+        assert result.outcome == "matched"
+        assert "ad-gym-austin" not in [s.placement.ad.id for s in result.ads]
+    finally:
+        m.close()
