@@ -135,7 +135,7 @@ class Settings:
     )
     catalogue: Path | None = _setting(
         None,
-        "Catalogue JSON of live demand; empty means the bundled sandbox catalogue.",
+        "Catalogue JSON of live demand (production only); empty: the bundled sandbox catalogue.",
         _optional_path,
     )
     geoip_db: Path | None = _setting(
@@ -248,7 +248,15 @@ class Settings:
                 values[f.name] = f.metadata["parse"](raw)
             except ValueError as exc:
                 raise SettingsError(f"{source}: {exc}") from None
-        return cls(**values)
+        settings = cls(**values)
+        if settings.catalogue is not None and not settings.is_production:
+            # DESIGN 4.4: the sandbox answers from the static catalogue shipped in the package,
+            # so a partner's test results do not depend on how the host was started.
+            raise SettingsError(
+                "EDGE_CATALOGUE: the sandbox always serves its bundled catalogue; "
+                "set a catalogue only for production"
+            )
+        return settings
 
 
 def env_var(name: str) -> str:

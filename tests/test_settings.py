@@ -78,3 +78,9 @@ def test_every_setting_has_help():
     for name, var, _default, help_text in rows:
         assert var == "EDGE_" + name.upper()
         assert help_text.strip().endswith(".") or help_text.strip().endswith(")"), name
+
+
+def test_sandbox_refuses_a_catalogue_of_live_demand():
+    with pytest.raises(SettingsError, match="EDGE_CATALOGUE"):
+        Settings.from_sources({}, {"EDGE_ENV": "sandbox", "EDGE_CATALOGUE": "demand.json"})
+    assert Settings.from_sources({}, {"EDGE_CATALOGUE": "demand.json"}).catalogue is not None
