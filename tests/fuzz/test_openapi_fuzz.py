@@ -11,12 +11,14 @@ in the document; nothing here lists them.
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from collections.abc import Iterator
 
 import orjson
 import pytest
 import schemathesis
+import schemathesis.generation
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
@@ -98,6 +100,12 @@ def _fuzz(operation, mode: GenerationMode, key: str) -> str | None:
             return None
         raise AssertionError(f"{operation.label}: no strategy: {exc}") from exc
     failure: list[str] = []
+    # Hypothesis is derandomised, but schemathesis also draws from the global `random` and
+    # its own module-level Random: seed both per operation so a run does not depend on
+    # what ran before it in the session.
+    seed = f"{operation.label}:{mode.value}"
+    random.seed(seed)
+    schemathesis.generation.RANDOM.seed(seed)
 
     @settings(
         max_examples=MAX_EXAMPLES,
