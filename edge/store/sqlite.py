@@ -39,7 +39,25 @@ _STOP = object()
 class _Job:
     fn: WriteFn
     args: tuple[Any, ...]
-    future: cf.Future
+    # Exactly one of these: a concurrent future (blocking callers) or an asyncio future with
+    # its loop (``write``), resolved per batch with one loop callback (see ``_resolve``).
+    future: cf.Future | None = None
+    loop: asyncio.AbstractEventLoop | None = None
+    afuture: asyncio.Future | None = None
+
+
+Outcome = tuple["asyncio.Future[Any]", Any, BaseException | None]
+
+
+def _resolve(outcomes: list[Outcome]) -> None:
+    """Settle a committed batch's asyncio futures; runs on their event loop."""
+    for future, result, exc in outcomes:
+        if future.done():  # the caller was cancelled; the write stands regardless
+            continue
+        if exc is None:
+            future.set_result(result)
+        else:
+            future.set_exception(exc)
 
 
 def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
@@ -67,6 +85,12 @@ class _Writer(threading.Thread):
     def submit(self, fn: WriteFn, args: tuple[Any, ...]) -> cf.Future:
         future: cf.Future = cf.Future()
         self._queue.put(_Job(fn, args, future))
+        return future
+
+    def submit_async(self, fn: WriteFn, args: tuple[Any, ...]) -> asyncio.Future:
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self._queue.put(_Job(fn, args, None, loop, future))
         return future
 
     def stop(self) -> None:
@@ -114,18 +138,34 @@ class _Writer(threading.Thread):
             log.error("store commit failed for %d writes: %s", len(batch), exc)
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
-            failure = StoreUnavailable(f"the store could not commit: {exc}")
-            for job in batch:
-                if not job.future.done():
-                    job.future.set_exception(failure)
+            message = f"the store could not commit: {exc}"
+            self._settle([(job, None, StoreUnavailable(message)) for job in batch])
             return
         self.batches += 1
         self.jobs += len(batch)
+        self._settle(outcomes)
+
+    @staticmethod
+    def _settle(outcomes: list[tuple[_Job, Any, BaseException | None]]) -> None:
+        # One call_soon_threadsafe per event loop and batch (each wakes the loop through its
+        # self-pipe) instead of one per job, which is what asyncio.wrap_future would cost.
+        by_loop: dict[asyncio.AbstractEventLoop, list[Outcome]] = {}
         for job, result, exc in outcomes:
+            if job.loop is not None:
+                by_loop.setdefault(job.loop, []).append((job.afuture, result, exc))
+                continue
+            future = job.future
+            if future is None or not future.set_running_or_notify_cancel():
+                continue  # cancelled before it ran: nobody waits for it
             if exc is None:
-                job.future.set_result(result)
+                future.set_result(result)
             else:
-                job.future.set_exception(exc)
+                future.set_exception(exc)
+        for loop, settled in by_loop.items():
+            try:
+                loop.call_soon_threadsafe(_resolve, settled)
+            except RuntimeError:  # that loop is closed: nobody is left to tell
+                log.warning("store writes committed for a closed event loop: %d", len(settled))
 
 
 class SQLiteStore(SQLiteMatcherState, SQLiteEventStore, Store):
@@ -183,7 +223,9 @@ class SQLiteStore(SQLiteMatcherState, SQLiteEventStore, Store):
 
     async def write(self, fn: Callable[..., T], *args: Any) -> T:
         """Run ``fn(conn, *args)`` in the writer thread; return after it is committed."""
-        return await asyncio.wrap_future(self._submit(fn, args))
+        if self._writer is None:
+            raise StoreUnavailable("the store is not open")
+        return await self._writer.submit_async(fn, args)
 
     def write_blocking(self, fn: Callable[..., T], *args: Any) -> T:
         return self._submit(fn, args).result()

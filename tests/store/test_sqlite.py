@@ -1,5 +1,6 @@
 import asyncio
 import sqlite3
+import threading
 
 import pytest
 
@@ -125,3 +126,60 @@ def test_rotate_is_atomic_and_refuses_a_non_primary(store):
     again = _record("key_newer", "x" * 24)
     assert not asyncio.run(store.rotate_key("key_old", again, 200.0, now=3.0))
     assert asyncio.run(store.key_by_id("key_newer")) is None
+
+
+def test_a_committed_batch_wakes_the_loop_once(store, monkeypatch):
+    # Every caller of one batch is resolved by one call_soon_threadsafe (not one per write),
+    # and only after the COMMIT: a second connection already sees every row.
+    wakes: list[int] = []
+    seen_on_wake: list[int] = []
+    real = asyncio.BaseEventLoop.call_soon_threadsafe
+
+    def counting(loop, callback, *args, **kw):
+        if args and isinstance(args[0], list):
+            wakes.append(len(args[0]))
+            conn = sqlite3.connect(store.path)
+            seen_on_wake.append(conn.execute("SELECT count(*) FROM api_keys").fetchone()[0])
+            conn.close()
+        return real(loop, callback, *args, **kw)
+
+    monkeypatch.setattr(asyncio.BaseEventLoop, "call_soon_threadsafe", counting)
+    hold = threading.Event()
+
+    async def burst():
+        # Park the writer on a first job so the next 50 queue up as one batch.
+        first = asyncio.ensure_future(store.write(lambda conn: hold.wait(5)))
+        await asyncio.sleep(0.05)
+        rest = [store.insert_key(_record(f"key_{i}", f"{i:024d}")) for i in range(50)]
+        hold.set()
+        await first
+        return await asyncio.gather(*rest)
+
+    assert asyncio.run(burst()) == [None] * 50
+    assert sum(wakes) == 51 and len(wakes) == 2  # the first job, then the 50 together
+    assert seen_on_wake[-1] == 50
+
+
+def test_a_cancelled_caller_does_not_break_the_writer(store):
+    async def run():
+        hold = threading.Event()
+        first = asyncio.ensure_future(store.write(lambda conn: hold.wait(5)))
+        await asyncio.sleep(0.05)
+        doomed = asyncio.ensure_future(store.insert_key(_record("key_c", "c" * 24)))
+        await asyncio.sleep(0)
+        doomed.cancel()
+        hold.set()
+        await first
+        # The writer is still alive: the cancelled write committed, a later one does too.
+        await store.insert_key(_record("key_d", "d" * 24))
+        return doomed.cancelled()
+
+    assert asyncio.run(run())
+    assert [r.key_id for r in asyncio.run(store.list_keys())] == ["key_c", "key_d"]
+
+
+def test_blocking_writes_still_resolve_in_the_writer(store):
+    store.write_blocking(lambda conn, r: conn.execute("SELECT 1"), None)
+    with pytest.raises(sqlite3.OperationalError):
+        store.write_blocking(lambda conn: conn.execute("SELECT * FROM nowhere"))
+    assert store.write_blocking(lambda conn: 7) == 7
