@@ -51,8 +51,14 @@ def client_ip(
     return ip
 
 
-def from_scope(scope, proxies: tuple[IPNetwork, ...]) -> IPAddress | None:
+def scope_inputs(scope) -> tuple[str | None, tuple[str, ...]]:
+    """What ``from_scope`` decides on: the peer and every X-Forwarded-For value, in order."""
     client = scope.get("client")
     peer = client[0] if client else None
-    xff = [v.decode("latin-1") for k, v in scope.get("headers", ()) if k == b"x-forwarded-for"]
+    xff = tuple(v.decode("latin-1") for k, v in scope.get("headers", ()) if k == b"x-forwarded-for")
+    return peer, xff
+
+
+def from_scope(scope, proxies: tuple[IPNetwork, ...]) -> IPAddress | None:
+    peer, xff = scope_inputs(scope)
     return client_ip(peer, xff, proxies)

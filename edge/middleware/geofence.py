@@ -5,24 +5,65 @@ OpenAPI document, the tag script): default-deny, so a route added later is fence
 anyone remembering to list it. Refusals are 403 in the one error shape. The address judged
 is the peer or, behind ``trusted_proxies``, the rightmost untrusted X-Forwarded-For hop;
 it is left in ``scope["state"]["client_ip"]`` for the routes.
+
+Decisions are remembered in a small LRU keyed by the peer and X-Forwarded-For values (a
+browser sends many beacons from one address): parsing the address and the database lookup
+then cost a dict hit. The cache is dropped whenever the geo reader object changes.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from edge.delivery.client_ip import IPNetwork, from_scope
+from edge.delivery.client_ip import IPNetwork, client_ip, scope_inputs
 from edge.errors import error_body
 from geoip import us_only
-from geoip.fence import CountryLookup
+from geoip.fence import CountryLookup, Verdict
 
 _MESSAGES = {
     "not_us": "this service accepts requests from US addresses only",
     "unknown": "the client address could not be placed in the US; requests are refused",
     "not_an_ip": "the client address is not an IP address; requests are refused",
 }
+CACHE_SIZE = 4096
+
+_Key = tuple[str | None, tuple[str, ...]]
+_Decision = tuple[Verdict, str]  # the verdict and the client address as text
+
+
+class DecisionCache:
+    """A bounded LRU of geofence decisions for one geo reader."""
+
+    def __init__(self, size: int = CACHE_SIZE) -> None:
+        if size < 1:
+            raise ValueError("the decision cache needs room for one entry")
+        self.size = size
+        self._geo: object = None
+        self._entries: OrderedDict[_Key, _Decision] = OrderedDict()
+
+    def get(self, geo: object, key: _Key) -> _Decision | None:
+        if geo is not self._geo:  # another database: nothing remembered holds
+            self._entries.clear()
+            self._geo = geo
+            return None
+        hit = self._entries.get(key)
+        if hit is not None:
+            self._entries.move_to_end(key)
+        return hit
+
+    def put(self, geo: object, key: _Key, decision: _Decision) -> None:
+        if geo is not self._geo:
+            self._entries.clear()
+            self._geo = geo
+        self._entries[key] = decision
+        if len(self._entries) > self.size:
+            self._entries.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._entries)
 
 
 class GeofenceMiddleware:
@@ -35,6 +76,7 @@ class GeofenceMiddleware:
         allow_private: bool = False,
         open_paths: Iterable[str] = (),
         open_prefixes: Iterable[str] = (),
+        cache_size: int = CACHE_SIZE,
     ) -> None:
         self.app = app
         self.geo = geo  # a getter: the reader is opened at start-up, after the stack is built
@@ -44,6 +86,7 @@ class GeofenceMiddleware:
         self.open_prefixes = tuple(open_prefixes)
         if any(not p.startswith("/") for p in (*self.open_paths, *self.open_prefixes)):
             raise ValueError("open paths and prefixes must start with /")
+        self.decisions = DecisionCache(cache_size)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -53,16 +96,21 @@ class GeofenceMiddleware:
         if path in self.open_paths or path.startswith(self.open_prefixes):
             await self.app(scope, receive, send)
             return
-        ip = from_scope(scope, self.trusted_proxies)
         geo = self.geo()
         if geo is None:  # not started: fail closed rather than serve unfenced
             await _refuse(send, 503, "unavailable", "the geo database is not loaded yet")
             return
-        verdict = us_only(geo, ip, allow_private=self.allow_private)
+        key = scope_inputs(scope)
+        decision = self.decisions.get(geo, key)
+        if decision is None:
+            ip = client_ip(key[0], key[1], self.trusted_proxies)
+            decision = (us_only(geo, ip, allow_private=self.allow_private), str(ip))
+            self.decisions.put(geo, key, decision)
+        verdict, address = decision
         if not verdict.allowed:
             await _refuse(send, 403, "geo_restricted", _MESSAGES.get(verdict.reason, "refused"))
             return
-        scope.setdefault("state", {})["client_ip"] = str(ip)
+        scope.setdefault("state", {})["client_ip"] = address
         await self.app(scope, receive, send)
 
 

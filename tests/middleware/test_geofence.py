@@ -149,3 +149,29 @@ def test_refusal_is_readable_by_a_registered_page_and_preflight_is_not_fenced(ma
     assert refused.headers["access-control-allow-origin"] == ORIGIN
     assert refused.headers["cache-control"] == "no-store"
     assert refused.headers["x-content-type-options"] == "nosniff"
+
+
+def test_decision_cache_is_a_bounded_lru_per_reader():
+    from edge.middleware.geofence import DecisionCache
+    from geoip.fence import Verdict
+
+    cache, geo, other = DecisionCache(2), object(), object()
+    yes, no = (Verdict(True, "us", "US"), US), (Verdict(False, "not_us", "GB"), GB)
+    cache.put(geo, (US, ()), yes)
+    cache.put(geo, (GB, ()), no)
+    assert cache.get(geo, (US, ())) == yes  # now the most recent
+    cache.put(geo, (UNKNOWN, ()), no)  # evicts the least recent: GB
+    assert cache.get(geo, (GB, ())) is None
+    assert cache.get(geo, (US, ())) == yes and len(cache) == 2
+    assert cache.get(other, (US, ())) is None and len(cache) == 0  # a new reader: forgotten
+    with pytest.raises(ValueError):
+        DecisionCache(0)
+
+
+def test_cached_decisions_follow_the_forwarded_for_chain(edge):
+    # Same peer, different X-Forwarded-For: separate cache entries, separate verdicts.
+    c = edge(PROXY, trusted_proxies=TRUSTED)
+    for _ in range(2):
+        for hop, status in ((US, 400), (GB, 403)):  # 400: let through, then an empty body
+            r = c.post("/dea/url/impression", json={}, headers={"X-Forwarded-For": hop})
+            assert r.status_code == status
