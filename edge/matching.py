@@ -5,6 +5,11 @@ share the one in-process matcher instance (DESIGN 1). This module also adapts th
 the matcher's ``MatchState`` protocol (the matcher never imports edge) and feeds it the
 spend per campaign for the budget gate, cached for a few seconds so no request waits on a
 billing query.
+
+The writes after a decision (serves, no-match windows) are not billing-grade, so they run in
+the background (``StateWrites``) instead of holding the answer for a group-commit fsync. A
+later match of the same thread or post first waits for that thread's or post's pending
+writes, so what one request recorded is what the next one reads; shutdown drains them all.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Iterable, Mapping
 
 from edge.context import Context
 from edge.errors import BadGateway
@@ -26,32 +31,80 @@ SPEND_CACHE_SECONDS = 5.0
 RETRY_AFTER_SECONDS = 1  # a matcher hiccup is short-lived; the caller backs off from here
 
 
+class StateWrites:
+    """Post-decision state writes in flight: background tasks held here until they finish.
+
+    Each is tagged with the thread and post it touches; ``settled(keys)`` waits for the
+    pending writes of those (the store's one writer commits in submission order, so waiting
+    for the latest write of a key covers the earlier ones) and ``drain()`` for all of them.
+    """
+
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Task] = set()
+        self._latest: dict[str, asyncio.Task] = {}
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    def spawn(self, what: str, keys: tuple[str, ...], write: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(_best_effort(what, write))
+        self._tasks.add(task)
+        for key in keys:
+            self._latest[key] = task
+        task.add_done_callback(lambda done: self._forget(done, keys))
+
+    def _forget(self, task: asyncio.Task, keys: tuple[str, ...]) -> None:
+        self._tasks.discard(task)
+        for key in keys:
+            if self._latest.get(key) is task:
+                del self._latest[key]
+
+    async def settled(self, keys: Iterable[str]) -> None:
+        pending = {self._latest[k] for k in keys if k in self._latest}
+        if pending:
+            await asyncio.wait(pending)  # wait, not gather: a cancelled caller cancels no write
+
+    async def drain(self) -> None:
+        while self._tasks:
+            await asyncio.wait(set(self._tasks))
+
+
+def _keys(thread_id: str | None, post_id: str | None) -> tuple[str, ...]:
+    keys = () if thread_id is None else (f"thread:{thread_id}",)
+    return keys if post_id is None else (*keys, f"post:{post_id}")
+
+
 class StoreMatchState:
     """``matcher.state.MatchState`` on top of the store's matcher-state methods.
 
     A failed read fails the match (502): without the thread's disables we could show an ad
     the user asked never to see there again. A failed write after the decision only loses
-    a frequency count or a backoff window, so it is logged and the answer still goes out.
+    a frequency count or a backoff window, so it is logged and the answer still goes out;
+    those writes run in the background (``writes``), never on the response path.
     """
 
-    def __init__(self, store) -> None:
+    def __init__(self, store, writes: StateWrites | None = None) -> None:
         self.store = store
+        self.writes = writes if writes is not None else StateWrites()
 
     async def load(
         self, thread_id: str | None, post_id: str | None, unit_id: str | None, now: float
     ) -> ThreadState:
+        await self.writes.settled(_keys(thread_id, post_id))
         return await self.store.load_matcher_state(thread_id, post_id, now, unit_id)
 
     async def record_served(
         self, thread_id: str, unit_id: str, ad_ids: list[str], now: float
     ) -> None:
-        await _best_effort("serves", self.store.record_serves(thread_id, unit_id, ad_ids, now))
+        write = self.store.record_serves(thread_id, unit_id, ad_ids, now)
+        self.writes.spawn("serves", _keys(thread_id, None), write)
 
     async def record_miss(self, post_id: str, backoff: Backoff, now: float) -> None:
-        await _best_effort("no-match window", self.store.put_backoff(post_id, backoff, now))
+        write = self.store.put_backoff(post_id, backoff, now)
+        self.writes.spawn("no-match window", _keys(None, post_id), write)
 
     async def clear_backoff(self, post_id: str) -> None:
-        await _best_effort("window clear", self.store.clear_backoff(post_id))
+        self.writes.spawn("window clear", _keys(None, post_id), self.store.clear_backoff(post_id))
 
     async def disable(self, pairs: list[tuple[str, str, dict | None]], now: float) -> None:
         await self.store.disable_ads(pairs, now)
@@ -111,9 +164,17 @@ async def startup(ctx: Context) -> None:
             len(ctx.matcher.catalogue.campaigns),
         )
     ctx.extras["spend_cache"] = SpendCache()
+    ctx.extras.setdefault("state_writes", StateWrites())
+
+
+def state_writes(ctx: Context) -> StateWrites:
+    """The edge's post-decision state writes in flight (tests await ``settled``/``drain``)."""
+    return ctx.extras.setdefault("state_writes", StateWrites())
 
 
 async def shutdown(ctx: Context) -> None:
+    # Nothing queued is dropped on a clean stop: the store closes after this returns.
+    await state_writes(ctx).drain()
     # A matcher handed in by a test is shared with other apps: only close our own.
     if ctx.extras.pop("matcher_owned", False) and ctx.matcher is not None:
         ctx.matcher.close()
@@ -132,7 +193,7 @@ async def match(ctx: Context, request: MatchRequest) -> MatchResult:
     try:
         async with asyncio.timeout(timeout):
             spend = await cache.get(ctx)
-            state = StoreMatchState(ctx.store)
+            state = StoreMatchState(ctx.store, state_writes(ctx))
             if isinstance(matcher, Matcher):
                 return await matcher.match(request, state, ctx.clock(), spend, deadline=deadline)
             return await matcher.match(request, state, ctx.clock(), spend)  # a test stand-in

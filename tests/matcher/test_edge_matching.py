@@ -192,3 +192,76 @@ def test_a_failed_state_write_still_answers_but_a_failed_read_is_a_502(ctx, monk
     monkeypatch.setattr(ctx.store, "load_matcher_state", broken)
     with pytest.raises(BadGateway):
         run(ctx, lambda: matching.match(ctx, ugc("my pup won't touch his kibble", "p-w")))
+
+
+def test_state_writes_run_after_the_answer_and_are_drained_at_shutdown(ctx, tmp_path):
+    # The serve is recorded in the background: the answer does not wait for its commit,
+    # the next match of the same thread reads it, and shutdown leaves nothing behind.
+    gate = asyncio.Event()
+    real = ctx.store.record_serves
+
+    async def slow(*args):
+        await gate.wait()
+        await real(*args)
+
+    async def go():
+        ctx.store.record_serves = slow
+        result = await matching.match(ctx, ugc("my pup won't touch his kibble", "p-s"))
+        pending = len(matching.state_writes(ctx))
+        load = asyncio.ensure_future(
+            matching.StoreMatchState(ctx.store, matching.state_writes(ctx)).load(
+                "p-s", None, None, 0.0
+            )
+        )
+        await asyncio.sleep(0.01)
+        waited = not load.done()  # the read of that thread waits for its pending write
+        gate.set()
+        state = await load
+        return result, pending, waited, state
+
+    result, pending, waited, state = run(ctx, go)
+    assert result.outcome == "matched" and pending == 1 and waited
+    assert state.served == {result.ads[0].placement.ad.id: 1}
+
+
+def test_shutdown_drains_state_writes_before_the_store_closes(ctx):
+    async def go():
+        result = await matching.match(ctx, ugc("my pup won't touch his kibble", "p-d"))
+        return result, len(matching.state_writes(ctx))
+
+    result, pending = run(ctx, go)  # run() shuts matching down, then closes the store
+    assert pending == 1
+
+    async def read():
+        await ctx.store.open()
+        try:
+            return await ctx.store.load_matcher_state("p-d", None, 0.0)
+        finally:
+            await ctx.store.close()
+
+    assert asyncio.run(read()).served == {result.ads[0].placement.ad.id: 1}
+
+
+def test_state_writes_settle_by_key_and_a_cancelled_reader_cancels_no_write():
+    async def go():
+        writes = matching.StateWrites()
+        gates = {"a": asyncio.Event(), "b": asyncio.Event()}
+        done: list[str] = []
+
+        async def write(name):
+            await gates[name].wait()
+            done.append(name)
+
+        writes.spawn("a", ("thread:a",), write("a"))
+        writes.spawn("b", ("post:b",), write("b"))
+        gates["a"].set()
+        await writes.settled(("thread:a", "thread:none"))  # does not wait for b
+        assert done == ["a"] and len(writes) == 1
+        waiter = asyncio.ensure_future(writes.settled(("post:b",)))
+        await asyncio.sleep(0)
+        waiter.cancel()
+        gates["b"].set()
+        await writes.drain()
+        return done, len(writes)
+
+    assert asyncio.run(go()) == (["a", "b"], 0)
