@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from edge.store.base import KeyRecord, Store, StoreUnavailable
-from edge.store.events import SQLiteEventStore
+from edge.store.events import CountingConnection, SQLiteEventStore, flush_counts
 from edge.store.matcher_state import SQLiteMatcherState
 from edge.store.migrations import apply_migrations
 
@@ -60,9 +60,13 @@ def _resolve(outcomes: list[Outcome]) -> None:
             future.set_exception(exc)
 
 
-def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
+def connect(
+    path: Path, *, readonly: bool = False, factory: type[sqlite3.Connection] = sqlite3.Connection
+) -> sqlite3.Connection:
     # isolation_level=None: we issue BEGIN/COMMIT ourselves.
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=5.0)
+    conn = sqlite3.connect(
+        path, isolation_level=None, check_same_thread=False, timeout=5.0, factory=factory
+    )
     conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
     conn.execute("PRAGMA foreign_keys = ON")
     if readonly:
@@ -75,7 +79,7 @@ def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
 
 
 class _Writer(threading.Thread):
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: CountingConnection) -> None:
         super().__init__(name="edge-store-writer", daemon=True)
         self._conn = conn
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
@@ -123,18 +127,22 @@ class _Writer(threading.Thread):
         try:
             conn.execute("BEGIN IMMEDIATE")
             for job in batch:
+                mark = len(conn.deferred_counts)
                 conn.execute("SAVEPOINT job")
                 try:
                     result = job.fn(conn, *job.args)
                 except Exception as exc:  # this job only: undo it, keep the others
                     conn.execute("ROLLBACK TO job")
                     conn.execute("RELEASE job")
+                    del conn.deferred_counts[mark:]
                     outcomes.append((job, None, exc))
                 else:
                     conn.execute("RELEASE job")
                     outcomes.append((job, result, None))
+            flush_counts(conn)  # the batch's counter bumps, in the same transaction
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
+            conn.deferred_counts.clear()
             log.error("store commit failed for %d writes: %s", len(batch), exc)
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
@@ -189,9 +197,9 @@ class SQLiteStore(SQLiteMatcherState, SQLiteEventStore, Store):
         if self._writer is not None:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        conn = connect(self.path)
+        conn = connect(self.path, factory=CountingConnection)
         apply_migrations(conn)
-        self._writer = _Writer(conn)
+        self._writer = _Writer(conn)  # type: ignore[arg-type]
         self._writer.start()
         self._pool = cf.ThreadPoolExecutor(self._readers, thread_name_prefix="edge-store-read")
 

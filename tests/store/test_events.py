@@ -160,3 +160,30 @@ def test_normalise_origin(text, expected):
 def test_bad_origins_are_refused(bad):
     with pytest.raises(ValueError):
         normalise_origin(bad)
+
+
+def test_a_batch_applies_its_counter_bumps_summed_and_a_failed_job_drops_its_own(store):
+    from edge.store.events import _bump
+
+    def fails_after_bumping(conn):
+        _bump(conn, [("ad", "ad-1", "impressions", 100)])
+        raise ValueError("this job fails after queueing a bump")
+
+    async def burst():
+        return await asyncio.gather(
+            *(store.record_impression(imp((f"tok:{i}",), cpm_usd=2.0)) for i in range(40)),
+            store.write(fails_after_bumping),
+            *(store.record_impression(imp((f"tok:x{i}",))) for i in range(10)),
+            return_exceptions=True,
+        )
+
+    results = run(burst())
+    assert results.count(True) == 50 and isinstance(results[40], ValueError)
+    batches, _ = store.group_commit_stats
+    assert batches < 51  # the burst shared commits, so bumps were summed across jobs
+    c = counts(store)
+    assert c[("ad", "ad-1", "impressions")] == 50  # not 150: the failed job's bump is gone
+    assert c[("publisher", "pub-1", "viewable_impressions")] == 50
+    assert c[("campaign", "cmp-1", "billable_usd")] == pytest.approx(0.080)
+    conn = sqlite3.connect(store.path)
+    assert conn.execute("SELECT count(*) FROM billing_events").fetchone()[0] == 40
