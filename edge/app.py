@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 from collections.abc import AsyncIterator
 
@@ -94,14 +95,24 @@ def create_app(
         if ctx.signer is None:
             ctx.signer = await Signer.from_settings(settings, ctx.store)
         started = []
+        frozen = False
         try:
             for module in LIFECYCLE_MODULES:
                 if hasattr(module, "startup"):
                     await module.startup(ctx)
                 started.append(module)
             log.info("edge %s environment ready on %s", settings.env, settings.base_url)
+            # Everything loaded so far (model, gazetteer, catalogue, tables: ~260k tracked
+            # objects) lives as long as the process; left in the collector's generations,
+            # every full collection walks it, a ~200 ms stall of the event loop under load
+            # (the ingest p99). Frozen, a full collection sees only objects made since.
+            # https://docs.python.org/3/library/gc.html#gc.freeze
+            gc.freeze()
+            frozen = True
             yield
         finally:
+            if frozen:
+                gc.unfreeze()  # tests start many apps in one process: give them back
             for module in reversed(started):
                 if hasattr(module, "shutdown"):
                     await module.shutdown(ctx)

@@ -61,3 +61,13 @@ def test_signing_key_is_generated_once_and_kept(make_client, tmp_path):
     token = first.app.state.ctx.signer.sign("p", b"m")
     second = make_client()  # same database, a new process would read the same key
     assert second.app.state.ctx.signer.sign("p", b"m") == token
+
+
+def test_start_up_objects_are_frozen_out_of_the_collector_while_serving(make_client):
+    # A full collection then walks only what requests made, not the model and tables.
+    import gc
+
+    client = make_client()
+    assert gc.get_freeze_count() > 0
+    client.__exit__(None, None, None)
+    assert gc.get_freeze_count() == 0  # shutdown gives them back (tests start many apps)
