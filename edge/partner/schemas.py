@@ -111,15 +111,16 @@ GEO_TARGET = {
     "type": ["object", "null"],
     "additionalProperties": False,
     "description": "Any one signal is enough; precedence lat+lon, zipcode, city, dma, state; "
-    "a country alone and a lone lat or lon are ignored (then X-Forwarded-For is used).",
+    "a country alone and a lone lat or lon are ignored (then X-Forwarded-For is used); "
+    "a null field is the same as an absent one.",
     "properties": {
-        "zipcode": {"type": "string", "pattern": r"^\d{5}(-\d{4})?$"},
-        "state": {"type": "string", "examples": ["US-CA", "CA"]},
-        "city": {"type": "string", "maxLength": 100},
-        "dma": {"type": "string", "pattern": r"^\d{3}$"},
-        "lat": {"type": "number", "minimum": -90, "maximum": 90},
-        "lon": {"type": "number", "minimum": -180, "maximum": 180},
-        "country": {"type": "string", "pattern": "^[A-Za-z]{2}$", "default": "US"},
+        "zipcode": {"type": ["string", "null"], "pattern": r"^\d{5}(-\d{4})?$"},
+        "state": {"type": ["string", "null"], "examples": ["US-CA", "CA"]},
+        "city": {"type": ["string", "null"], "maxLength": 100},
+        "dma": {"type": ["string", "null"], "pattern": r"^\d{3}$"},
+        "lat": {"type": ["number", "null"], "minimum": -90, "maximum": 90},
+        "lon": {"type": ["number", "null"], "minimum": -180, "maximum": 180},
+        "country": {"type": ["string", "null"], "pattern": "^[A-Za-z]{2}$", "default": "US"},
     },
 }
 MESSAGE = {"type": "string", "minLength": 1, "maxLength": MAX_MSG}

@@ -172,6 +172,12 @@ def test_country_only_and_lone_coordinates_are_no_signal(prod, script):
     assert (lone.lat, lone.lon, lone.zipcode) == (None, None, "94107")
 
 
+def test_a_null_geo_field_is_an_absent_one(prod, script):
+    # Found by the fuzz test: the routes took null, the document said string (both now agree).
+    geo = geo_of(prod, script, {"zipcode": None, "state": "CA", "lat": None, "lon": None})
+    assert (geo.state, geo.zipcode, geo.lat) == ("US-CA", None, None)
+
+
 @pytest.mark.parametrize(
     ("geo", "field"),
     [
