@@ -21,6 +21,10 @@ from edge.store.events import REPORT_COUNTERS
 SCOPES = ("ad", "publisher", "campaign", "key")
 TITLES = {"ad": "Ads", "publisher": "Publishers", "campaign": "Campaigns", "key": "API keys"}
 MONEY = "billable_usd"
+# A request and a no-match concern a post or a page, never one ad: those two are counted
+# per publisher and per key, so ad rows leave them out rather than show a column of zeros.
+PER_AD_COUNTERS = tuple(c for c in REPORT_COUNTERS if c not in ("requests", "no_matches"))
+COLUMNS = {"ad": PER_AD_COUNTERS, "publisher": REPORT_COUNTERS}
 
 
 def register(sub) -> None:
@@ -34,14 +38,14 @@ def register(sub) -> None:
 
 
 def build(rows: list[tuple[str, str, str, float]]) -> dict[str, dict[str, dict[str, float]]]:
-    """{scope: {id: {counter: amount}}}; ad and publisher rows list every report counter."""
+    """{scope: {id: {counter: amount}}}; ad and publisher rows list every counter of theirs."""
     out: dict[str, dict[str, dict[str, float]]] = {"ad": {}, "publisher": {}}
     for scope, scope_id, counter, amount in rows:
         entry = out.setdefault(scope, {}).setdefault(scope_id, {})
         entry[counter] = amount
-    for scope in ("ad", "publisher"):
+    for scope, columns in COLUMNS.items():
         for scope_id, entry in out[scope].items():
-            out[scope][scope_id] = {c: entry.get(c, 0) for c in REPORT_COUNTERS} | entry
+            out[scope][scope_id] = {c: entry.get(c, 0) for c in columns} | entry
     return {
         scope: {i: {c: _number(c, a) for c, a in entries[i].items()} for i in sorted(entries)}
         for scope, entries in sorted(out.items(), key=lambda kv: _order(kv[0]))

@@ -42,7 +42,7 @@ def test_json_report(tmp_path, capsys):
     report = orjson.loads(capsys.readouterr().out)
     assert list(report)[:2] == ["ad", "publisher"]
     ad = report["ad"]["ad-1"]
-    assert ad["matches"] == 2 and ad["requests"] == 0
+    assert ad["matches"] == 2 and "requests" not in ad and "no_matches" not in ad
     assert ad["impressions"] == 3 and ad["viewable_impressions"] == 3  # url, ugc + ai split
     assert ad["hovers"] == 1 and ad["failures"] == 0
     assert ad["billable_usd"] == 0.015
@@ -60,7 +60,9 @@ def test_text_report(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "Ads (1)" in out and "Publishers (1)" in out
     header = next(line for line in out.splitlines() if line.strip().startswith("ad "))
-    assert header.split()[1:4] == ["requests", "matches", "no_matches"]
+    assert header.split()[1:3] == ["matches", "impressions"]
+    pub_header = next(line for line in out.splitlines() if line.strip().startswith("publisher "))
+    assert pub_header.split()[1:4] == ["requests", "matches", "no_matches"]
     row = next(line for line in out.splitlines() if line.strip().startswith("ad-1"))
     assert row.split()[-1] == "0.0150"
 
