@@ -12,6 +12,7 @@ from bench.options import Options, progress
 from bench.report import Section, Table
 from bench.servers import BareServer, PinnedEdge
 from bench.stats import Spread
+from tag.builder import BUDGET_BROTLI_BYTES, build_tag
 
 ENCODINGS = ("identity", "gzip", "br")
 
@@ -32,11 +33,6 @@ def run(options: Options) -> Section:
 
 
 def _tag_sizes(section: Section) -> None:
-    try:
-        from tag.builder import BUDGET_BROTLI_BYTES, build_tag
-    except ImportError as exc:
-        section.notes.append(f"Tag size not measured: the tag builder is missing ({exc}).")
-        return
     build = build_tag("https://edge.example")
     sizes = build.sizes()
     verdict = "within" if sizes["br"] <= BUDGET_BROTLI_BYTES else "OVER"

@@ -18,6 +18,7 @@ import orjson
 from bench import synthetic
 from bench.servers import SERVER_CPU, rss_mib
 from bench.stats import percentile
+from matcher import perf
 from matcher.catalogue import parse_catalogue
 from matcher.embeddings import CachedEmbedder, MiniLM
 from matcher.engine import Matcher
@@ -82,14 +83,10 @@ def main(ads: int, runs: int, count: int) -> dict:
     return out
 
 
-def _matcher_perf(ads: int, model: MiniLM, runs: int, count: int) -> dict | None:
+def _matcher_perf(ads: int, model: MiniLM, runs: int, count: int) -> dict:
     """The matcher's own helpers (``matcher.perf``) on its own synthetic catalogue (sandbox
     ad vectors plus noise, a fifth geo-targeted): one fixed 40-word post, repeated; floor
     and match alternate run by run like the main measurement."""
-    try:
-        from matcher import perf
-    except ImportError:
-        return None
     m = perf.synthetic_matcher(ads, embedder=model)
     out: dict[str, list[float]] = {
         k: [] for k in ("floor_p50", "floor_p99", "match_p50", "match_p99")

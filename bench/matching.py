@@ -14,6 +14,7 @@ from bench.options import Options, progress
 from bench.report import Section, Table
 from bench.stats import Spread, ratios
 from matcher.index import IVF_MIN_ROWS
+from matcher.safety_train import evaluate
 
 AIMS = {10_000: 1.3, 100_000: 1.5}  # issue 3: matcher p50 within this many floors
 
@@ -144,11 +145,6 @@ def run(options: Options) -> Section:
 
 
 def _safety(section: Section) -> None:
-    try:
-        from matcher.safety_train import evaluate
-    except ImportError as exc:
-        section.notes.append(f"Safety precision/recall not measured: {exc}.")
-        return
     progress("matcher: brand-safety precision/recall on the held-out split")
     r = evaluate()
     t = Table(

@@ -132,8 +132,7 @@ class SpendCache:
             return self._value
         async with self._lock:  # one query refreshes it for everyone waiting
             if not self._fresh(now):
-                fetch = getattr(ctx.store, "spend_by_campaign", None)
-                self._value = dict(await fetch()) if fetch is not None else {}
+                self._value = dict(await ctx.store.spend_by_campaign())
                 self._fetched_at = now
         return self._value
 
