@@ -5,31 +5,25 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.routing import BaseRoute
 
-from edge import counters, matching
 from edge.context import Context
-from edge.delivery.publishers import registry
 from edge.errors import exception_handlers
 from edge.middleware import CORSMiddleware, GeofenceMiddleware, SecurityHeadersMiddleware
-from edge.routes import ad_manager, ai, dea, health, legacy, meta, sandbox, tag, ugc
+from edge.routes import RouteModule, ad_manager, ai, dea, health, legacy, meta, sandbox, tag, ugc
 from edge.settings import Settings
-from edge.signing import Signer
 from edge.store import Store
 
 log = logging.getLogger("edge.app")
 TAG_SCRIPT_PREFIX = "/dea/tag."  # /dea/tag.js and the versioned /dea/tag.<version>.js
 
 
-# Every route family, each `routes(ctx)` and optionally `openapi(ctx)`.
-ROUTE_MODULES = (health, ugc, ai, ad_manager, sandbox, legacy, dea, tag)
-# Modules with `async startup(ctx)` / `async shutdown(ctx)`, started in this order and
-# stopped in reverse (route modules may define them too).
-LIFECYCLE_MODULES = (matching, *ROUTE_MODULES, counters)
+# Every route family, each with `routes(ctx)` and `openapi(ctx)`.
+ROUTE_MODULES: tuple[RouteModule, ...] = (health, ugc, ai, ad_manager, sandbox, legacy, dea, tag)
 
 
 def build_routes(ctx: Context) -> list[BaseRoute]:
@@ -48,7 +42,6 @@ def build_middleware(ctx: Context) -> list[Middleware]:
     the geofence still carries the CORS grant the tag needs to read it; the geofence only
     in production (SPEC 1: the sandbox does not apply it).
     """
-    publishers = registry(ctx)
     stack = [
         Middleware(
             SecurityHeadersMiddleware,
@@ -57,7 +50,7 @@ def build_middleware(ctx: Context) -> list[Middleware]:
         ),
         Middleware(
             CORSMiddleware,
-            origin_allowed=publishers.origin_allowed,
+            origin_allowed=ctx.publishers.origin_allowed,
             preflight_paths=dea.PREFLIGHT_PATHS,
         ),
     ]
@@ -65,7 +58,7 @@ def build_middleware(ctx: Context) -> list[Middleware]:
         # Open: liveness checks for load balancers, the API document, the tag script (not an
         # API call or a beacon; CDNs cache it for everyone) and whatever the tag module
         # declares public (its demo page).
-        open_paths = {*health.openapi(ctx)["paths"], meta.PATH, *getattr(tag, "PUBLIC_PATHS", ())}
+        open_paths = {*health.openapi(ctx)["paths"], meta.PATH, *tag.PUBLIC_PATHS}
         stack.append(
             Middleware(
                 GeofenceMiddleware,
@@ -83,7 +76,7 @@ def create_app(
     settings: Settings,
     *,
     store: Store | None = None,
-    clock=None,
+    clock: Callable[[], float] | None = None,
     context: Context | None = None,
 ) -> Starlette:
     """The edge for one environment. Tests pass a ``context`` (or store/clock) to share state."""
@@ -91,16 +84,9 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        await ctx.store.open()
-        if ctx.signer is None:
-            ctx.signer = await Signer.from_settings(settings, ctx.store)
-        started = []
+        await ctx.start()
         frozen = False
         try:
-            for module in LIFECYCLE_MODULES:
-                if hasattr(module, "startup"):
-                    await module.startup(ctx)
-                started.append(module)
             log.info("edge %s environment ready on %s", settings.env, settings.base_url)
             # Everything loaded so far (model, gazetteer, catalogue, tables: ~260k tracked
             # objects) lives as long as the process; left in the collector's generations,
@@ -113,10 +99,7 @@ def create_app(
         finally:
             if frozen:
                 gc.unfreeze()  # tests start many apps in one process: give them back
-            for module in reversed(started):
-                if hasattr(module, "shutdown"):
-                    await module.shutdown(ctx)
-            await ctx.store.close()
+            await ctx.stop()
 
     app = Starlette(
         routes=build_routes(ctx),

@@ -1,33 +1,54 @@
-"""What every route and command shares, built once per process from the settings."""
+"""Every long-lived object of one edge process, in one place.
+
+``Context.build`` makes the objects that need no I/O (the CLI stops there); ``start`` loads
+the ones that do (the signing key, the matcher, the geo database) and starts the background
+tasks, in that order; ``stop`` undoes it in reverse. Routes, middleware and commands receive
+the context and read its fields; nothing else keeps process-wide state.
+"""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
+from edge import matching
 from edge.counters import Counters
+from edge.delivery.publishers import PublisherRegistry
 from edge.keys import Keyring
-from edge.settings import Settings
+from edge.matching import SpendCache, StateWrites
+from edge.partner.listing import Listing
+from edge.ratelimit import RateLimits
+from edge.settings import Settings, SettingsError
 from edge.signing import Signer
 from edge.store import Store, open_store
+from geoip import GeoDatabaseError, GeoReader, open_reader
+from matcher import Matcher
+from tag import TagBuild, build_tag
 
 Clock = Callable[[], float]
 
 
-@dataclass
+@dataclass(eq=False)
 class Context:
     settings: Settings
     store: Store
     clock: Clock
     keyring: Keyring
-    # Filled during start-up (the app's lifespan), never per request.
+    counters: Counters  # report counters, flushed by a background task
+    rate_limits: RateLimits  # per key and product (partner routes)
+    publishers: PublisherRegistry  # registered publishers, refreshed by a background task
+    spend_cache: SpendCache  # billed USD per campaign for the budget gate
+    state_writes: StateWrites  # the matcher's post-decision writes in flight
+    tag: TagBuild  # the browser tag, built for this edge's public URL
+    # Loaded by ``start`` (they need I/O), never per request:
     signer: Signer | None = None
-    matcher: Any = None  # matcher.Matcher, loaded by edge.matching.startup
-    geo: Any = None  # geoip reader, opened at start-up by the delivery edge
-    counters: Counters = field(default_factory=Counters)
-    extras: dict[str, Any] = field(default_factory=dict)
+    matcher: Matcher | None = None
+    geo: GeoReader | None = None
+    # The Ad Manager's listing of the loaded catalogue, built on first use.
+    ad_listing: Listing | None = None
+    # Whether ``start`` loaded the matcher (a test may hand in a shared one to keep).
+    matcher_owned: bool = False
 
     @classmethod
     def build(
@@ -36,10 +57,59 @@ class Context:
         *,
         store: Store | None = None,
         clock: Clock | None = None,
-        matcher: Any = None,
+        matcher: Matcher | None = None,
     ) -> Context:
         """``matcher``: an already loaded one (tests share one instead of reloading the model)."""
         store = store if store is not None else open_store(settings)
         clock = clock or time.time
-        keyring = Keyring(store, clock, settings.key_cache_seconds)
-        return cls(settings=settings, store=store, clock=clock, keyring=keyring, matcher=matcher)
+        return cls(
+            settings=settings,
+            store=store,
+            clock=clock,
+            keyring=Keyring(store, clock, settings.key_cache_seconds),
+            counters=Counters(),
+            rate_limits=RateLimits.from_settings(settings, clock),
+            publishers=PublisherRegistry(store),
+            spend_cache=SpendCache(),
+            state_writes=StateWrites(),
+            tag=build_tag(settings.base_url),
+            matcher=matcher,
+        )
+
+    async def start(self) -> None:
+        """Open the store and load what needs I/O; on failure, stop what had started."""
+        await self.store.open()
+        try:
+            if self.signer is None:
+                self.signer = await Signer.from_settings(self.settings, self.store)
+            if self.matcher is None:
+                self.matcher = await matching.load_matcher(self.settings)
+                self.matcher_owned = True
+            if self.geo is None:
+                # Opened once (mmap, C extension); lookups take microseconds on the event loop.
+                try:
+                    self.geo = open_reader(self.settings.geoip_db)
+                except GeoDatabaseError as exc:  # name the setting, as every bad value does
+                    raise SettingsError(f"EDGE_GEOIP_DB (--geoip-db): {exc}") from None
+            await self.publishers.start()
+            self.counters.start(self.store)
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def stop(self) -> None:
+        """Flush and release everything ``start`` began, the store last."""
+        try:
+            await self.counters.stop(self.store)
+            await self.publishers.stop()
+            geo, self.geo = self.geo, None
+            if geo is not None:
+                geo.close()
+            # Nothing queued is dropped on a clean stop: the store closes after this.
+            await self.state_writes.drain()
+            # A matcher handed in by a test is shared with other apps: only close our own.
+            if self.matcher_owned and self.matcher is not None:
+                self.matcher.close()
+                self.matcher, self.matcher_owned = None, False
+        finally:
+            await self.store.close()

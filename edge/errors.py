@@ -55,10 +55,6 @@ class NotFound(EdgeError):
     status, code = 404, "not_found"
 
 
-class MethodNotAllowed(EdgeError):
-    status, code = 405, "method_not_allowed"
-
-
 class Conflict(EdgeError):
     status, code = 409, "conflict"
 

@@ -18,12 +18,16 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Iterable, Mapping
+from typing import TYPE_CHECKING
 
-from edge.context import Context
 from edge.errors import BadGateway
+from edge.settings import Settings
 from matcher import Matcher
 from matcher.state import Backoff, ThreadState
 from matcher.types import MatchRequest, MatchResult
+
+if TYPE_CHECKING:
+    from edge.context import Context
 
 log = logging.getLogger("edge.matching")
 
@@ -140,43 +144,22 @@ class SpendCache:
         at = self._fetched_at
         return at is not None and at <= now < at + self.ttl
 
-    def invalidate(self) -> None:
-        self._fetched_at = None
 
-
-async def startup(ctx: Context) -> None:
-    """Load the catalogue and the model into ``ctx.matcher`` (unless a test supplied one)."""
-    if ctx.matcher is None:
-        s = ctx.settings
-        # Off the event loop: reading the model and embedding the catalogue takes seconds.
-        ctx.matcher = await asyncio.to_thread(
-            Matcher.load,
-            s.catalogue,
-            threads=s.model_threads,
-            cache_dir=s.cache_dir,
-            dma_table=s.dma_table,
-        )
-        ctx.extras["matcher_owned"] = True
-        log.info(
-            "matcher ready: %d ads in %d campaigns",
-            len(ctx.matcher.catalogue),
-            len(ctx.matcher.catalogue.campaigns),
-        )
-    ctx.extras["spend_cache"] = SpendCache()
-    ctx.extras.setdefault("state_writes", StateWrites())
-
-
-def state_writes(ctx: Context) -> StateWrites:
-    """The edge's post-decision state writes in flight (tests await ``settled``/``drain``)."""
-    return ctx.extras.setdefault("state_writes", StateWrites())
-
-
-async def shutdown(ctx: Context) -> None:
-    # Nothing queued is dropped on a clean stop: the store closes after this returns.
-    await state_writes(ctx).drain()
-    # A matcher handed in by a test is shared with other apps: only close our own.
-    if ctx.extras.pop("matcher_owned", False) and ctx.matcher is not None:
-        ctx.matcher.close()
+async def load_matcher(settings: Settings) -> Matcher:
+    """The catalogue and the model, loaded off the event loop (it takes seconds)."""
+    matcher = await asyncio.to_thread(
+        Matcher.load,
+        settings.catalogue,
+        threads=settings.model_threads,
+        cache_dir=settings.cache_dir,
+        dma_table=settings.dma_table,
+    )
+    log.info(
+        "matcher ready: %d ads in %d campaigns",
+        len(matcher.catalogue),
+        len(matcher.catalogue.campaigns),
+    )
+    return matcher
 
 
 async def match(ctx: Context, request: MatchRequest) -> MatchResult:
@@ -186,16 +169,13 @@ async def match(ctx: Context, request: MatchRequest) -> MatchResult:
         raise BadGateway(
             "the matcher is not loaded yet", headers={"Retry-After": str(RETRY_AFTER_SECONDS)}
         )
-    cache: SpendCache = ctx.extras.setdefault("spend_cache", SpendCache())
     timeout = ctx.settings.match_timeout_ms / 1000
     deadline = time.monotonic() + timeout
     try:
         async with asyncio.timeout(timeout):
-            spend = await cache.get(ctx)
-            state = StoreMatchState(ctx.store, state_writes(ctx))
-            if isinstance(matcher, Matcher):
-                return await matcher.match(request, state, ctx.clock(), spend, deadline=deadline)
-            return await matcher.match(request, state, ctx.clock(), spend)  # a test stand-in
+            spend = await ctx.spend_cache.get(ctx)
+            state = StoreMatchState(ctx.store, ctx.state_writes)
+            return await matcher.match(request, state, ctx.clock(), spend, deadline=deadline)
     except TimeoutError:
         log.warning("match over its %d ms deadline", ctx.settings.match_timeout_ms)
         raise BadGateway(

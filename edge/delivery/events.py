@@ -23,7 +23,6 @@ from edge.beacons import (
 )
 from edge.context import Context
 from edge.delivery import schemas
-from edge.delivery.publishers import registry
 from edge.delivery.requests import json_body, store_errors, strict_query
 from edge.errors import BadRequest, Forbidden
 from edge.http import json_response
@@ -60,135 +59,135 @@ def _impression(ctx: Context, kind: str, claims: ImpressionClaims, keys: tuple[s
     )
 
 
-class EventHandlers:
-    """The /dea beacon endpoints of one edge."""
+async def _count(ctx: Context, request: Request, surface: Surface) -> bool:
+    body = await json_body(ctx, request, schemas.IMPRESSION_REQUEST)
+    claims = _claims(ctx, body["impression_token"], surface, "impression_token")
+    keys = (f"tok:{claims.token_id}", f"iid:{body['impression_id']}")
+    async with store_errors():
+        return await ctx.store.record_impression(_impression(ctx, surface, claims, keys))
 
-    def __init__(self, ctx: Context) -> None:
-        self.ctx = ctx
 
-    async def _count(self, request: Request, surface: Surface) -> bool:
-        body = await json_body(self.ctx, request, schemas.IMPRESSION_REQUEST)
-        claims = _claims(self.ctx, body["impression_token"], surface, "impression_token")
-        keys = (f"tok:{claims.token_id}", f"iid:{body['impression_id']}")
-        async with store_errors():
-            return await self.ctx.store.record_impression(
-                _impression(self.ctx, surface, claims, keys)
-            )
+async def url_impression(ctx: Context, request: Request) -> Response:
+    counted = await _count(ctx, request, "url")
+    return json_response({"acknowledged": True, "counted": counted})
 
-    async def url_impression(self, request: Request) -> Response:
-        counted = await self._count(request, "url")
-        return json_response({"acknowledged": True, "counted": counted})
 
-    async def ugc_impression(self, request: Request) -> Response:
-        if request.method == "GET":
-            return await self._ugc_pixel(request)
-        counted = await self._count(request, "ugc")
-        return json_response({"acknowledged": True, "counted": counted})
+async def ugc_impression(ctx: Context, request: Request) -> Response:
+    if request.method == "GET":
+        return await _ugc_pixel(ctx, request)
+    counted = await _count(ctx, request, "ugc")
+    return json_response({"acknowledged": True, "counted": counted})
 
-    async def _ugc_pixel(self, request: Request) -> Response:
-        # The pixel form fired from an ad's pixel_trackers: no body, no impression id; the
-        # token alone is the dedupe key, and a replay is answered 204 like the first.
-        query = strict_query(request, ["t"], required=["t"])
-        claims = _claims(self.ctx, query["t"], "ugc", "t")
-        async with store_errors():
-            await self.ctx.store.record_impression(
-                _impression(self.ctx, "ugc", claims, (f"tok:{claims.token_id}",))
-            )
-        return Response(status_code=204)
 
-    async def hover(self, request: Request) -> Response:
-        body = await json_body(self.ctx, request, schemas.HOVER_REQUEST)
-        claims = self._any_surface(body["impression_token"])
-        async with store_errors():
-            await self.ctx.store.record_hover(
-                Hover(
-                    token_id=claims.token_id,
-                    ad_id=claims.ad_id,
-                    at=self.ctx.clock(),
-                    hover_ms=body["hover_ms"],
-                    publisher_id=claims.publisher_id,
-                    slot_id=claims.slot_id,
-                )
-            )
-        return json_response({"acknowledged": True})
-
-    def _any_surface(self, token: Any) -> ImpressionClaims:
-        try:
-            return _claims(self.ctx, token, "url", "impression_token")
-        except BadRequest:
-            return _claims(self.ctx, token, "ugc", "impression_token")
-
-    async def failure(self, request: Request) -> Response:
-        body = await json_body(self.ctx, request, schemas.FAILURE_REQUEST)
-        pid = body["publisher_id"]
-        if registry(self.ctx).get(pid) is None:
-            raise Forbidden(
-                f"publisher {pid!r} is not registered",
-                field="publisher_id",
-                code="unknown_publisher",
-            )
-        ad_id = None
-        if "impression_token" in body:
-            ad_id = self._any_surface(body["impression_token"]).ad_id
-        async with store_errors():
-            await self.ctx.store.record_failure(
-                PlacementFailure(
-                    publisher_id=pid,
-                    slot_id=body["slot_id"],
-                    reason=body["reason"],
-                    at=self.ctx.clock(),
-                    ad_id=ad_id,
-                    message=body.get("message", ""),
-                    page_url=body["page_url"],
-                )
-            )
-        return json_response({"acknowledged": True})
-
-    async def ai_render(self, request: Request) -> Response:
-        return await self._ai(request, "render")
-
-    async def ai_view(self, request: Request) -> Response:
-        return await self._ai(request, "view")
-
-    async def _ai(self, request: Request, kind: str) -> Response:
-        query = strict_query(request, schemas.AI_BEACON_QUERY)
-        if not query.get("sig", "").isascii():
-            raise BadRequest(
-                "the beacon signature is malformed", field="sig", code="invalid_signature"
-            )
-        try:
-            beacon = verify_ai_beacon(self.ctx.signer, kind, query)  # type: ignore[arg-type]
-        except InvalidToken as exc:
-            raise BadRequest(str(exc), field="sig", code="invalid_signature") from None
-        ad_id, campaign_id, cpm = self._ai_attribution(beacon.ad_id)
-        imp = Impression(
-            kind=f"ai-{kind}",  # type: ignore[arg-type]
-            dedupe_keys=(f"ai:{kind}:{beacon.ad_id}:{beacon.message_id}",),
-            env=self.ctx.settings.env,
-            ad_id=ad_id,
-            campaign_id=campaign_id,
-            at=self.ctx.clock(),
-            post_id=beacon.message_id,
-            # A CPM ad is billed on its viewable impression only, never twice per message.
-            cpm_usd=cpm if kind == "view" else None,
+async def _ugc_pixel(ctx: Context, request: Request) -> Response:
+    # The pixel form fired from an ad's pixel_trackers: no body, no impression id; the
+    # token alone is the dedupe key, and a replay is answered 204 like the first.
+    query = strict_query(request, ["t"], required=["t"])
+    claims = _claims(ctx, query["t"], "ugc", "t")
+    async with store_errors():
+        await ctx.store.record_impression(
+            _impression(ctx, "ugc", claims, (f"tok:{claims.token_id}",))
         )
-        async with store_errors():
-            await self.ctx.store.record_impression(imp)
-        return Response(status_code=204)
+    return Response(status_code=204)
 
-    def _ai_attribution(self, number: int) -> tuple[str, str | None, float | None]:
-        """(catalogue ad id, campaign id, CPM bid) of an AI integer ad id, when known."""
-        catalogue = getattr(self.ctx.matcher, "catalogue", None)
-        placement = None
-        if catalogue is not None:
-            try:
-                placement = catalogue.placement_by_number(number)
-            except (KeyError, IndexError, LookupError):
-                placement = None
-        if placement is None:
-            # Signed by us, so genuine, but the catalogue changed since: keep the number.
-            log.warning("AI beacon for ad number %d not in the catalogue", number)
-            return f"ai-{number}", None, None
-        pricing = placement.ad_set.pricing_model
-        cpm = pricing.bid_amount if pricing.type == "cpm" else None
-        return placement.ad.id, placement.campaign.id, cpm
+
+async def hover(ctx: Context, request: Request) -> Response:
+    body = await json_body(ctx, request, schemas.HOVER_REQUEST)
+    claims = _any_surface(ctx, body["impression_token"])
+    async with store_errors():
+        await ctx.store.record_hover(
+            Hover(
+                token_id=claims.token_id,
+                ad_id=claims.ad_id,
+                at=ctx.clock(),
+                hover_ms=body["hover_ms"],
+                publisher_id=claims.publisher_id,
+                slot_id=claims.slot_id,
+            )
+        )
+    return json_response({"acknowledged": True})
+
+
+def _any_surface(ctx: Context, token: Any) -> ImpressionClaims:
+    try:
+        return _claims(ctx, token, "url", "impression_token")
+    except BadRequest:
+        return _claims(ctx, token, "ugc", "impression_token")
+
+
+async def failure(ctx: Context, request: Request) -> Response:
+    body = await json_body(ctx, request, schemas.FAILURE_REQUEST)
+    pid = body["publisher_id"]
+    if ctx.publishers.get(pid) is None:
+        raise Forbidden(
+            f"publisher {pid!r} is not registered",
+            field="publisher_id",
+            code="unknown_publisher",
+        )
+    ad_id = None
+    if "impression_token" in body:
+        ad_id = _any_surface(ctx, body["impression_token"]).ad_id
+    async with store_errors():
+        await ctx.store.record_failure(
+            PlacementFailure(
+                publisher_id=pid,
+                slot_id=body["slot_id"],
+                reason=body["reason"],
+                at=ctx.clock(),
+                ad_id=ad_id,
+                message=body.get("message", ""),
+                page_url=body["page_url"],
+            )
+        )
+    return json_response({"acknowledged": True})
+
+
+async def ai_render(ctx: Context, request: Request) -> Response:
+    return await _ai(ctx, request, "render")
+
+
+async def ai_view(ctx: Context, request: Request) -> Response:
+    return await _ai(ctx, request, "view")
+
+
+async def _ai(ctx: Context, request: Request, kind: str) -> Response:
+    query = strict_query(request, schemas.AI_BEACON_QUERY)
+    if not query.get("sig", "").isascii():
+        raise BadRequest("the beacon signature is malformed", field="sig", code="invalid_signature")
+    try:
+        beacon = verify_ai_beacon(ctx.signer, kind, query)  # type: ignore[arg-type]
+    except InvalidToken as exc:
+        raise BadRequest(str(exc), field="sig", code="invalid_signature") from None
+    ad_id, campaign_id, cpm = _ai_attribution(ctx, beacon.ad_id)
+    imp = Impression(
+        kind=f"ai-{kind}",  # type: ignore[arg-type]
+        dedupe_keys=(f"ai:{kind}:{beacon.ad_id}:{beacon.message_id}",),
+        env=ctx.settings.env,
+        ad_id=ad_id,
+        campaign_id=campaign_id,
+        at=ctx.clock(),
+        post_id=beacon.message_id,
+        # A CPM ad is billed on its viewable impression only, never twice per message.
+        cpm_usd=cpm if kind == "view" else None,
+    )
+    async with store_errors():
+        await ctx.store.record_impression(imp)
+    return Response(status_code=204)
+
+
+def _ai_attribution(ctx: Context, number: int) -> tuple[str, str | None, float | None]:
+    """(catalogue ad id, campaign id, CPM bid) of an AI integer ad id, when known."""
+    catalogue = getattr(ctx.matcher, "catalogue", None)
+    placement = None
+    if catalogue is not None:
+        try:
+            placement = catalogue.placement_by_number(number)
+        except (KeyError, IndexError, LookupError):
+            placement = None
+    if placement is None:
+        # Signed by us, so genuine, but the catalogue changed since: keep the number.
+        log.warning("AI beacon for ad number %d not in the catalogue", number)
+        return f"ai-{number}", None, None
+    pricing = placement.ad_set.pricing_model
+    cpm = pricing.bid_amount if pricing.type == "cpm" else None
+    return placement.ad.id, placement.campaign.id, cpm

@@ -10,17 +10,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import TYPE_CHECKING
 
 from edge.store import Publisher, Store
 from edge.store.events import normalise_origin
 
-if TYPE_CHECKING:
-    from edge.context import Context
-
 log = logging.getLogger("edge.delivery.publishers")
 REFRESH_SECONDS = 3.0
-_EXTRA = "publishers"
 
 
 class PublisherRegistry:
@@ -28,7 +23,7 @@ class PublisherRegistry:
         self._store = store
         self._by_id: dict[str, Publisher] = {}
         self._origins: frozenset[str] = frozenset()
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
 
     async def refresh(self) -> None:
         pubs = await self._store.list_publishers()
@@ -75,11 +70,3 @@ def _canonical(origin: str) -> str | None:
         return normalise_origin(origin)
     except ValueError:
         return None
-
-
-def registry(ctx: Context) -> PublisherRegistry:
-    """The context's registry, created on first use (routes and middleware share it)."""
-    reg = ctx.extras.get(_EXTRA)
-    if reg is None:
-        reg = ctx.extras[_EXTRA] = PublisherRegistry(ctx.store)
-    return reg

@@ -18,8 +18,9 @@ from collections.abc import Callable, Iterable
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from edge.delivery.client_ip import IPNetwork, client_ip, scope_inputs
+from edge.client_ip import client_ip, scope_inputs
 from edge.errors import error_body
+from edge.settings import IPNetwork
 from geoip import us_only
 from geoip.fence import CountryLookup, Verdict
 

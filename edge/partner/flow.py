@@ -8,9 +8,10 @@ from starlette.requests import Request
 
 from edge import matching
 from edge.context import Context
+from edge.counters import count_outcome
+from edge.geo import locate_ip
 from edge.partner.bodies import UgcBody
-from edge.partner.geo import end_user_ip, locate_ip
-from edge.partner.render import count_outcome
+from edge.partner.geo import end_user_ip
 from matcher.types import GeoSignal, MatchRequest, MatchResult
 
 # Sandbox (SPEC 4.5 rule 1, DESIGN 4.4): about one post_id in five gets the no-match body,
@@ -41,7 +42,7 @@ async def match_ugc(ctx: Context, request: Request, body: UgcBody, key_id: str) 
             explain=body.explain,
         ),
     )
-    count_outcome(ctx, key_id, result)
+    count_outcome(ctx.counters, key_id, result)
     return result
 
 

@@ -10,11 +10,11 @@ gazetteer is the matcher's geo resolution; the edge passes every usable signal o
 
 from __future__ import annotations
 
-import ipaddress
 import re
-from typing import Any
 
+from edge.geo import usable
 from edge.partner.fields import Fields
+from geoip import parse_ip
 from matcher.types import GeoSignal
 
 _ZIP = re.compile(r"(\d{5})(?:-\d{4})?")
@@ -23,15 +23,6 @@ _SUBDIVISION = re.compile(r"(?:([A-Za-z]{2})-)?([A-Za-z0-9]{1,3})")
 _LOCATION = re.compile(r"([A-Za-z]{2})(?:-([A-Za-z0-9]{1,3}))?")
 _DMA = re.compile(r"\d{3}")
 GEO_TARGET_FIELDS = ("zipcode", "state", "city", "dma", "lat", "lon", "country")
-
-
-def _usable(signal: GeoSignal) -> GeoSignal | None:
-    """The signal, or None when it holds nothing but a country (SPEC 4.2 rule 3)."""
-    if any(
-        v is not None for v in (signal.zipcode, signal.city, signal.state, signal.dma, signal.lat)
-    ):
-        return signal
-    return None
 
 
 def parse_geo_target(f: Fields | None) -> GeoSignal | None:
@@ -68,7 +59,7 @@ def parse_geo_target(f: Fields | None) -> GeoSignal | None:
     lon = f.number("lon", lo=-180, hi=180)
     if lat is None or lon is None:  # SPEC 4.2 rule 4: a lone lat or lon is no signal
         lat = lon = None
-    return _usable(
+    return usable(
         GeoSignal(
             lat=lat,
             lon=lon,
@@ -91,7 +82,7 @@ def parse_location(f: Fields, key: str) -> GeoSignal | None:
         raise f.fail(key, "must be an ISO 3166 country or subdivision code such as US-CA")
     country = m.group(1).upper()
     state = f"{country}-{m.group(2).upper()}" if m.group(2) else None
-    return _usable(GeoSignal(state=state, country=country))
+    return usable(GeoSignal(state=state, country=country))
 
 
 def end_user_ip(header: str | None) -> str | None:
@@ -103,32 +94,5 @@ def end_user_ip(header: str | None) -> str | None:
     """
     if not header:
         return None
-    first = header.split(",", 1)[0].strip()
-    try:
-        ip = ipaddress.ip_address(first)
-    except ValueError:
-        return None
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return str(ip)
-
-
-def locate_ip(geo: Any, ip: str | None) -> GeoSignal | None:
-    """The geo database's answer for ``ip`` as a match signal (None when unknown)."""
-    if geo is None or ip is None:
-        return None
-    loc = geo.locate(ip)
-    if loc is None:
-        return None
-    dma = getattr(loc, "dma", None)
-    return _usable(
-        GeoSignal(
-            lat=getattr(loc, "lat", None),
-            lon=getattr(loc, "lon", None),
-            zipcode=getattr(loc, "zipcode", None),
-            city=getattr(loc, "city", None),
-            state=getattr(loc, "state", None),
-            dma=None if dma is None else str(dma),  # MaxMind's metro_code is an integer
-            country=getattr(loc, "country", None),
-        )
-    )
+    ip = parse_ip(header.split(",", 1)[0])
+    return None if ip is None else str(ip)

@@ -9,24 +9,13 @@ from starlette.requests import Request
 from edge.auth import require_key
 from edge.context import Context
 from edge.errors import BadGateway
-from edge.ratelimit import RateLimits
 from edge.store import KeyRecord, StoreUnavailable
-
-_LIMITS = "partner_rate_limits"
 
 
 @dataclass(frozen=True, slots=True)
 class Admission:
     key: KeyRecord
     headers: dict[str, str]  # the RateLimit fields, sent on the answer too
-
-
-def rate_limits(ctx: Context) -> RateLimits:
-    """The process's limiters, made on first use from the settings (one per product)."""
-    limits = ctx.extras.get(_LIMITS)
-    if limits is None:
-        limits = ctx.extras[_LIMITS] = RateLimits.from_settings(ctx.settings, ctx.clock)
-    return limits
 
 
 async def admit(ctx: Context, request: Request, product: str) -> Admission:
@@ -40,6 +29,6 @@ async def admit(ctx: Context, request: Request, product: str) -> Admission:
         raise BadGateway(
             "the key store is unavailable; retry shortly", headers={"Retry-After": "5"}
         ) from None
-    headers = rate_limits(ctx)[product].enforce(key.key_id)
+    headers = ctx.rate_limits[product].enforce(key.key_id)
     ctx.counters.add("key", key.key_id, "requests")
     return Admission(key, headers)

@@ -11,33 +11,10 @@ from typing import Any
 
 from edge.beacons import ai_beacon_urls, issue_impression_token
 from edge.context import Context
+from edge.creative import cpm_usd, creative
 from matcher.types import MatchResult, Placement, ScoredAd
 
 EDGE_PIXEL_VENDOR = "edge"
-
-
-def creative(p: Placement) -> dict[str, Any]:
-    """The SPEC 2.1 fields, shared by every product."""
-    return {
-        "title": p.ad.title,
-        "cta": p.ad.cta,
-        "click_through_url": p.ad.click_through_url,
-        "advertiser_name": p.campaign.advertiser_name,
-        "ttl_seconds": p.ad.ttl_seconds,
-        "pixel_trackers": [
-            {"vendor": t.vendor, "tracker_type": t.tracker_type, "url": t.url}
-            for t in p.ad.pixel_trackers
-        ],
-    }
-
-
-def cpm_usd(ctx: Context, p: Placement) -> float | None:
-    """The per-mille price an impression bills, only in production (SPEC 6: no sandbox
-    billing) and only for CPM ad sets."""
-    pricing = p.ad_set.pricing_model
-    if ctx.settings.is_production and pricing.type == "cpm":
-        return pricing.bid_amount
-    return None
 
 
 def edge_pixel(ctx: Context, p: Placement, post_id: str) -> dict[str, str]:
@@ -120,11 +97,3 @@ def ai_body(ctx: Context, result: MatchResult, message_id: str, conv: str | None
             "no_relevant_demand" if result.outcome == "no_match" else "suppressed"
         )
     return body
-
-
-def count_outcome(ctx: Context, key_id: str, result: MatchResult) -> None:
-    """Report counters of one match (edge report): per key, and per ad served."""
-    counter = {"matched": "matches", "empty": "empties", "no_match": "no_matches"}[result.outcome]
-    ctx.counters.add("key", key_id, counter)
-    for scored in result.ads:
-        ctx.counters.add("ad", scored.placement.ad.id, "matches")

@@ -13,6 +13,7 @@ import binascii
 import bisect
 import re
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 import anyio.to_thread
@@ -25,6 +26,7 @@ from edge.errors import BadRequest
 from edge.http import json_response
 from edge.partner import schemas_admin
 from edge.partner.guard import admit
+from edge.partner.listing import Listing
 
 CAMPAIGNS = "/v1/ad-manager/campaigns"
 AD_SETS = "/v1/ad-manager/ad-sets"
@@ -65,25 +67,6 @@ def page_params(request: Request, allowed: Sequence[str]) -> tuple[int, str | No
     return limit, decode_cursor(cursor) if cursor else None
 
 
-class Listing:
-    """The catalogue's campaigns and ad sets as sorted dicts, built once per catalogue
-    (``as_dict`` of a large catalogue is too slow to repeat on every page)."""
-
-    def __init__(self, catalogue: Any) -> None:
-        self.catalogue = catalogue
-        self.campaigns = sorted((c.as_dict() for c in catalogue.campaigns), key=_id)
-        self.ad_sets = sorted(
-            ({"campaign_id": c["id"], **s} for c in self.campaigns for s in c["ad_sets"]),
-            key=_id,
-        )
-        self.campaign_ids = [c["id"] for c in self.campaigns]
-        self.ad_set_ids = [s["id"] for s in self.ad_sets]
-
-
-def _id(item: dict[str, Any]) -> str:
-    return item["id"]
-
-
 def paginate(
     items: Sequence[dict[str, Any]], ids: Sequence[str], limit: int, after: str | None
 ) -> tuple[list[dict[str, Any]], str | None]:
@@ -95,42 +78,45 @@ def paginate(
 
 
 def routes(ctx: Context) -> list[BaseRoute]:
-    cache: list[Listing] = []
-
-    async def listing() -> Listing:
-        catalogue = ctx.matcher.catalogue
-        if not cache or cache[0].catalogue is not catalogue:  # first use, or reloaded
-            built = await anyio.to_thread.run_sync(Listing, catalogue)
-            cache[:] = [built]
-        return cache[0]
-
-    def answer(headers: dict[str, str], body: dict[str, Any]) -> Response:
-        return json_response(body, headers={**headers, "Cache-Control": "no-store"})
-
-    async def campaigns(request: Request) -> Response:
-        admission = await admit(ctx, request, "ad-manager")
-        limit, after = page_params(request, ("limit", "cursor"))
-        lst = await listing()
-        page, cursor = paginate(lst.campaigns, lst.campaign_ids, limit, after)
-        return answer(admission.headers, {"campaigns": page, "next_cursor": cursor})
-
-    async def ad_sets(request: Request) -> Response:
-        admission = await admit(ctx, request, "ad-manager")
-        limit, after = page_params(request, ("limit", "cursor", "campaign_id"))
-        lst = await listing()
-        items, ids = lst.ad_sets, lst.ad_set_ids
-        wanted = request.query_params.get("campaign_id")
-        if wanted is not None:
-            items = [s for s in items if s["campaign_id"] == wanted]
-            ids = [s["id"] for s in items]
-        page, cursor = paginate(items, ids, limit, after)
-        return answer(admission.headers, {"ad_sets": page, "next_cursor": cursor})
-
     return [
-        Route(CAMPAIGNS, campaigns, methods=["GET"]),
-        Route(AD_SETS, ad_sets, methods=["GET"]),
+        Route(CAMPAIGNS, partial(campaigns, ctx), methods=["GET"]),
+        Route(AD_SETS, partial(ad_sets, ctx), methods=["GET"]),
     ]
 
 
-def openapi(ctx: Context) -> dict:
+async def listing(ctx: Context) -> Listing:
+    """The listing of the loaded catalogue, built on first use (and again after a reload)."""
+    catalogue = ctx.matcher.catalogue
+    built = ctx.ad_listing
+    if built is None or built.catalogue is not catalogue:
+        built = ctx.ad_listing = await anyio.to_thread.run_sync(Listing, catalogue)
+    return built
+
+
+def _answer(headers: dict[str, str], body: dict[str, Any]) -> Response:
+    return json_response(body, headers={**headers, "Cache-Control": "no-store"})
+
+
+async def campaigns(ctx: Context, request: Request) -> Response:
+    admission = await admit(ctx, request, "ad-manager")
+    limit, after = page_params(request, ("limit", "cursor"))
+    lst = await listing(ctx)
+    page, cursor = paginate(lst.campaigns, lst.campaign_ids, limit, after)
+    return _answer(admission.headers, {"campaigns": page, "next_cursor": cursor})
+
+
+async def ad_sets(ctx: Context, request: Request) -> Response:
+    admission = await admit(ctx, request, "ad-manager")
+    limit, after = page_params(request, ("limit", "cursor", "campaign_id"))
+    lst = await listing(ctx)
+    items, ids = lst.ad_sets, lst.ad_set_ids
+    wanted = request.query_params.get("campaign_id")
+    if wanted is not None:
+        items = [s for s in items if s["campaign_id"] == wanted]
+        ids = [s["id"] for s in items]
+    page, cursor = paginate(items, ids, limit, after)
+    return _answer(admission.headers, {"ad_sets": page, "next_cursor": cursor})
+
+
+def openapi(ctx: Context) -> dict[str, Any]:
     return schemas_admin.ad_manager_doc(ctx, CAMPAIGNS, AD_SETS, DEFAULT_LIMIT, MAX_LIMIT)

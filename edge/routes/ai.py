@@ -3,18 +3,22 @@ AI product has no sandbox (SPEC 1, DESIGN 4.4), so the sandbox answers 404 here.
 
 from __future__ import annotations
 
+from functools import partial
+from typing import Any
+
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from edge import matching
 from edge.context import Context
+from edge.counters import count_outcome
 from edge.errors import Unprocessable
 from edge.http import json_response, read_json
 from edge.partner import schemas
 from edge.partner.bodies import parse_ai
 from edge.partner.guard import admit
-from edge.partner.render import ai_body, count_outcome
+from edge.partner.render import ai_body
 from matcher.types import MatchRequest
 
 PATH = "/v1/ai/process"
@@ -23,36 +27,34 @@ PATH = "/v1/ai/process"
 def routes(ctx: Context) -> list[BaseRoute]:
     if not ctx.settings.is_production:
         return []
-
-    async def process(request: Request) -> Response:
-        admission = await admit(ctx, request, "ai")
-        data = await read_json(
-            request, max_bytes=ctx.settings.max_body_bytes, invalid=Unprocessable
-        )
-        body = parse_ai(data)
-        result = await matching.match(
-            ctx,
-            MatchRequest(
-                product="ai",
-                content=body.content,
-                prompt=body.prompt,
-                # Disables and frequency are per conversation; a lone turn is its own thread.
-                thread_id=body.conversation_id or body.message_id,
-                turn_id=body.message_id,  # the frequency cap counts an ad once per turn
-                geo=body.geo,
-                max_ads=ctx.settings.max_ads,
-            ),
-        )
-        count_outcome(ctx, admission.key.key_id, result)
-        return json_response(
-            ai_body(ctx, result, body.message_id, body.conversation_id),
-            headers={**admission.headers, "Cache-Control": "no-store"},
-        )
-
-    return [Route(PATH, process, methods=["POST"])]
+    return [Route(PATH, partial(process, ctx), methods=["POST"])]
 
 
-def openapi(ctx: Context) -> dict:
+async def process(ctx: Context, request: Request) -> Response:
+    admission = await admit(ctx, request, "ai")
+    data = await read_json(request, max_bytes=ctx.settings.max_body_bytes, invalid=Unprocessable)
+    body = parse_ai(data)
+    result = await matching.match(
+        ctx,
+        MatchRequest(
+            product="ai",
+            content=body.content,
+            prompt=body.prompt,
+            # Disables and frequency are per conversation; a lone turn is its own thread.
+            thread_id=body.conversation_id or body.message_id,
+            turn_id=body.message_id,  # the frequency cap counts an ad once per turn
+            geo=body.geo,
+            max_ads=ctx.settings.max_ads,
+        ),
+    )
+    count_outcome(ctx.counters, admission.key.key_id, result)
+    return json_response(
+        ai_body(ctx, result, body.message_id, body.conversation_id),
+        headers={**admission.headers, "Cache-Control": "no-store"},
+    )
+
+
+def openapi(ctx: Context) -> dict[str, Any]:
     if not ctx.settings.is_production:
         return {}
     return schemas.ai_process_doc(ctx, PATH)

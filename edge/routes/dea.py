@@ -1,25 +1,21 @@
 """The /dea delivery routes called by the tag and pixels (SPEC 4.6, 2.6).
 
 Handlers live in ``edge.delivery`` (pages: the match routes; events: the beacons); this
-module lists the routes, their preflight methods for the CORS middleware, their OpenAPI
-description, and the start-up of what they need (geo reader, publisher registry).
+module lists the routes, their preflight methods for the CORS middleware and their OpenAPI
+description.
 ``GET /dea/tag.js`` belongs to ``edge.routes.tag``; ``GET /dea/health`` to ``health``.
 """
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from starlette.routing import BaseRoute, Route
 
 from edge.context import Context
-from edge.delivery import schemas
-from edge.delivery.events import EventHandlers
-from edge.delivery.pages import PageHandlers
-from edge.delivery.publishers import registry
+from edge.delivery import events, pages, schemas
 from edge.openapi import error_response, json_body
-from edge.settings import SettingsError
-from geoip import GeoDatabaseError, open_reader
 
 KEYWORDS = "/dea/url/keywords"
 PLACEMENTS = "/dea/url/placements"
@@ -48,38 +44,20 @@ def _ai_enabled(ctx: Context) -> bool:
 
 
 def routes(ctx: Context) -> list[BaseRoute]:
-    pages, events = PageHandlers(ctx), EventHandlers(ctx)
     out: list[BaseRoute] = [
-        Route(KEYWORDS, pages.keywords, methods=["POST"]),
-        Route(PLACEMENTS, pages.placements, methods=["POST"]),
-        Route(URL_IMPRESSION, events.url_impression, methods=["POST"]),
-        Route(FAILURES, events.failure, methods=["POST"]),
-        Route(HOVER, events.hover, methods=["POST"]),
-        Route(UGC_IMPRESSION, events.ugc_impression, methods=["GET", "POST"]),
+        Route(KEYWORDS, partial(pages.keywords, ctx), methods=["POST"]),
+        Route(PLACEMENTS, partial(pages.placements, ctx), methods=["POST"]),
+        Route(URL_IMPRESSION, partial(events.url_impression, ctx), methods=["POST"]),
+        Route(FAILURES, partial(events.failure, ctx), methods=["POST"]),
+        Route(HOVER, partial(events.hover, ctx), methods=["POST"]),
+        Route(UGC_IMPRESSION, partial(events.ugc_impression, ctx), methods=["GET", "POST"]),
     ]
     if _ai_enabled(ctx):
         out += [
-            Route(AI_RENDER, events.ai_render, methods=["GET"]),
-            Route(AI_VIEW, events.ai_view, methods=["GET"]),
+            Route(AI_RENDER, partial(events.ai_render, ctx), methods=["GET"]),
+            Route(AI_VIEW, partial(events.ai_view, ctx), methods=["GET"]),
         ]
     return out
-
-
-async def startup(ctx: Context) -> None:
-    # Opened once (mmap, C extension); lookups are microseconds, done on the event loop.
-    if ctx.geo is None:
-        try:
-            ctx.geo = open_reader(ctx.settings.geoip_db)
-        except GeoDatabaseError as exc:  # name the setting, as every bad value does
-            raise SettingsError(f"EDGE_GEOIP_DB (--geoip-db): {exc}") from None
-    await registry(ctx).start()
-
-
-async def shutdown(ctx: Context) -> None:
-    await registry(ctx).stop()
-    geo, ctx.geo = ctx.geo, None
-    if geo is not None and hasattr(geo, "close"):
-        geo.close()
 
 
 # -- OpenAPI -----------------------------------------------------------------------------------

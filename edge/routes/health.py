@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from functools import partial
+from typing import Any
+
 from starlette.requests import Request
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from edge import __version__
@@ -12,12 +16,12 @@ from edge.openapi import json_body
 
 
 def routes(ctx: Context) -> list[BaseRoute]:
+    return [Route(path, partial(health, ctx), methods=["GET"]) for path in _paths(ctx)]
+
+
+async def health(ctx: Context, request: Request) -> Response:
     body = {"status": "ok", "env": ctx.settings.env, "version": __version__}
-
-    async def health(request: Request):
-        return json_response(body, headers={"Cache-Control": "no-store"})
-
-    return [Route(path, health, methods=["GET"]) for path in _paths(ctx)]
+    return json_response(body, headers={"Cache-Control": "no-store"})
 
 
 def _paths(ctx: Context) -> list[str]:
@@ -38,7 +42,7 @@ HEALTH_SCHEMA = {
 }
 
 
-def openapi(ctx: Context) -> dict:
+def openapi(ctx: Context) -> dict[str, Any]:
     op = {
         "summary": "Liveness check (no key)",
         "tags": ["health"],

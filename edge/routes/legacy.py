@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from functools import partial
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -24,7 +26,7 @@ from edge.http import json_response, read_json
 from edge.partner import schemas_admin
 from edge.partner.bodies import parse_disable, parse_impression, parse_legacy_process
 from edge.partner.flow import match_ugc
-from edge.partner.guard import admit, rate_limits
+from edge.partner.guard import admit
 from edge.partner.render import cpm_usd, legacy_ad
 from edge.store import Impression, StoreUnavailable
 
@@ -62,85 +64,87 @@ def _idempotency_key(request: Request) -> str | None:
 def routes(ctx: Context) -> list[BaseRoute]:
     if not ctx.settings.legacy_api:
         return []
-    max_bytes = ctx.settings.max_body_bytes
-
-    async def process(request: Request) -> Response:
-        admission = await admit(ctx, request, "ugc")
-        body = parse_legacy_process(await read_json(request, max_bytes=max_bytes))
-        result = await match_ugc(ctx, request, body, admission.key.key_id)
-        ads = [legacy_ad(s) for s in result.ads]  # no-match and empty both read "ads": []
-        return json_response(
-            {"post_id": body.post_id, "ads": ads}, headers={**admission.headers, **_NO_STORE}
-        )
-
-    async def disable(request: Request) -> Response:
-        admission = await admit(ctx, request, "ugc")
-        pairs = parse_disable(await read_json(request, max_bytes=max_bytes))
-        try:
-            await ctx.store.disable_ads(
-                [(p.post_id, p.ad_id, p.meta_data) for p in pairs], ctx.clock()
-            )
-        except StoreUnavailable:
-            raise _store_down("disables") from None
-        return json_response({"success": True}, headers={**admission.headers, **_NO_STORE})
-
-    async def impression(request: Request) -> Response:
-        admission = await admit(ctx, request, "ugc")
-        idem = _idempotency_key(request)
-        post_id, ad_id = parse_impression(await read_json(request, max_bytes=max_bytes))
-        placement = ctx.matcher.catalogue.placement(ad_id)
-        if placement is None:
-            raise BadRequest(f"ad_id {ad_id!r} is not an ad of the catalogue", field="ad_id")
-        # Without an Idempotency-Key every call is a new impression: many readers of one
-        # thread see the same (post_id, ad_id), so that pair cannot be the dedupe key.
-        dedupe = f"legacy:{admission.key.key_id}:{idem}" if idem else f"legacy:once:{uuid.uuid4()}"
-        imp = Impression(
-            kind="legacy",
-            dedupe_keys=(dedupe,),
-            env=ctx.settings.env,
-            ad_id=ad_id,
-            campaign_id=placement.campaign.id,
-            at=ctx.clock(),
-            post_id=post_id,
-            cpm_usd=cpm_usd(ctx, placement),
-        )
-        try:
-            counted = await ctx.store.record_impression(imp)
-        except StoreUnavailable:
-            raise _store_down("impression") from None
-        headers = {**admission.headers, **_NO_STORE}
-        if not counted:
-            headers["Idempotent-Replayed"] = "true"
-        return json_response({"post_id": post_id, "acknowledged": True}, headers=headers)
-
-    async def rotate(request: Request) -> Response:
-        key = request.headers.get("x-api-key")
-        parsed = keys.parse(key) if key else None
-        if parsed is None:
-            raise Unauthorized("a valid X-API-Key header is required", field="X-API-Key")
-        try:
-            record = await ctx.keyring.verify(key, env=ctx.settings.env, product=parsed.product)
-            headers = rate_limits(ctx)[parsed.product].enforce(record.key_id)
-            rotation = await ctx.keyring.rotate(key)  # the operator's code path (edge keys)
-        except StoreUnavailable:
-            raise _store_down("rotation", BadGateway) from None
-        expires = dt.datetime.fromtimestamp(int(rotation.secondary_expires_at), dt.UTC)
-        body = {
-            "apiKey": rotation.api_key,
-            "secondaryKey": rotation.secondary_key,
-            "secondaryKeyExpiresAt": expires.isoformat().replace("+00:00", "Z"),
-        }
-        return json_response(body, headers={**headers, **_NO_STORE})
-
     return [
-        Route(PATHS["process"], process, methods=["POST"]),
-        Route(PATHS["disable"], disable, methods=["POST"]),
-        Route(PATHS["impression"], impression, methods=["POST"]),
-        Route(PATHS["rotate"], rotate, methods=["GET"]),
+        Route(PATHS["process"], partial(process, ctx), methods=["POST"]),
+        Route(PATHS["disable"], partial(disable, ctx), methods=["POST"]),
+        Route(PATHS["impression"], partial(impression, ctx), methods=["POST"]),
+        Route(PATHS["rotate"], partial(rotate, ctx), methods=["GET"]),
     ]
 
 
-def openapi(ctx: Context) -> dict:
+async def process(ctx: Context, request: Request) -> Response:
+    admission = await admit(ctx, request, "ugc")
+    body = parse_legacy_process(await read_json(request, max_bytes=ctx.settings.max_body_bytes))
+    result = await match_ugc(ctx, request, body, admission.key.key_id)
+    ads = [legacy_ad(s) for s in result.ads]  # no-match and empty both read "ads": []
+    return json_response(
+        {"post_id": body.post_id, "ads": ads}, headers={**admission.headers, **_NO_STORE}
+    )
+
+
+async def disable(ctx: Context, request: Request) -> Response:
+    admission = await admit(ctx, request, "ugc")
+    pairs = parse_disable(await read_json(request, max_bytes=ctx.settings.max_body_bytes))
+    try:
+        await ctx.store.disable_ads([(p.post_id, p.ad_id, p.meta_data) for p in pairs], ctx.clock())
+    except StoreUnavailable:
+        raise _store_down("disables") from None
+    return json_response({"success": True}, headers={**admission.headers, **_NO_STORE})
+
+
+async def impression(ctx: Context, request: Request) -> Response:
+    admission = await admit(ctx, request, "ugc")
+    idem = _idempotency_key(request)
+    post_id, ad_id = parse_impression(
+        await read_json(request, max_bytes=ctx.settings.max_body_bytes)
+    )
+    placement = ctx.matcher.catalogue.placement(ad_id)
+    if placement is None:
+        raise BadRequest(f"ad_id {ad_id!r} is not an ad of the catalogue", field="ad_id")
+    # Without an Idempotency-Key every call is a new impression: many readers of one
+    # thread see the same (post_id, ad_id), so that pair cannot be the dedupe key.
+    dedupe = f"legacy:{admission.key.key_id}:{idem}" if idem else f"legacy:once:{uuid.uuid4()}"
+    imp = Impression(
+        kind="legacy",
+        dedupe_keys=(dedupe,),
+        env=ctx.settings.env,
+        ad_id=ad_id,
+        campaign_id=placement.campaign.id,
+        at=ctx.clock(),
+        post_id=post_id,
+        cpm_usd=cpm_usd(ctx, placement),
+    )
+    try:
+        counted = await ctx.store.record_impression(imp)
+    except StoreUnavailable:
+        raise _store_down("impression") from None
+    headers = {**admission.headers, **_NO_STORE}
+    if not counted:
+        headers["Idempotent-Replayed"] = "true"
+    return json_response({"post_id": post_id, "acknowledged": True}, headers=headers)
+
+
+async def rotate(ctx: Context, request: Request) -> Response:
+    key = request.headers.get("x-api-key")
+    parsed = keys.parse(key) if key else None
+    if parsed is None:
+        raise Unauthorized("a valid X-API-Key header is required", field="X-API-Key")
+    try:
+        record = await ctx.keyring.verify(key, env=ctx.settings.env, product=parsed.product)
+        headers = ctx.rate_limits[parsed.product].enforce(record.key_id)
+        rotation = await ctx.keyring.rotate(key)  # the operator's code path (edge keys)
+    except StoreUnavailable:
+        raise _store_down("rotation", BadGateway) from None
+    expires = dt.datetime.fromtimestamp(int(rotation.secondary_expires_at), dt.UTC)
+    body = {
+        "apiKey": rotation.api_key,
+        "secondaryKey": rotation.secondary_key,
+        "secondaryKeyExpiresAt": expires.isoformat().replace("+00:00", "Z"),
+    }
+    return json_response(body, headers={**headers, **_NO_STORE})
+
+
+def openapi(ctx: Context) -> dict[str, Any]:
     if not ctx.settings.legacy_api:
         return {}
     return schemas_admin.legacy_doc(ctx, PATHS)

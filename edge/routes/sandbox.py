@@ -8,6 +8,7 @@ pixel's token says ``sandbox`` and carries no price).
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from starlette.requests import Request
@@ -34,29 +35,29 @@ PATH = "/ugc/v1/process"
 def routes(ctx: Context) -> list[BaseRoute]:
     if ctx.settings.is_production:
         return []
+    return [Route(PATH, partial(process, ctx), methods=["POST"])]
 
-    async def process(request: Request) -> Response:
-        admission = await admit(ctx, request, "ugc")
-        data = await read_json(request, max_bytes=ctx.settings.max_body_bytes)
-        body = parse_ugc(data, sandbox=True)
-        if sandbox_no_match(body.post_id):
-            out: dict[str, Any] = {"no_ad_retry_after_seconds": SANDBOX_NO_MATCH_SECONDS}
-            ctx.counters.add("key", admission.key.key_id, "no_matches")
-            why = {
-                "outcome": "no_match",
-                "reason": "sandbox_sample",
-                "detail": f"about one post_id in {SANDBOX_NO_MATCH_ONE_IN} gets the no-match "
-                "body in the sandbox, chosen by a hash of post_id; change post_id to match",
-            }
-        else:
-            result = await match_ugc(ctx, request, body, admission.key.key_id)
-            out = ugc_body(ctx, result, body.post_id)
-            why = _explain(result)
-        if body.explain:
-            out["explain"] = why
-        return json_response(out, headers={**admission.headers, "Cache-Control": "no-store"})
 
-    return [Route(PATH, process, methods=["POST"])]
+async def process(ctx: Context, request: Request) -> Response:
+    admission = await admit(ctx, request, "ugc")
+    data = await read_json(request, max_bytes=ctx.settings.max_body_bytes)
+    body = parse_ugc(data, sandbox=True)
+    if sandbox_no_match(body.post_id):
+        out: dict[str, Any] = {"no_ad_retry_after_seconds": SANDBOX_NO_MATCH_SECONDS}
+        ctx.counters.add("key", admission.key.key_id, "no_matches")
+        why = {
+            "outcome": "no_match",
+            "reason": "sandbox_sample",
+            "detail": f"about one post_id in {SANDBOX_NO_MATCH_ONE_IN} gets the no-match "
+            "body in the sandbox, chosen by a hash of post_id; change post_id to match",
+        }
+    else:
+        result = await match_ugc(ctx, request, body, admission.key.key_id)
+        out = ugc_body(ctx, result, body.post_id)
+        why = _explain(result)
+    if body.explain:
+        out["explain"] = why
+    return json_response(out, headers={**admission.headers, "Cache-Control": "no-store"})
 
 
 def _explain(result: MatchResult) -> dict[str, Any]:
@@ -75,7 +76,7 @@ def _explain(result: MatchResult) -> dict[str, Any]:
     }
 
 
-def openapi(ctx: Context) -> dict:
+def openapi(ctx: Context) -> dict[str, Any]:
     if ctx.settings.is_production:
         return {}
     return schemas.ugc_process_doc(ctx, PATH, sandbox=True)

@@ -1,6 +1,6 @@
 """GET /dea/tag.js (and its pinnable versioned URL) and the demo publisher page.
 
-The tag is built once, at start-up (``routes(ctx)``): rendered for this edge's public URL,
+The tag is built once, with the context (``ctx.tag``): rendered for this edge's public URL,
 minified, precompressed and hashed (``tag.builder``). Requests only pick a representation:
 brotli, gzip or identity by ``Accept-Encoding``, each with its own strong ETag.
 
@@ -14,6 +14,7 @@ brotli, gzip or identity by ``Accept-Encoding``, each with its own strong ETag.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from starlette.requests import Request
@@ -24,7 +25,7 @@ from edge.context import Context
 from edge.errors import NotFound
 from edge.http import json_response
 from edge.openapi import error_response, json_body
-from tag import TagBuild, build_tag
+from tag import TagBuild
 from tag.demo import ASSETS as DEMO_ASSETS
 from tag.demo import PAGE_PATH as DEMO_PATH
 from tag.demo import DemoPage
@@ -41,14 +42,6 @@ JS_TYPE = "text/javascript; charset=utf-8"
 PUBLIC_PATHS = (DEMO_PATH, *DEMO_ASSETS)
 # Ours first on a tie: brotli is smallest, identity the fallback.
 _PREFERENCE = ("br", "gzip", "identity")
-
-
-def tag_build(ctx: Context) -> TagBuild:
-    """This process's tag, built on first use (start-up) and kept in the context."""
-    build = ctx.extras.get("tag")
-    if build is None:
-        build = ctx.extras["tag"] = build_tag(ctx.settings.base_url)
-    return build
 
 
 def negotiate(accept_encoding: str | None) -> str:
@@ -114,8 +107,31 @@ def _serve_tag(build: TagBuild, request: Request, cache_control: str) -> Respons
 
 
 def routes(ctx: Context) -> list[BaseRoute]:
-    build = tag_build(ctx)  # once, at start-up; never per request
-    demo = DemoPage(ctx.settings.base_url, build, publisher=DEMO_PUBLISHER)
+    demo = DemoPage(ctx.settings.base_url, ctx.tag, publisher=DEMO_PUBLISHER)
+    return [
+        Route(TAG_PATH, partial(latest, ctx), methods=["GET"]),
+        Route(MANIFEST_PATH, partial(tag_manifest, ctx), methods=["GET"]),
+        Route(VERSIONED_PATH, partial(pinned, ctx), methods=["GET"]),
+        *demo.routes(),
+    ]
+
+
+async def latest(ctx: Context, request: Request) -> Response:
+    return _serve_tag(ctx.tag, request, LATEST_CACHE)
+
+
+async def pinned(ctx: Context, request: Request) -> Response:
+    build = ctx.tag
+    version = request.path_params["version"]
+    if version != build.version:
+        raise NotFound(
+            f"this edge serves tag version {build.version}, not {version}", field="version"
+        )
+    return _serve_tag(build, request, PINNED_CACHE)
+
+
+async def tag_manifest(ctx: Context, request: Request) -> Response:
+    build = ctx.tag
     manifest = {
         "version": build.version,
         "url": ctx.settings.base_url + TAG_PATH,
@@ -123,29 +139,9 @@ def routes(ctx: Context) -> list[BaseRoute]:
         "integrity": build.sri,
         "sizes": build.sizes(),
     }
-
-    async def latest(request: Request) -> Response:
-        return _serve_tag(build, request, LATEST_CACHE)
-
-    async def pinned(request: Request) -> Response:
-        version = request.path_params["version"]
-        if version != build.version:
-            raise NotFound(
-                f"this edge serves tag version {build.version}, not {version}", field="version"
-            )
-        return _serve_tag(build, request, PINNED_CACHE)
-
-    async def tag_manifest(request: Request) -> Response:
-        return json_response(
-            manifest, headers={"Cache-Control": "no-cache", "Access-Control-Allow-Origin": "*"}
-        )
-
-    return [
-        Route(TAG_PATH, latest, methods=["GET"]),
-        Route(MANIFEST_PATH, tag_manifest, methods=["GET"]),
-        Route(VERSIONED_PATH, pinned, methods=["GET"]),
-        *demo.routes(),
-    ]
+    return json_response(
+        manifest, headers={"Cache-Control": "no-cache", "Access-Control-Allow-Origin": "*"}
+    )
 
 
 _TAG_RESPONSES: dict[str, Any] = {
@@ -158,8 +154,8 @@ _TAG_RESPONSES: dict[str, Any] = {
 }
 
 
-def openapi(ctx: Context) -> dict:
-    build = tag_build(ctx)
+def openapi(ctx: Context) -> dict[str, Any]:
+    build = ctx.tag
     tags = ["tag"]
     return {
         "paths": {

@@ -3,6 +3,9 @@ serves the same contract at /ugc/v1/process (edge.routes.sandbox, docs/decisions
 
 from __future__ import annotations
 
+from functools import partial
+from typing import Any
+
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
@@ -21,20 +24,20 @@ PATH = "/v1/ugc/process"
 def routes(ctx: Context) -> list[BaseRoute]:
     if not ctx.settings.is_production:
         return []
-
-    async def process(request: Request) -> Response:
-        admission = await admit(ctx, request, "ugc")
-        body = parse_ugc(await read_json(request, max_bytes=ctx.settings.max_body_bytes))
-        result = await match_ugc(ctx, request, body, admission.key.key_id)
-        return json_response(
-            ugc_body(ctx, result, body.post_id),
-            headers={**admission.headers, "Cache-Control": "no-store"},
-        )
-
-    return [Route(PATH, process, methods=["POST"])]
+    return [Route(PATH, partial(process, ctx), methods=["POST"])]
 
 
-def openapi(ctx: Context) -> dict:
+async def process(ctx: Context, request: Request) -> Response:
+    admission = await admit(ctx, request, "ugc")
+    body = parse_ugc(await read_json(request, max_bytes=ctx.settings.max_body_bytes))
+    result = await match_ugc(ctx, request, body, admission.key.key_id)
+    return json_response(
+        ugc_body(ctx, result, body.post_id),
+        headers={**admission.headers, "Cache-Control": "no-store"},
+    )
+
+
+def openapi(ctx: Context) -> dict[str, Any]:
     if not ctx.settings.is_production:
         return {}
     return schemas.ugc_process_doc(ctx, PATH, sandbox=False)

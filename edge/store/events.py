@@ -25,6 +25,8 @@ from urllib.parse import urlsplit
 
 import orjson
 
+from edge.counters import CountBuffer, CountRow
+
 ImpressionKind = Literal["url", "ugc", "ai-render", "ai-view", "legacy"]
 
 # Report counter names (``edge report`` columns, in this order). Routes add the first three
@@ -227,28 +229,21 @@ class CountingConnection(sqlite3.Connection):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.deferred_counts: list[tuple[str, str, str, float]] = []
+        self.deferred_counts = CountBuffer()
 
 
-def _bump(conn: sqlite3.Connection, rows: list[tuple[str, str, str, float]]) -> None:
-    deferred = getattr(conn, "deferred_counts", None)
-    if deferred is None:
-        conn.executemany(_BUMP, rows)
+def _bump(conn: sqlite3.Connection, rows: list[CountRow]) -> None:
+    if isinstance(conn, CountingConnection):
+        conn.deferred_counts.extend(rows)
     else:
-        deferred.extend(rows)
+        conn.executemany(_BUMP, rows)
 
 
-def flush_counts(conn: sqlite3.Connection) -> None:
+def flush_counts(conn: CountingConnection) -> None:
     """Apply the deferred bumps, summed per counter; the writer calls it before COMMIT."""
-    deferred = getattr(conn, "deferred_counts", None)
-    if not deferred:
-        return
-    totals: dict[tuple[str, str, str], float] = {}
-    for scope, scope_id, counter, amount in deferred:
-        key = (scope, scope_id, counter)
-        totals[key] = totals.get(key, 0) + amount
-    deferred.clear()
-    conn.executemany(_BUMP, [(*key, amount) for key, amount in totals.items()])
+    rows = conn.deferred_counts.take()
+    if rows:
+        conn.executemany(_BUMP, rows)
 
 
 def _record_impression(conn: sqlite3.Connection, imp: Impression) -> bool:

@@ -127,14 +127,14 @@ class _Writer(threading.Thread):
         try:
             conn.execute("BEGIN IMMEDIATE")
             for job in batch:
-                mark = len(conn.deferred_counts)
+                mark = conn.deferred_counts.mark()
                 conn.execute("SAVEPOINT job")
                 try:
                     result = job.fn(conn, *job.args)
                 except Exception as exc:  # this job only: undo it, keep the others
                     conn.execute("ROLLBACK TO job")
                     conn.execute("RELEASE job")
-                    del conn.deferred_counts[mark:]
+                    conn.deferred_counts.drop_since(mark)
                     outcomes.append((job, None, exc))
                 else:
                     conn.execute("RELEASE job")

@@ -12,9 +12,9 @@ function emit(type, detail) {
   hub.dispatchEvent(new CustomEvent(type, { detail }));
 }
 
-function fail(err, detail) {
+function fail(err) {
   try {
-    emit("error", { ...detail, message: "" + (err?.message || err) });
+    emit("error", { message: "" + (err?.message || err) });
   } catch (_) {
     // Nothing left to tell; stay silent rather than break the page.
   }

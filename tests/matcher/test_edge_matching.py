@@ -22,13 +22,11 @@ def ctx(tmp_path, clock, shared_matcher):
 
 def run(ctx: Context, coro_fn):
     async def go():
-        await ctx.store.open()
+        await ctx.start()
         try:
-            await matching.startup(ctx)
             return await coro_fn()
         finally:
-            await matching.shutdown(ctx)
-            await ctx.store.close()
+            await ctx.stop()
 
     return asyncio.run(go())
 
@@ -118,9 +116,9 @@ def test_startup_loads_catalogue_dma_table_and_reuses_the_vector_cache(tmp_path,
         ctx = Context.build(settings, clock=clock)
 
         async def go():
-            await matching.startup(ctx)
+            await ctx.start()
             loaded = ctx.matcher
-            await matching.shutdown(ctx)
+            await ctx.stop()
             return loaded
 
         return asyncio.run(go())
@@ -207,11 +205,9 @@ def test_state_writes_run_after_the_answer_and_are_drained_at_shutdown(ctx, tmp_
     async def go():
         ctx.store.record_serves = slow
         result = await matching.match(ctx, ugc("my pup won't touch his kibble", "p-s"))
-        pending = len(matching.state_writes(ctx))
+        pending = len(ctx.state_writes)
         load = asyncio.ensure_future(
-            matching.StoreMatchState(ctx.store, matching.state_writes(ctx)).load(
-                "p-s", None, None, 0.0
-            )
+            matching.StoreMatchState(ctx.store, ctx.state_writes).load("p-s", None, None, 0.0)
         )
         await asyncio.sleep(0.01)
         waited = not load.done()  # the read of that thread waits for its pending write
@@ -227,9 +223,9 @@ def test_state_writes_run_after_the_answer_and_are_drained_at_shutdown(ctx, tmp_
 def test_shutdown_drains_state_writes_before_the_store_closes(ctx):
     async def go():
         result = await matching.match(ctx, ugc("my pup won't touch his kibble", "p-d"))
-        return result, len(matching.state_writes(ctx))
+        return result, len(ctx.state_writes)
 
-    result, pending = run(ctx, go)  # run() shuts matching down, then closes the store
+    result, pending = run(ctx, go)  # run() stops the context, which closes the store last
     assert pending == 1
 
     async def read():

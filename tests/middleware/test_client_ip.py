@@ -4,7 +4,7 @@ import ipaddress
 
 import pytest
 
-from edge.delivery.client_ip import client_ip
+from edge.client_ip import client_ip
 
 NETS = (ipaddress.ip_network("10.0.0.0/8"), ipaddress.ip_network("2001:db8::/32"))
 

@@ -100,7 +100,7 @@ def test_cli_registration_reaches_a_running_edge_without_restart(
     # Another process (the CLI) writes the store; the edge's refresh task picks it up.
     assert main(["publishers", "add", "pub-late", "--origin", "https://late.example",
                  "--db", str(tmp_path / "edge.db")]) == 0  # fmt: skip
-    reg = publishers.registry(client.app.state.ctx)
+    reg = client.app.state.ctx.publishers
     assert reg.get("pub-late") is None  # not yet: the cache is read every few seconds
     client.portal.call(reg.refresh)  # what the background task does every REFRESH_SECONDS
     assert preflight(client, "/dea/url/hover", origin="https://late.example").status_code == 204
@@ -114,7 +114,7 @@ def test_refresh_task_runs_in_the_background(make_client, monkeypatch):
     ctx = client.app.state.ctx
     client.portal.call(ctx.store.upsert_publisher, "pub-bg", ["https://bg.example"], 1.0)
     deadline = time.monotonic() + 5
-    while publishers.registry(ctx).get("pub-bg") is None and time.monotonic() < deadline:
+    while ctx.publishers.get("pub-bg") is None and time.monotonic() < deadline:
         time.sleep(0.02)
     assert preflight(client, "/dea/url/hover", origin="https://bg.example").status_code == 204
 

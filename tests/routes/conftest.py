@@ -114,7 +114,9 @@ class Script:
     def close(self) -> None:
         pass
 
-    async def match(self, request: MatchRequest, state, now, spend=None) -> MatchResult:
+    async def match(
+        self, request: MatchRequest, state, now, spend=None, *, deadline=None
+    ) -> MatchResult:
         self.requests.append(request)
         if self.delay:
             await asyncio.sleep(self.delay)

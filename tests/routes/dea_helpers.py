@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from edge import matching
-from edge.delivery.publishers import registry
 from matcher.types import (
     Ad,
     AdSet,
@@ -22,7 +21,7 @@ ORIGIN = "https://news.example"
 def register(client, publisher_id: str = PUB, *origins: str) -> None:
     ctx = client.app.state.ctx
     client.portal.call(ctx.store.upsert_publisher, publisher_id, list(origins or (ORIGIN,)), 1.0)
-    client.portal.call(registry(ctx).refresh)
+    client.portal.call(ctx.publishers.refresh)
 
 
 def placement(ad_id: str = "ad-1", *, pricing: str = "cpm", bid: float = 4.0) -> Placement:

@@ -14,7 +14,7 @@ def client(make_client):
 
 @pytest.fixture
 def build(client):
-    return client.app.state.ctx.extras["tag"]
+    return client.app.state.ctx.tag
 
 
 @pytest.mark.parametrize(
@@ -100,7 +100,7 @@ def test_manifest_names_version_urls_and_integrity(client, build):
 def test_tag_is_built_once_per_process(client, build):
     for _ in range(3):
         client.get("/dea/tag.js")
-    assert client.app.state.ctx.extras["tag"] is build
+    assert client.app.state.ctx.tag is build
 
 
 def test_demo_page_pins_the_tag_under_a_strict_csp(client, build):

@@ -1,4 +1,4 @@
-"""The address the production geofence judges (DESIGN 4.6).
+"""The client address: what the production geofence judges and the /dea routes locate.
 
 It is the TCP peer, unless the peer is a proxy listed in ``EDGE_TRUSTED_PROXIES``: then it
 is the rightmost ``X-Forwarded-For`` hop that is not a trusted proxy, because every hop to
@@ -13,10 +13,12 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterable
 
+from starlette.types import Scope
+
+from edge.settings import IPNetwork
 from geoip import parse_ip
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
 def _hop(text: str) -> IPAddress | None:
@@ -51,7 +53,7 @@ def client_ip(
     return ip
 
 
-def scope_inputs(scope) -> tuple[str | None, tuple[str, ...]]:
+def scope_inputs(scope: Scope) -> tuple[str | None, tuple[str, ...]]:
     """What ``from_scope`` decides on: the peer and every X-Forwarded-For value, in order."""
     client = scope.get("client")
     peer = client[0] if client else None
@@ -59,6 +61,16 @@ def scope_inputs(scope) -> tuple[str | None, tuple[str, ...]]:
     return peer, xff
 
 
-def from_scope(scope, proxies: tuple[IPNetwork, ...]) -> IPAddress | None:
+def from_scope(scope: Scope, proxies: tuple[IPNetwork, ...]) -> IPAddress | None:
     peer, xff = scope_inputs(scope)
     return client_ip(peer, xff, proxies)
+
+
+def request_client_ip(scope: Scope, proxies: tuple[IPNetwork, ...]) -> str | None:
+    """The client address as text: the geofence's (left in the scope's state) when it ran,
+    else resolved here the same way."""
+    ip = scope.get("state", {}).get("client_ip")
+    if ip is None:
+        found = from_scope(scope, proxies)
+        ip = None if found is None else str(found)
+    return ip

@@ -1,0 +1,35 @@
+"""An ad's creative fields and the price its impression bills: the parts every answer that
+carries an ad shares (/v1 bodies, /dea placements)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from matcher.types import Placement
+
+if TYPE_CHECKING:
+    from edge.context import Context
+
+
+def creative(p: Placement) -> dict[str, Any]:
+    """The SPEC 2.1 fields, shared by every product."""
+    return {
+        "title": p.ad.title,
+        "cta": p.ad.cta,
+        "click_through_url": p.ad.click_through_url,
+        "advertiser_name": p.campaign.advertiser_name,
+        "ttl_seconds": p.ad.ttl_seconds,
+        "pixel_trackers": [
+            {"vendor": t.vendor, "tracker_type": t.tracker_type, "url": t.url}
+            for t in p.ad.pixel_trackers
+        ],
+    }
+
+
+def cpm_usd(ctx: Context, p: Placement) -> float | None:
+    """The per-mille price an impression bills, only in production (SPEC 6: no sandbox
+    billing) and only for CPM ad sets."""
+    pricing = p.ad_set.pricing_model
+    if ctx.settings.is_production and pricing.type == "cpm":
+        return pricing.bid_amount
+    return None
