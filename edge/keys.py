@@ -10,7 +10,6 @@ the whole hash is then compared in constant time.
 from __future__ import annotations
 
 import hashlib
-import hmac
 import secrets
 import string
 import zlib
@@ -19,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from edge.errors import Conflict, Unauthorized
+from edge.signing import same_text
 from edge.store.base import KeyRecord, Store
 
 PRODUCTS = ("ugc", "ai", "ad-manager")
@@ -61,7 +61,7 @@ def generate(env: str, product: str) -> str:
 
 def parse(key: str) -> ParsedKey | None:
     """Environment and product of a well-formed key with a correct checksum, else None."""
-    if len(key) > 80 or not key.isascii():
+    if len(key) > 80:
         return None
     body, _, check = key.rpartition("-")
     head, _, random_part = body.rpartition("-")
@@ -71,7 +71,7 @@ def parse(key: str) -> ParsedKey | None:
         or product not in PRODUCTS
         or len(random_part) != _RANDOM_LEN
         or not all(c in _ALPHABET for c in random_part)
-        or not hmac.compare_digest(check, _checksum(body))
+        or not same_text(_checksum(body), check)
     ):
         return None
     return ParsedKey(PREFIX_ENV[prefix], product)
@@ -139,7 +139,7 @@ class Keyring:
             self._cache[lookup] = (record, now)
             if len(self._cache) > _CACHE_MAX:
                 self._cache.popitem(last=False)
-        if not hmac.compare_digest(record.key_hash, digest):
+        if not same_text(record.key_hash, digest):
             return None
         return record
 

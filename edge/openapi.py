@@ -32,6 +32,34 @@ ERROR_SCHEMA = {
 }
 
 
+# What each error status means, for every route family (the one table of them).
+ERRORS = {
+    400: "The body, query, token or signature failed validation; `field` names the culprit; "
+    "nothing is counted",
+    401: "Missing, malformed, unknown, revoked, expired, wrong-product or wrong-environment key",
+    403: "Refused: the caller's address is not in the US (production geofence) or, on /dea, "
+    "the publisher or its origin is not registered",
+    409: "The key was already rotated; rotate its replacement",
+    413: "Body larger than EDGE_MAX_BODY_BYTES",
+    415: "Content-Type is not application/json (the /dea routes also take text/plain)",
+    422: "Body failed validation (malformed JSON, missing or invalid field)",
+    429: "Rate limit of this key exceeded",
+    502: "Matching (or the key store) failed or missed its deadline; retry with backoff",
+    503: "The store could not commit; nothing was recorded, retry after Retry-After",
+}
+RETRY_AFTER = {
+    "Retry-After": {"schema": {"type": "integer", "minimum": 1}, "description": "Seconds to wait"}
+}
+
+
+def error_for(status: int) -> dict[str, Any]:
+    """The response object of an error status, from ``ERRORS`` (Retry-After where sent)."""
+    resp = error_response(ERRORS[status])
+    if status in (429, 502, 503):
+        resp["headers"] = dict(RETRY_AFTER)
+    return resp
+
+
 def error_response(description: str) -> dict[str, Any]:
     """A response object whose body is the one error shape."""
     return {

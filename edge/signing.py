@@ -24,6 +24,15 @@ _SIG_BYTES = 16  # 128-bit truncated HMAC-SHA256: ample against forgery, short i
 _META_NAME = "signing_key"
 
 
+def same_text(expected: str, given: str) -> bool:
+    """Constant-time equality of a value we computed and one a caller sent, whatever its
+    characters: compared as bytes, because ``hmac.compare_digest`` raises on non-ASCII
+    ``str`` (a 500 for any forged value that holds one)."""
+    return hmac.compare_digest(
+        expected.encode("utf-8", "surrogatepass"), given.encode("utf-8", "surrogatepass")
+    )
+
+
 def _b64(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
@@ -52,12 +61,10 @@ class Signer:
         return _b64(mac.digest()[:_SIG_BYTES])
 
     def verify(self, purpose: str, message: bytes, signature: str) -> bool:
-        # As bytes: compare_digest refuses non-ASCII str (a TypeError, i.e. a 500) and a
-        # forged signature may hold any character.
+        # A forged signature may hold any character (or not be text at all).
         if not isinstance(signature, str):
             return False
-        expected = self.sign(purpose, message).encode()
-        return hmac.compare_digest(expected, signature.encode("utf-8", "surrogatepass"))
+        return same_text(self.sign(purpose, message), signature)
 
     def seal(self, purpose: str, payload: dict[str, Any]) -> str:
         """A URL-safe token carrying ``payload``, readable by anyone, forgeable by no one."""

@@ -115,14 +115,27 @@ def _kind(value: Any) -> str:
     )
 
 
-def parse_timestamp(text: str) -> float | None:
-    """Epoch seconds of an RFC 3339 timestamp that names its zone; None when it is not one."""
+_RFC3339 = re.compile(
+    r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:[Zz]|[+-]\d{2}:?\d{2})?"
+)
+
+
+def parse_timestamp(text: str, *, naive_is_utc: bool = False) -> float | None:
+    """Epoch seconds of an RFC 3339 timestamp; None when it is not one.
+
+    One without a zone is refused, or taken as UTC with ``naive_is_utc`` (a partner's
+    ``created_at``); the catalogue's flight dates must name their zone.
+    """
+    if not _RFC3339.fullmatch(text):
+        return None
     try:
-        when = dt.datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+        when = dt.datetime.fromisoformat(text.upper().replace("Z", "+00:00"))
     except ValueError:
         return None
-    if when.tzinfo is None or "T" not in text.upper():
-        return None
+    if when.tzinfo is None:
+        if not naive_is_utc:
+            return None
+        when = when.replace(tzinfo=dt.UTC)
     return when.timestamp()
 
 

@@ -7,23 +7,19 @@ docs/decisions.md and the OpenAPI document.
 
 from __future__ import annotations
 
-import datetime as dt
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from edge.errors import BadRequest, Unprocessable
 from edge.partner.fields import Fields, kind
 from edge.partner.geo import parse_geo_target, parse_location
+from matcher.catalogue import parse_timestamp
 from matcher.types import GeoSignal
 
 MAX_MESSAGE_CHARS = 10_000  # SPEC 8 (earlier description); kept for /v1 too (SPEC 7's 400)
 MAX_ID_CHARS = 256
 MAX_AI_TEXT_CHARS = 20_000  # assistant answers run longer than posts
 MAX_DISABLE_PAIRS = 100
-_TIMESTAMP = re.compile(
-    r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:[Zz]|[+-]\d{2}:?\d{2})?"
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,18 +57,10 @@ def parse_created_at(f: Fields) -> float | None:
     text = f.text("created_at", max_len=40)
     if text is None:
         return None
-    text = text.strip()
-    try:
-        if not _TIMESTAMP.fullmatch(text):
-            raise ValueError(text)
-        when = dt.datetime.fromisoformat(text.upper().replace("Z", "+00:00"))
-    except ValueError:
-        raise f.fail(
-            "created_at", "must be an RFC 3339 timestamp such as 2026-05-01T12:30:00Z"
-        ) from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.UTC)
-    return when.timestamp()
+    when = parse_timestamp(text.strip(), naive_is_utc=True)
+    if when is None:
+        raise f.fail("created_at", "must be an RFC 3339 timestamp such as 2026-05-01T12:30:00Z")
+    return when
 
 
 def parse_ugc(data: Any, *, sandbox: bool = False) -> UgcBody:

@@ -10,13 +10,12 @@ from __future__ import annotations
 from typing import Any
 
 from edge.context import Context
-from edge.openapi import error_response, json_body
+from edge.openapi import error_for, json_body
 from edge.partner.bodies import MAX_AI_TEXT_CHARS, MAX_ID_CHARS
 from edge.partner.bodies import MAX_MESSAGE_CHARS as MAX_MSG
 
 REF = "#/components/schemas/"
 ID_SCHEMA = {"type": "string", "minLength": 1, "maxLength": MAX_ID_CHARS}
-_INT_HEADER = {"schema": {"type": "integer", "minimum": 1}}
 _RATE_HEADERS = {
     "RateLimit-Policy": {
         "description": 'IETF RateLimit-Policy: "<product>";q=<requests>;w=<seconds>',
@@ -28,30 +27,15 @@ _RATE_HEADERS = {
     },
 }
 
-_ERRORS = {
-    400: "Body or query failed validation; `field` names the culprit",
-    401: "Missing, malformed, unknown, revoked, expired, wrong-product or wrong-environment key",
-    403: "Production only: the caller's address is not in the US (geofence)",
-    409: "The key was already rotated; rotate its replacement",
-    413: "Body larger than EDGE_MAX_BODY_BYTES",
-    415: "Content-Type is not application/json",
-    422: "Body failed validation (malformed JSON, missing or invalid field)",
-    429: "Rate limit of this key exceeded",
-    502: "Matching (or the key store) failed or timed out; retry with backoff",
-    503: "The store could not commit; nothing was recorded, retry after Retry-After",
-}
-
 
 def ref(name: str) -> dict[str, str]:
     return {"$ref": REF + name}
 
 
 def _error(code: int) -> dict[str, Any]:
-    resp = error_response(_ERRORS[code])
-    if code in (429, 502, 503):
-        resp["headers"] = {"Retry-After": {**_INT_HEADER, "description": "Seconds to wait"}}
-        if code == 429:
-            resp["headers"].update(_RATE_HEADERS)
+    resp = error_for(code)
+    if code == 429:
+        resp["headers"].update(_RATE_HEADERS)
     return resp
 
 

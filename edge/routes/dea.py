@@ -15,7 +15,7 @@ from starlette.routing import BaseRoute, Route
 
 from edge.context import Context
 from edge.delivery import events, pages, schemas
-from edge.openapi import error_response, json_body
+from edge.openapi import error_for, error_response, json_body
 
 KEYWORDS = "/dea/url/keywords"
 PLACEMENTS = "/dea/url/placements"
@@ -71,24 +71,9 @@ def _body(schema: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _errors(ctx: Context, *statuses: str) -> dict[str, Any]:
-    text = {
-        "400": "Invalid body, token or signature (the field is named); nothing is counted",
-        "403": "Unknown publisher or origin"
-        + (
-            ", or a client outside the US (production geofence)"
-            if ctx.settings.is_production
-            else ""
-        ),
-        "413": "Body larger than EDGE_MAX_BODY_BYTES",
-        "415": "Content-Type is not application/json or text/plain",
-        "502": "The matcher failed or missed its deadline; retry with backoff",
-        "503": "The event could not be stored; retry after Retry-After",
-    }
-    out = {s: error_response(text[s]) for s in statuses}
-    if ctx.settings.is_production and "403" not in out:
-        out["403"] = error_response("Client outside the US (production geofence)")
-    return out
+def _errors(ctx: Context, *statuses: int) -> dict[str, Any]:
+    codes = {*statuses, *((403,) if ctx.settings.is_production else ())}
+    return {str(s): error_for(s) for s in sorted(codes)}
 
 
 def _preflight(methods: frozenset[str]) -> dict[str, Any]:
@@ -117,7 +102,7 @@ def _post(ctx, summary, request, response, *errors, ok="200") -> dict[str, Any]:
         "summary": summary,
         "tags": ["delivery"],
         "requestBody": _body(request),
-        "responses": {ok: json_body(response), **_errors(ctx, "400", "413", "415", *errors)},
+        "responses": {ok: json_body(response), **_errors(ctx, 400, 413, 415, *errors)},
     }
 
 
@@ -126,27 +111,27 @@ def openapi(ctx: Context) -> dict[str, Any]:
     paths: dict[str, Any] = {
         KEYWORDS: {
             "post": _post(ctx, "Ads for the page's own slots", s.KEYWORDS_REQUEST,
-                          s.KEYWORDS_RESPONSE, "403", "502"),
+                          s.KEYWORDS_RESPONSE, 403, 502),
         },
         PLACEMENTS: {
             "post": _post(ctx, "Ads for explicit slots (UGC posts, late slots)",
-                          s.PLACEMENTS_REQUEST, s.PLACEMENTS_RESPONSE, "403", "502"),
+                          s.PLACEMENTS_REQUEST, s.PLACEMENTS_RESPONSE, 403, 502),
         },
         URL_IMPRESSION: {
             "post": _post(ctx, "A page-level ad was viewable (billing-grade)",
-                          s.IMPRESSION_REQUEST, s.IMPRESSION_RESPONSE, "503"),
+                          s.IMPRESSION_REQUEST, s.IMPRESSION_RESPONSE, 503),
         },
         FAILURES: {
             "post": _post(ctx, "A placement failed to render", s.FAILURE_REQUEST,
-                          s.ACK_RESPONSE, "403", "503"),
+                          s.ACK_RESPONSE, 403, 503),
         },
         HOVER: {
             "post": _post(ctx, "Hover engagement, once per token", s.HOVER_REQUEST,
-                          s.ACK_RESPONSE, "503"),
+                          s.ACK_RESPONSE, 503),
         },
         UGC_IMPRESSION: {
             "post": _post(ctx, "A UGC ad was viewable (billing-grade)", s.IMPRESSION_REQUEST,
-                          s.IMPRESSION_RESPONSE, "503"),
+                          s.IMPRESSION_RESPONSE, 503),
             "get": {
                 "summary": "Impression pixel (from an ad's pixel_trackers)",
                 "tags": ["delivery"],
@@ -155,7 +140,7 @@ def openapi(ctx: Context) -> dict[str, Any]:
                 ],
                 "responses": {
                     "204": {"description": "Stored (or already stored: a replay counts nothing)"},
-                    **_errors(ctx, "400", "503"),
+                    **_errors(ctx, 400, 503),
                 },
             },
         },
@@ -181,6 +166,6 @@ def _ai_beacon(ctx: Context, kind: str) -> dict[str, Any]:
         ],
         "responses": {
             "204": {"description": "Stored once per (ad_id, message_id); replays count nothing"},
-            **_errors(ctx, "400", "503"),
+            **_errors(ctx, 400, 503),
         },
     }

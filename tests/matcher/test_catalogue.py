@@ -161,3 +161,14 @@ def test_sandbox_catalogue_is_rich_enough():
     assert {"ugc", "ai"} <= {prod for s in cat.ad_sets() for prod in s.products}
     dog = cat.placement("ad-dog-food")
     assert "dog food" in dog.ad.keywords
+
+
+def test_one_rfc3339_parser_for_flight_dates_and_created_at():
+    from matcher.catalogue import parse_timestamp
+
+    assert parse_timestamp("2026-05-01T12:30:00Z") == parse_timestamp("2026-05-01t14:30:00+02:00")
+    assert parse_timestamp("2026-05-01T12:30:00") is None  # the catalogue names its zone
+    naive = parse_timestamp("2026-05-01T12:30:00", naive_is_utc=True)  # a partner's created_at
+    assert naive == parse_timestamp("2026-05-01T12:30:00Z")
+    for bad in ("2026-05-01", "20260501T123000Z", "2026-13-01T00:00:00Z", "yesterday"):
+        assert parse_timestamp(bad, naive_is_utc=True) is None, bad
