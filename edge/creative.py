@@ -12,7 +12,7 @@ if TYPE_CHECKING:
 
 
 def creative(p: Placement) -> dict[str, Any]:
-    """The SPEC 2.1 fields, shared by every product."""
+    """The creative fields every product answers with."""
     return {
         "title": p.ad.title,
         "cta": p.ad.cta,
@@ -27,8 +27,8 @@ def creative(p: Placement) -> dict[str, Any]:
 
 
 def cpm_usd(ctx: Context, p: Placement) -> float | None:
-    """The per-mille price an impression bills, only in production (SPEC 6: no sandbox
-    billing) and only for CPM ad sets."""
+    """The per-mille price an impression bills, only in production (the sandbox never
+    bills) and only for CPM ad sets."""
     pricing = p.ad_set.pricing_model
     if ctx.settings.is_production and pricing.type == "cpm":
         return pricing.bid_amount

@@ -7,7 +7,7 @@ from matcher.types import GeoSignal
 
 
 def usable(signal: GeoSignal) -> GeoSignal | None:
-    """The signal, or None when it holds nothing but a country (SPEC 4.2 rule 3)."""
+    """The signal, or None when it holds nothing but a country (no usable signal)."""
     if any(
         v is not None for v in (signal.zipcode, signal.city, signal.state, signal.dma, signal.lat)
     ):

@@ -2,8 +2,15 @@
 
 Applied in name order at start-up, each once and in its own transaction, recorded in
 ``schema_migrations``. Names, not a counter, identify them, so work on separate branches can
-add migrations without renumbering. Ranges by owner: 0001-0099 foundation, 0100-0199
-matcher state, 0200-0299 delivery and events, 0300-0399 partner API, 0400-0499 tag.
+add migrations without renumbering. The files, in order:
+
+- ``0001_meta``: process-wide values (the generated signing key);
+- ``0002_keys``: API keys (hashes only) and their rotation;
+- ``0003_matcher_state``: serves, disables and no-match windows of the matcher;
+- ``0004_events``: impressions and their dedupe keys, billing, hovers, placement failures,
+  report counters, publishers.
+
+A new migration takes the next free number and adds its line here (a test checks both).
 """
 
 from __future__ import annotations

@@ -1,0 +1,57 @@
+"""ARCHITECTURE.md and the migration note match the code they describe."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from edge.store import migrations
+
+ROOT = Path(__file__).parent.parent
+PACKAGES = ("edge", "matcher", "tag", "geoip")
+
+
+def code_map() -> str:
+    text = (ROOT / "ARCHITECTURE.md").read_text()
+    section = text.split("## Code map", 1)[1]
+    return section.split("```", 2)[1]
+
+
+def modules() -> list[str]:
+    found = []
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*")):
+            rel = path.relative_to(ROOT).as_posix()
+            if path.suffix == ".py" or (package == "tag" and "/src/" in rel and path.is_file()):
+                found.append(rel)
+    return found
+
+
+def test_every_module_is_in_the_code_map():
+    listed = set(re.findall(r"[\w./-]+", code_map()))
+    # A package counts as listed by its folder ("edge/cli/") or by its __init__.py.
+    missing = [
+        m
+        for m in modules()
+        if m not in listed
+        and not (m.endswith("/__init__.py") and m[: -len("__init__.py")] in listed)
+    ]
+    assert not missing, f"modules missing from the ARCHITECTURE.md code map: {missing}"
+
+
+def test_the_code_map_names_no_module_that_is_gone():
+    words = re.findall(r"[\w./-]+\.(?:py|js|j2)\b", code_map())
+    named = {w for w in words if w.split("/", 1)[0] in PACKAGES}
+    gone = sorted(n for n in named if not (ROOT / n).exists())
+    assert not gone, f"the code map names files that do not exist: {gone}"
+
+
+def test_the_migration_note_lists_every_migration_file():
+    files = [name for name, _sql in migrations.migration_files()]
+    assert files, "no migrations found"
+    note = migrations.__doc__ or ""
+    missing = [name for name in files if f"``{name}``" not in note]
+    assert not missing, f"migrations missing from the note in migrations/__init__.py: {missing}"
+    numbers = [name.split("_", 1)[0] for name in files]
+    assert all(re.fullmatch(r"\d{4}", n) for n in numbers), numbers
+    assert len(set(numbers)) == len(numbers), f"two migrations share a number: {files}"
