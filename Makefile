@@ -38,6 +38,7 @@ e2e: install chromium
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 # Security: bandit (offline, ~2 s, also part of `make test`) and pip-audit (needs the registry;
 # reports "NOT audited" instead of failing when it cannot be reached).

@@ -69,7 +69,7 @@ def from_scope(scope: Scope, proxies: tuple[IPNetwork, ...]) -> IPAddress | None
 def request_client_ip(scope: Scope, proxies: tuple[IPNetwork, ...]) -> str | None:
     """The client address as text: the geofence's (left in the scope's state) when it ran,
     else resolved here the same way."""
-    ip = scope.get("state", {}).get("client_ip")
+    ip: str | None = scope.get("state", {}).get("client_ip")
     if ip is None:
         found = from_scope(scope, proxies)
         ip = None if found is None else str(found)

@@ -132,10 +132,11 @@ class Keyring:
             record = cached[0]
             self._cache.move_to_end(lookup)
         else:
-            record = await self._store.key_by_lookup(lookup)
-            if record is None:
+            found = await self._store.key_by_lookup(lookup)
+            if found is None:
                 self._cache.pop(lookup, None)
                 return None
+            record = found
             self._cache[lookup] = (record, now)
             if len(self._cache) > _CACHE_MAX:
                 self._cache.popitem(last=False)

@@ -18,7 +18,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Iterable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from edge.errors import BadGateway
 from edge.settings import Settings
@@ -28,6 +28,7 @@ from matcher.types import MatchRequest, MatchResult
 
 if TYPE_CHECKING:
     from edge.context import Context
+    from edge.store import Store
 
 log = logging.getLogger("edge.matching")
 
@@ -44,8 +45,8 @@ class StateWrites:
     """
 
     def __init__(self) -> None:
-        self._tasks: set[asyncio.Task] = set()
-        self._latest: dict[str, asyncio.Task] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._latest: dict[str, asyncio.Task[None]] = {}
 
     def __len__(self) -> int:
         return len(self._tasks)
@@ -57,7 +58,7 @@ class StateWrites:
             self._latest[key] = task
         task.add_done_callback(lambda done: self._forget(done, keys))
 
-    def _forget(self, task: asyncio.Task, keys: tuple[str, ...]) -> None:
+    def _forget(self, task: asyncio.Task[None], keys: tuple[str, ...]) -> None:
         self._tasks.discard(task)
         for key in keys:
             if self._latest.get(key) is task:
@@ -87,7 +88,7 @@ class StoreMatchState:
     those writes run in the background (``writes``), never on the response path.
     """
 
-    def __init__(self, store, writes: StateWrites | None = None) -> None:
+    def __init__(self, store: Store, writes: StateWrites | None = None) -> None:
         self.store = store
         self.writes = writes if writes is not None else StateWrites()
 
@@ -110,11 +111,13 @@ class StoreMatchState:
     async def clear_backoff(self, post_id: str) -> None:
         self.writes.spawn("window clear", _keys(None, post_id), self.store.clear_backoff(post_id))
 
-    async def disable(self, pairs: list[tuple[str, str, dict | None]], now: float) -> None:
+    async def disable(
+        self, pairs: list[tuple[str, str, dict[str, Any] | None]], now: float
+    ) -> None:
         await self.store.disable_ads(pairs, now)
 
 
-async def _best_effort(what: str, write) -> None:
+async def _best_effort(what: str, write: Awaitable[None]) -> None:
     try:
         await write
     except Exception as exc:

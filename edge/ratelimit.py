@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from edge.errors import TooManyRequests
-from edge.settings import RateLimit
+from edge.settings import RateLimit, Settings
 
 _PRUNE_EVERY = 1024  # decisions between sweeps of full buckets
 _EPS = 1e-6  # seconds; absorbs float rounding so a full burst is exactly ``requests``
@@ -110,7 +110,7 @@ class RateLimits:
         return self._limiters[product]
 
     @classmethod
-    def from_settings(cls, settings, clock: Callable[[], float]) -> RateLimits:
+    def from_settings(cls, settings: Settings, clock: Callable[[], float]) -> RateLimits:
         return cls(
             {
                 "ugc": settings.rate_limit_ugc,

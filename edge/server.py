@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 import uvicorn
+from starlette.types import ASGIApp
 
 from edge.app import create_app
 from edge.settings import Settings
@@ -16,7 +17,7 @@ def configure_logging(level: str) -> None:
     )
 
 
-def uvicorn_config(settings: Settings, app=None) -> uvicorn.Config:
+def uvicorn_config(settings: Settings, app: ASGIApp | None = None) -> uvicorn.Config:
     return uvicorn.Config(
         app if app is not None else create_app(settings),
         host=settings.host,

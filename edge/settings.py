@@ -113,7 +113,7 @@ def _secret(text: str) -> str | None:
     return text or None
 
 
-def _setting(default: Any, help: str, parse: Callable[[str], Any], *, secret: bool = False):
+def _setting(default: Any, help: str, parse: Callable[[str], Any], *, secret: bool = False) -> Any:
     return field(
         default=default,
         repr=not secret,

@@ -60,7 +60,7 @@ class Signer:
         mac = hmac.new(self._key, purpose.encode() + b"\x00" + message, hashlib.sha256)
         return _b64(mac.digest()[:_SIG_BYTES])
 
-    def verify(self, purpose: str, message: bytes, signature: str) -> bool:
+    def verify(self, purpose: str, message: bytes, signature: object) -> bool:
         # A forged signature may hold any character (or not be text at all).
         if not isinstance(signature, str):
             return False

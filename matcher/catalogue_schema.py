@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Callable
 from typing import Any
 
 from matcher.types import (
@@ -20,6 +21,7 @@ from matcher.types import (
     GeoTargets,
     PixelTracker,
     PricingModel,
+    ProductName,
     RadiusTarget,
 )
 
@@ -51,7 +53,9 @@ class _Checker:
             self.err(f"{path}.{key}", "required field is missing")
         return True
 
-    def text(self, obj: dict, key: str, path: str, *, max_len: int = 2000, empty=False):
+    def text(
+        self, obj: dict[str, Any], key: str, path: str, *, max_len: int = 2000, empty: bool = False
+    ) -> str | None:
         value = obj.get(key)
         p = f"{path}.{key}"
         if not isinstance(value, str):
@@ -66,7 +70,9 @@ class _Checker:
             return None
         return value
 
-    def number(self, value: Any, path: str, lo: float, hi: float, *, integer=False):
+    def number(
+        self, value: Any, path: str, lo: float, hi: float, *, integer: bool = False
+    ) -> float | None:
         ok_type = isinstance(value, int) if integer else isinstance(value, int | float)
         if isinstance(value, bool) or not ok_type:
             self.err(
@@ -76,9 +82,10 @@ class _Checker:
         if not lo <= value <= hi:
             self.err(path, f"must be from {lo:g} to {hi:g}, got {value}")
             return None
-        return value
+        number: float = value
+        return number
 
-    def array(self, value: Any, path: str, *, non_empty=False) -> list | None:
+    def array(self, value: Any, path: str, *, non_empty: bool = False) -> list[Any] | None:
         if not isinstance(value, list):
             self.err(path, f"expected an array, got {_kind(value)}")
             return None
@@ -87,14 +94,16 @@ class _Checker:
             return None
         return value
 
-    def url(self, obj: dict, key: str, path: str):
+    def url(self, obj: dict[str, Any], key: str, path: str) -> str | None:
         value = self.text(obj, key, path)
         if value is not None and not _URL.fullmatch(value):
             self.err(f"{path}.{key}", "expected an absolute http(s) URL")
             return None
         return value
 
-    def timestamp(self, obj: dict, key: str, path: str) -> tuple[str | None, float | None]:
+    def timestamp(
+        self, obj: dict[str, Any], key: str, path: str
+    ) -> tuple[str | None, float | None]:
         value = obj.get(key)
         if value is None:
             return None, None
@@ -150,7 +159,7 @@ def normalise_state(code: str) -> str | None:
 # -- the walk over DESIGN 3's shape -----------------------------------------------------------
 
 
-def _campaign(c: _Checker, raw: Any, path: str, seen: dict[str, set]) -> Campaign | None:
+def _campaign(c: _Checker, raw: Any, path: str, seen: dict[str, set[str]]) -> Campaign | None:
     req = {"id", "advertiser_name", "status", "ad_sets"}
     if not c.obj(raw, path, req, {"start_at", "end_at", "budget_usd"}):
         return None
@@ -170,7 +179,13 @@ def _campaign(c: _Checker, raw: Any, path: str, seen: dict[str, set]) -> Campaig
         c.array(raw.get("ad_sets"), f"{path}.ad_sets", non_empty=True) if "ad_sets" in raw else None
     )
     ad_sets = [_ad_set(c, s, f"{path}.ad_sets[{i}]", seen) for i, s in enumerate(sets_raw or [])]
-    if None in (cid, name) or status not in ("active", "paused", "archived") or None in ad_sets:
+    valid_sets = [s for s in ad_sets if s is not None]
+    if (
+        cid is None
+        or name is None
+        or status not in ("active", "paused", "archived")
+        or len(valid_sets) != len(ad_sets)
+    ):
         return None
     return Campaign(
         id=cid,
@@ -179,11 +194,11 @@ def _campaign(c: _Checker, raw: Any, path: str, seen: dict[str, set]) -> Campaig
         start_at=start,
         end_at=end,
         budget_usd=None if budget is None else float(budget),
-        ad_sets=tuple(ad_sets),
+        ad_sets=tuple(valid_sets),
     )
 
 
-def _unique_id(c: _Checker, raw: dict, path: str, seen: set) -> str | None:
+def _unique_id(c: _Checker, raw: dict[str, Any], path: str, seen: set[str]) -> str | None:
     ident = c.text(raw, "id", path, max_len=128)
     if ident is None:
         return None
@@ -197,11 +212,11 @@ def _unique_id(c: _Checker, raw: dict, path: str, seen: set) -> str | None:
     return ident
 
 
-def _ad_set(c: _Checker, raw: Any, path: str, seen: dict[str, set]) -> AdSet | None:
+def _ad_set(c: _Checker, raw: Any, path: str, seen: dict[str, set[str]]) -> AdSet | None:
     if not c.obj(raw, path, {"id", "products", "pricing_model", "ads"}, {"geo"}):
         return None
     sid = _unique_id(c, raw, path, seen["ad_set"])
-    products = None
+    products: tuple[ProductName, ...] | None = None
     if "products" in raw and (
         plist := c.array(raw["products"], f"{path}.products", non_empty=True)
     ):
@@ -221,9 +236,12 @@ def _ad_set(c: _Checker, raw: Any, path: str, seen: dict[str, set]) -> AdSet | N
     geo_ok = raw.get("geo") is None or geo is not None
     ads_raw = c.array(raw.get("ads"), f"{path}.ads", non_empty=True) if "ads" in raw else None
     ads = [_ad(c, a, f"{path}.ads[{i}]", seen) for i, a in enumerate(ads_raw or [])]
-    if None in (sid, products, pricing) or not geo_ok or not ads or None in ads:
+    valid_ads = [a for a in ads if a is not None]
+    if sid is None or products is None or pricing is None or not geo_ok:
         return None
-    return AdSet(id=sid, products=products, pricing_model=pricing, ads=tuple(ads), geo=geo)
+    if not ads or len(valid_ads) != len(ads):
+        return None
+    return AdSet(id=sid, products=products, pricing_model=pricing, ads=tuple(valid_ads), geo=geo)
 
 
 def _pricing(c: _Checker, raw: Any, path: str) -> PricingModel | None:
@@ -243,7 +261,13 @@ def _pricing(c: _Checker, raw: Any, path: str) -> PricingModel | None:
     return PricingModel(type=kind, bid_amount=float(bid))
 
 
-def _str_list(c: _Checker, raw: dict, key: str, path: str, check) -> tuple[str, ...] | None:
+def _str_list(
+    c: _Checker,
+    raw: dict[str, Any],
+    key: str,
+    path: str,
+    check: Callable[[str], str | None],
+) -> tuple[str, ...] | None:
     items = c.array(raw[key], f"{path}.{key}")
     if items is None:
         return None
@@ -295,14 +319,15 @@ def _geo(c: _Checker, raw: Any, path: str) -> GeoTargets | None:
                     c.number(item[k], f"{p}.{k}", lo, hi) if k in item else None
                     for k, lo, hi in (("lat", -90, 90), ("lon", -180, 180), ("km", 0.1, 1000))
                 ]
-                if None not in vals:
-                    circles.append(RadiusTarget(*(float(v) for v in vals)))
+                lat, lon, km = vals
+                if lat is not None and lon is not None and km is not None:
+                    circles.append(RadiusTarget(float(lat), float(lon), float(km)))
         ok &= isinstance(raw["radius"], list) and len(circles) == len(raw["radius"])
         out["radius"] = tuple(circles)
     return GeoTargets(**out) if ok else None
 
 
-def _ad(c: _Checker, raw: Any, path: str, seen: dict[str, set]) -> Ad | None:
+def _ad(c: _Checker, raw: Any, path: str, seen: dict[str, set[str]]) -> Ad | None:
     req = {"id", "title", "cta", "description", "click_through_url", "ttl_seconds"}
     if not c.obj(raw, path, req, {"keywords", "pixel_trackers"}):
         return None
@@ -335,7 +360,16 @@ def _ad(c: _Checker, raw: Any, path: str, seen: dict[str, set]) -> Ad | None:
             elif vendor and turl:
                 trackers.append(PixelTracker(vendor=vendor, tracker_type=kind, url=turl))
     trackers_ok = len(trackers) == len(raw.get("pixel_trackers", []) or [])
-    if None in (aid, title, cta, description, url, ttl, keywords) or not trackers_ok:
+    if (
+        aid is None
+        or title is None
+        or cta is None
+        or description is None
+        or url is None
+        or ttl is None
+        or keywords is None
+        or not trackers_ok
+    ):
         return None
     return Ad(
         id=aid,
@@ -344,7 +378,7 @@ def _ad(c: _Checker, raw: Any, path: str, seen: dict[str, set]) -> Ad | None:
         description=description,
         keywords=keywords,
         click_through_url=url,
-        ttl_seconds=ttl,
+        ttl_seconds=int(ttl),
         pixel_trackers=tuple(trackers),
     )
 
@@ -352,11 +386,13 @@ def _ad(c: _Checker, raw: Any, path: str, seen: dict[str, set]) -> Ad | None:
 def validate(data: Any) -> tuple[tuple[Campaign, ...], list[tuple[str, str]]]:
     """(campaigns, errors) of a parsed JSON document; campaigns are empty on any error."""
     c = _Checker()
-    seen: dict[str, set] = {"campaign": set(), "ad_set": set(), "ad": set()}
-    campaigns = []
+    seen: dict[str, set[str]] = {"campaign": set(), "ad_set": set(), "ad": set()}
+    campaigns: list[Campaign] = []
     if c.obj(data, "$", {"campaigns"}, set()) and "campaigns" in data:
         for i, raw in enumerate(c.array(data["campaigns"], "$.campaigns") or []):
-            campaigns.append(_campaign(c, raw, f"$.campaigns[{i}]", seen))
+            campaign = _campaign(c, raw, f"$.campaigns[{i}]", seen)
+            if campaign is not None:  # else its errors are in c.errors
+                campaigns.append(campaign)
     if c.errors:
         return (), c.errors
     return tuple(campaigns), []

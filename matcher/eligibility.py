@@ -71,7 +71,8 @@ class EligibilityMasks:
 
     def mask(self, product: str, now: float) -> np.ndarray:
         by_product = self._products.get(product, self._none)
-        return by_product & self._active & (self._start <= now) & (now < self._end)
+        live: np.ndarray = by_product & self._active & (self._start <= now) & (now < self._end)
+        return live
 
     def campaign(self, cid: str) -> Campaign:
         return self._campaigns[cid]

@@ -85,8 +85,10 @@ class MiniLM:
         # The shipped file pads every input to 128: short posts would pay for 128 tokens.
         self._tok.no_padding()
         self._tok.no_truncation()
-        self._cls = self._tok.token_to_id("[CLS]")
-        self._sep = self._tok.token_to_id("[SEP]")
+        cls, sep = self._tok.token_to_id("[CLS]"), self._tok.token_to_id("[SEP]")
+        if cls is None or sep is None:
+            raise ValueError("the tokenizer has no [CLS] or [SEP] token")
+        self._cls, self._sep = cls, sep
         self.model_hash = digest
         self.model_id = f"minilm-l6-int8:{digest[:16]}:w{HEAD_TOKENS}+{TAIL_TOKENS}"
 
@@ -133,7 +135,8 @@ class MiniLM:
 
 def normalise(vectors: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(vectors, axis=-1, keepdims=True)
-    return (vectors / np.maximum(norms, 1e-12)).astype(np.float32)
+    unit: np.ndarray = (vectors / np.maximum(norms, 1e-12)).astype(np.float32)
+    return unit
 
 
 class CachedEmbedder:

@@ -22,6 +22,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -34,7 +35,7 @@ from matcher.index import ad_text, build_index, cache_path, load_or_embed
 from matcher.ranking import BID_WEIGHT, Ranker
 from matcher.safety import SafetyClassifier, SafetyVerdict
 from matcher.state import FREQUENCY_CAP, MatchState, ThreadState, next_window
-from matcher.types import MatchRequest, MatchResult, ScoredAd
+from matcher.types import Campaign, MatchRequest, MatchResult, Placement, ScoredAd
 
 
 class MatchDeadlineExceeded(TimeoutError):
@@ -173,7 +174,7 @@ class Matcher:
                 )
         return result
 
-    def _decide_before(self, deadline: float | None, *args) -> MatchResult:
+    def _decide_before(self, deadline: float | None, *args: Any) -> MatchResult:
         if deadline is not None and time.monotonic() > deadline:
             raise MatchDeadlineExceeded("the caller's deadline passed while the job was queued")
         return self.decide(*args)
@@ -185,7 +186,7 @@ class Matcher:
         text = "|".join([self.catalogue.content_hash, ",".join(live), ",".join(spent)])
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
-    def catalogue_campaign(self, cid: str):
+    def catalogue_campaign(self, cid: str) -> Campaign:
         return self.masks.campaign(cid)
 
     # -- the synchronous core ------------------------------------------------------------------
@@ -247,7 +248,16 @@ class Matcher:
             return ex.result(MatchResult(outcome="empty", reason=reason))
         return ex.result(MatchResult(outcome="no_match", reason="no_relevant_demand"))
 
-    def _gate(self, rows, cosines, request, state, spend, located, ex):
+    def _gate(
+        self,
+        rows: np.ndarray,
+        cosines: np.ndarray,
+        request: MatchRequest,
+        state: ThreadState,
+        spend: Mapping[str, float],
+        located: list[Location | None],
+        ex: Explainer,
+    ) -> tuple[list[ScoredAd], dict[str, int]]:
         """(ads that may be shown, count per gate that held relevant ads back)."""
         shown: list[ScoredAd] = []
         held_back: dict[str, int] = {}
@@ -279,7 +289,9 @@ class Matcher:
             return None
         return self.gazetteer.resolve(request.geo)
 
-    def _dynamic_gate(self, p, state: ThreadState, spend: Mapping[str, float]) -> str | None:
+    def _dynamic_gate(
+        self, p: Placement, state: ThreadState, spend: Mapping[str, float]
+    ) -> str | None:
         if p.ad.id in state.disabled:
             return "disabled_in_thread"
         if (

@@ -66,11 +66,15 @@ class Explainer:
             self._entry(p, cos, gate)
         self.doc["floor"] = {"relevancy": floor, "cosine": round(cosine_for(floor), 4)}
 
-    def gate(self, p: Placement, cosine, gate: str | None, detail: str | None = None) -> None:
+    def gate(
+        self, p: Placement, cosine: float, gate: str | None, detail: str | None = None
+    ) -> None:
         if self.enabled:
             self._entry(p, float(cosine), gate or "ranked_out", detail)
 
-    def _entry(self, p: Placement, cosine: float, gate: str | None, detail=None) -> None:
+    def _entry(
+        self, p: Placement, cosine: float, gate: str | None, detail: str | None = None
+    ) -> None:
         self._ads[p.ad.id] = {
             "ad_id": p.ad.id,
             "campaign_id": p.campaign.id,

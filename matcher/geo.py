@@ -19,6 +19,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -44,7 +45,7 @@ class Location:
     dmas: frozenset[str] = field(default_factory=frozenset)
     states: frozenset[str] = field(default_factory=frozenset)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "signal": self.signal,
             "lat": self.lat,
@@ -112,7 +113,9 @@ class Gazetteer:
 
     # -- expansion --------------------------------------------------------------------------
 
-    def _from_zips(self, signal: str, zips: list[str], lat=None, lon=None) -> Location:
+    def _from_zips(
+        self, signal: str, zips: list[str], lat: float | None = None, lon: float | None = None
+    ) -> Location:
         recs = [self._zip[z] for z in zips if z in self._zip]
         counties = {(state, county) for _, state, county, _, _ in recs}
         if lat is None and recs:  # an area's centroid, for radius targets
@@ -204,7 +207,7 @@ class Gazetteer:
         return Location(signal="state", states=frozenset([state])) if state else None
 
 
-def _is_num(value) -> bool:
+def _is_num(value: object) -> TypeGuard[float]:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 

@@ -17,7 +17,7 @@ import hashlib
 import logging
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -44,11 +44,11 @@ class VectorIndex:
         self.matrix = np.ascontiguousarray(vectors, dtype=np.float32)
 
     def __len__(self) -> int:
-        return self.matrix.shape[0]
+        return int(self.matrix.shape[0])
 
     @property
     def dim(self) -> int:
-        return self.matrix.shape[1]
+        return int(self.matrix.shape[1])
 
     def scores(self, query: np.ndarray) -> np.ndarray:
         """Exact cosine of every ad with the unit ``query`` vector (explanations use this)."""
@@ -78,7 +78,10 @@ def cache_path(cache_dir: Path, catalogue_hash: str, model_id: str) -> Path:
 
 
 def load_or_embed(
-    texts: Sequence[str], embed, dim: int, cache_file: Path | None
+    texts: Sequence[str],
+    embed: Callable[[list[str]], np.ndarray],
+    dim: int,
+    cache_file: Path | None,
 ) -> tuple[np.ndarray, bool]:
     """(vectors, came_from_cache). ``embed(texts)`` runs only when the cache has no match."""
     if cache_file is not None and cache_file.exists():

@@ -59,7 +59,9 @@ class IVFIndex(VectorIndex):
         q = query.astype(np.float32, copy=False)
         near = np.argpartition(-(self.centroids @ q), self.nprobe - 1)[: self.nprobe]
         spans = [(self.offsets[c], self.offsets[c + 1]) for c in near]
-        positions = np.concatenate([np.arange(a, b) for a, b in spans]) if spans else []
+        positions = (
+            np.concatenate([np.arange(a, b) for a, b in spans]) if spans else np.zeros(0, np.intp)
+        )
         scores = np.concatenate([self.matrix[a:b] @ q for a, b in spans])
         return top_candidates(self.perm[positions], scores, live, floor, k)
 

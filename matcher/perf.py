@@ -33,6 +33,7 @@ from matcher.types import (
     MatchRequest,
     PixelTracker,
     PricingModel,
+    ProductName,
 )
 
 POST_40_WORDS = (
@@ -82,7 +83,9 @@ def synthetic_catalogue(n_ads: int, *, ads_per_set: int = 5, seed: int = 0) -> C
     return Catalogue(campaigns)
 
 
-def synthetic_vectors(n_ads: int, embedder: Embedder, *, noise: float = 1.0, seed: int = 0):
+def synthetic_vectors(
+    n_ads: int, embedder: Embedder, *, noise: float = 1.0, seed: int = 0
+) -> np.ndarray:
     """Rows near the sandbox ads' real vectors (each a noisy copy of one), unit length."""
     base_cat = load_catalogue()
     base = embedder.embed([ad_text(p.ad) for p in base_cat.placements])
@@ -134,7 +137,9 @@ def _uncached(embedder: Embedder) -> Embedder:
     return embedder.inner if isinstance(embedder, CachedEmbedder) else embedder
 
 
-def forward_pass_ms(embedder: Embedder, text: str = POST_40_WORDS, runs: int = 50) -> dict:
+def forward_pass_ms(
+    embedder: Embedder, text: str = POST_40_WORDS, runs: int = 50
+) -> dict[str, float]:
     """Latency of embedding ``text`` once (tokenise + forward + pool), with its token count."""
     model = _uncached(embedder)
     stats = _timed(lambda: model.embed([text]), runs)
@@ -144,12 +149,12 @@ def forward_pass_ms(embedder: Embedder, text: str = POST_40_WORDS, runs: int = 5
 
 
 def match_ms(
-    matcher: Matcher, text: str = POST_40_WORDS, runs: int = 50, product: str = "ugc"
-) -> dict:
+    matcher: Matcher, text: str = POST_40_WORDS, runs: int = 50, product: ProductName = "ugc"
+) -> dict[str, float]:
     """Latency of one whole ``Matcher.decide`` on ``text`` (uncached model, no store I/O)."""
     cached, matcher.embedder = matcher.embedder, _uncached(matcher.embedder)
     try:
-        request = MatchRequest(product=product, content=text)  # type: ignore[arg-type]
+        request = MatchRequest(product=product, content=text)
         state = ThreadState()
         now = time.time()
         return _timed(lambda: matcher.decide(request, state, now, {}), runs)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from matcher.safety import LEXICON, MODEL_FILE, SafetyClassifier
+from matcher.safety import LEXICON, MODEL_FILE, SafetyClassifier, SafetyVerdict
 
 LABELLED = Path(__file__).resolve().parents[1] / "tests" / "data" / "safety_labelled.jsonl"
 TARGET_RECALL = 0.97
@@ -98,7 +98,7 @@ def choose_threshold(probs: np.ndarray, y: np.ndarray, lexicon: np.ndarray) -> f
     return best
 
 
-def train(embed, rows: Sequence[Row]) -> dict[str, Any]:
+def train(embed: Callable[[list[str]], np.ndarray], rows: Sequence[Row]) -> dict[str, Any]:
     """The model file's content, fitted on the ``train`` rows only."""
     train_rows = [r for r in rows if r.split == "train"]
     x = np.asarray(embed([r.text for r in train_rows]), dtype=np.float64)
@@ -125,7 +125,9 @@ def train(embed, rows: Sequence[Row]) -> dict[str, Any]:
 
 
 def evaluate(
-    check=None, path: Path | None = None, split: str = "heldout"
+    check: Callable[[list[str]], list[SafetyVerdict]] | None = None,
+    path: Path | None = None,
+    split: str = "heldout",
 ) -> dict[str, float | int]:
     """Precision/recall of "unsafe" on a split of the labelled set.
 
@@ -138,7 +140,7 @@ def evaluate(
 
         model, clf = MiniLM(), SafetyClassifier.load()
 
-        def check(texts):
+        def check(texts: list[str]) -> list[SafetyVerdict]:
             return [clf.check(t, v) for t, v in zip(texts, model.embed(texts), strict=True)]
 
     verdicts = check([r.text for r in rows])

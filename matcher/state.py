@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 YOUNG_POST_SECONDS = 3600
 MINUTES_BASE, MINUTES_CAP = 300, 1800
@@ -60,7 +60,9 @@ class MatchState(Protocol):
 
     async def clear_backoff(self, post_id: str) -> None: ...
 
-    async def disable(self, pairs: list[tuple[str, str, dict | None]], now: float) -> None: ...
+    async def disable(
+        self, pairs: list[tuple[str, str, dict[str, Any] | None]], now: float
+    ) -> None: ...
 
 
 def next_window(
@@ -123,6 +125,8 @@ class MemoryState:
     async def clear_backoff(self, post_id: str) -> None:
         self.backoffs.pop(post_id, None)
 
-    async def disable(self, pairs: list[tuple[str, str, dict | None]], now: float) -> None:
+    async def disable(
+        self, pairs: list[tuple[str, str, dict[str, Any] | None]], now: float
+    ) -> None:
         for thread_id, ad_id, _meta in pairs:
             self.disabled[thread_id].add(ad_id)

@@ -9,6 +9,7 @@ publisher needs. The page is rendered once, at start-up.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -81,7 +82,7 @@ class DemoPage:
         async def page(request: Request) -> Response:
             return Response(self.html, headers=self.headers, media_type="text/html")
 
-        def asset(path: str):
+        def asset(path: str) -> Callable[[Request], Awaitable[Response]]:
             body, media_type = self.assets[path], ASSETS[path]
 
             async def serve(request: Request) -> Response:

@@ -18,6 +18,7 @@ import itertools
 import re
 import string
 from collections import Counter
+from collections.abc import Iterator
 
 KEYWORDS = frozenset(
     [
@@ -323,7 +324,7 @@ def declared_names(sig: list[Token]) -> set[str]:
     return names - KEYWORDS
 
 
-def _short_names(taken: set[str]):
+def _short_names(taken: set[str]) -> Iterator[str]:
     letters = string.ascii_letters
     for size in itertools.count(1):
         for combo in itertools.product(letters, repeat=size):

@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import TypeAlias, TypeVar
 
 from edge.context import Context
 from edge.settings import Settings
 
 T = TypeVar("T")
+# What register(sub) receives: argparse names its sub-command set only privately.
+Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
 def settings_from(args: argparse.Namespace) -> Settings:

@@ -10,13 +10,17 @@ from __future__ import annotations
 import argparse
 import sys
 from collections import Counter
+from typing import TYPE_CHECKING
 
 import orjson
 
 from matcher.catalogue import CatalogueError, load_catalogue
 
+if TYPE_CHECKING:
+    from edge.cli._common import Subcommands
 
-def register(sub) -> None:
+
+def register(sub: Subcommands) -> None:
     p = sub.add_parser("catalogue", help="check catalogue files")
     csub = p.add_subparsers(dest="catalogue_command", required=True, metavar="ACTION")
     v = csub.add_parser("validate", help="validate FILE; list every error with its JSON path")

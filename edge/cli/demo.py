@@ -6,17 +6,18 @@ import argparse
 import dataclasses
 from urllib.parse import urlsplit
 
-from edge.cli._common import settings_from, with_context
+from edge.cli._common import Subcommands, settings_from, with_context
 from edge.context import Context
 from edge.keys import PRODUCTS
-from edge.routes.tag import DEMO_PATH, DEMO_PUBLISHER
+from edge.routes.tag import DEMO_PUBLISHER
 from edge.server import serve
-from edge.settings import add_arguments
+from edge.settings import Settings, add_arguments
+from tag.demo import PAGE_PATH as DEMO_PATH
 
 DEMO_NAME = "demo (make run)"
 
 
-def register(sub) -> None:
+def register(sub: Subcommands) -> None:
     p = sub.add_parser(
         "demo",
         help="serve production mode on localhost with demo keys (what `make run` does)",
@@ -39,7 +40,7 @@ async def _fresh_keys(ctx: Context) -> dict[str, str]:
     return keys
 
 
-def _demo_origins(settings) -> list[str]:
+def _demo_origins(settings: Settings) -> list[str]:
     """The demo page's origin, under both loopback names a browser may be pointed at."""
     parts = urlsplit(settings.base_url)
     origins = [f"{parts.scheme}://{parts.netloc}"]

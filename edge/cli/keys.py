@@ -8,14 +8,14 @@ import sys
 
 import orjson
 
-from edge.cli._common import settings_from, with_context
+from edge.cli._common import Subcommands, settings_from, with_context
 from edge.context import Context
 from edge.errors import EdgeError
 from edge.keys import PRODUCTS
 from edge.settings import add_arguments
 
 
-def register(sub) -> None:
+def register(sub: Subcommands) -> None:
     p = sub.add_parser("keys", help="issue, rotate, revoke and list API keys")
     ksub = p.add_subparsers(dest="keys_command", required=True, metavar="ACTION")
 

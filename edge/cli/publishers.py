@@ -11,13 +11,13 @@ import sys
 
 import orjson
 
-from edge.cli._common import settings_from, with_context
+from edge.cli._common import Subcommands, settings_from, with_context
 from edge.context import Context
 from edge.settings import add_arguments
 from edge.store.events import normalise_origin, valid_publisher_id
 
 
-def register(sub) -> None:
+def register(sub: Subcommands) -> None:
     p = sub.add_parser("publishers", help="register publishers (the tag's CORS allow-list)")
     psub = p.add_subparsers(dest="publishers_command", required=True, metavar="ACTION")
 

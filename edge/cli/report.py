@@ -9,10 +9,11 @@ while it runs may lag by that much.
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 import orjson
 
-from edge.cli._common import settings_from, with_context
+from edge.cli._common import Subcommands, settings_from, with_context
 from edge.context import Context
 from edge.settings import add_arguments
 from edge.store.events import REPORT_COUNTERS
@@ -27,7 +28,7 @@ PER_AD_COUNTERS = tuple(c for c in REPORT_COUNTERS if c not in ("requests", "no_
 COLUMNS = {"ad": PER_AD_COUNTERS, "publisher": REPORT_COUNTERS}
 
 
-def register(sub) -> None:
+def register(sub: Subcommands) -> None:
     p = sub.add_parser(
         "report",
         help="counters per ad and per publisher: requests, matches, impressions, billing",
@@ -91,7 +92,7 @@ def _cell(counter: str, value: float) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    async def work(ctx: Context) -> dict:
+    async def work(ctx: Context) -> dict[str, Any]:
         return build(await ctx.store.counts())
 
     report = with_context(settings_from(args), work)

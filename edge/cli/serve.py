@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 
-from edge.cli._common import settings_from
+from edge.cli._common import Subcommands, settings_from
 from edge.server import serve
 from edge.settings import add_arguments
 
 
-def register(sub) -> None:
+def register(sub: Subcommands) -> None:
     p = sub.add_parser(
         "serve",
         help="run the edge (one environment per process)",

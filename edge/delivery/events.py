@@ -15,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from edge.beacons import (
+    AiBeaconKind,
     ImpressionClaims,
     InvalidToken,
     Surface,
@@ -27,11 +28,13 @@ from edge.delivery.requests import json_body, store_errors, strict_query
 from edge.errors import BadRequest, Forbidden
 from edge.http import json_response
 from edge.store import Hover, Impression, PlacementFailure
+from edge.store.events import ImpressionKind
 
 log = logging.getLogger("edge.delivery.events")
 
 
 def _claims(ctx: Context, token: object, surface: Surface, field: str) -> ImpressionClaims:
+    assert ctx.signer is not None  # set at start-up, before any request
     try:
         return read_impression_token(
             ctx.signer, token, surface=surface, env=ctx.settings.env, now=ctx.clock()
@@ -40,9 +43,11 @@ def _claims(ctx: Context, token: object, surface: Surface, field: str) -> Impres
         raise BadRequest(str(exc), field=field, code="invalid_token") from None
 
 
-def _impression(ctx: Context, kind: str, claims: ImpressionClaims, keys: tuple[str, ...]):
+def _impression(
+    ctx: Context, kind: ImpressionKind, claims: ImpressionClaims, keys: tuple[str, ...]
+) -> Impression:
     return Impression(
-        kind=kind,  # type: ignore[arg-type]
+        kind=kind,
         dedupe_keys=keys,
         env=claims.env,
         ad_id=claims.ad_id,
@@ -146,15 +151,16 @@ async def ai_view(ctx: Context, request: Request) -> Response:
     return await _ai(ctx, request, "view")
 
 
-async def _ai(ctx: Context, request: Request, kind: str) -> Response:
+async def _ai(ctx: Context, request: Request, kind: AiBeaconKind) -> Response:
     query = strict_query(request, schemas.AI_BEACON_QUERY)
     try:
-        beacon = verify_ai_beacon(ctx.signer, kind, query)  # type: ignore[arg-type]
+        assert ctx.signer is not None  # set at start-up, before any request
+        beacon = verify_ai_beacon(ctx.signer, kind, query)
     except InvalidToken as exc:
         raise BadRequest(str(exc), field="sig", code="invalid_signature") from None
     ad_id, campaign_id, cpm = _ai_attribution(ctx, beacon.ad_id)
     imp = Impression(
-        kind=f"ai-{kind}",  # type: ignore[arg-type]
+        kind="ai-render" if kind == "render" else "ai-view",
         dedupe_keys=(f"ai:{kind}:{beacon.ad_id}:{beacon.message_id}",),
         env=ctx.settings.env,
         ad_id=ad_id,
@@ -171,13 +177,8 @@ async def _ai(ctx: Context, request: Request, kind: str) -> Response:
 
 def _ai_attribution(ctx: Context, number: int) -> tuple[str, str | None, float | None]:
     """(catalogue ad id, campaign id, CPM bid) of an AI integer ad id, when known."""
-    catalogue = getattr(ctx.matcher, "catalogue", None)
-    placement = None
-    if catalogue is not None:
-        try:
-            placement = catalogue.placement_by_number(number)
-        except (KeyError, IndexError, LookupError):
-            placement = None
+    matcher = ctx.matcher
+    placement = matcher.catalogue.placement_by_number(number) if matcher is not None else None
     if placement is None:
         # Signed by us, so genuine, but the catalogue changed since: keep the number.
         log.warning("AI beacon for ad number %d not in the catalogue", number)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Iterable
-from typing import Any
+from typing import Any, cast
 
 from starlette.requests import Request
 
@@ -20,11 +20,13 @@ STORE_RETRY_AFTER = "1"
 
 async def json_body(ctx: Context, request: Request, schema: dict[str, Any]) -> dict[str, Any]:
     body = await read_json(request, max_bytes=ctx.settings.max_body_bytes, allow_text_plain=True)
-    validate(body, schema)
-    return body
+    validate(body, schema)  # every /dea body schema is an object
+    return cast(dict[str, Any], body)
 
 
-def strict_query(request: Request, allowed: Iterable[str], required: Iterable[str] = ()) -> dict:
+def strict_query(
+    request: Request, allowed: Iterable[str], required: Iterable[str] = ()
+) -> dict[str, str]:
     """The query as a dict; an unknown or repeated parameter is a 400 naming it."""
     allowed = set(allowed)
     out: dict[str, str] = {}

@@ -106,7 +106,7 @@ def compile_schema(schema: dict[str, Any]) -> Checker:
         type_tests = tuple(_TYPE_TESTS[k] for k in kinds)
         type_text = " or ".join(kinds)
     has_enum = "enum" in schema
-    enum = schema.get("enum")
+    enum: Any = schema.get("enum")
     enum_text = ", ".join(str(o) for o in enum) if has_enum else ""
     check_string = _string_checker(schema)
     check_number = _number_checker(schema)
@@ -133,7 +133,7 @@ def compile_schema(schema: dict[str, Any]) -> Checker:
     return check
 
 
-def _string_checker(schema: dict[str, Any]):
+def _string_checker(schema: dict[str, Any]) -> Callable[[str, str, str], None] | None:
     if not {"minLength", "maxLength", "pattern"} & set(schema):
         return None
     min_length = schema.get("minLength", 0)
@@ -151,11 +151,12 @@ def _string_checker(schema: dict[str, Any]):
     return check
 
 
-def _number_checker(schema: dict[str, Any]):
+def _number_checker(schema: dict[str, Any]) -> Callable[[float, str, str], None] | None:
     if "minimum" not in schema and "maximum" not in schema:
         return None
-    has_min, minimum = "minimum" in schema, schema.get("minimum")
-    has_max, maximum = "maximum" in schema, schema.get("maximum")
+    minimum: Any = schema.get("minimum")
+    maximum: Any = schema.get("maximum")
+    has_min, has_max = "minimum" in schema, "maximum" in schema
 
     def check(value: float, label: str, where: str) -> None:
         if has_min and value < minimum:
@@ -166,13 +167,13 @@ def _number_checker(schema: dict[str, Any]):
     return check
 
 
-def _array_checker(schema: dict[str, Any]):
+def _array_checker(schema: dict[str, Any]) -> Callable[[list[Any], str, str], None]:
     min_items = schema.get("minItems", 0)
     max_items = schema.get("maxItems")
     items = compile_schema(schema["items"]) if schema.get("items") is not None else None
     unique = bool(schema.get("uniqueItems"))
 
-    def check(value: list, label: str, where: str) -> None:
+    def check(value: list[Any], label: str, where: str) -> None:
         if len(value) < min_items:
             raise BadRequest(f"{label} must have at least {min_items} items", field=where)
         if max_items is not None and len(value) > max_items:
@@ -190,13 +191,13 @@ def _array_checker(schema: dict[str, Any]):
     return check
 
 
-def _object_checker(schema: dict[str, Any]):
+def _object_checker(schema: dict[str, Any]) -> Callable[[dict[str, Any], str, str], None]:
     props = schema.get("properties", {})
     closed = schema.get("additionalProperties") is False
     required = tuple(schema.get("required", ()))
     children = tuple((key, compile_schema(sub)) for key, sub in props.items())
 
-    def check(value: dict, label: str, where: str) -> None:
+    def check(value: dict[str, Any], label: str, where: str) -> None:
         if closed:
             for key in value:
                 if key not in props:

@@ -59,7 +59,7 @@ class CORSMiddleware:
                     await send(message)
                     return
                 out.add_vary_header("Origin")
-                if granted:
+                if granted and origin is not None:
                     out["Access-Control-Allow-Origin"] = origin
                     out["Access-Control-Expose-Headers"] = EXPOSE_HEADERS
             await send(message)
@@ -99,6 +99,7 @@ class CORSMiddleware:
             body = error_body(*problem)
             await _send(send, 403, body, [("content-type", "application/json"), ("vary", vary)])
             return
+        assert origin is not None  # refused above when missing
         out = [
             ("access-control-allow-origin", origin),
             ("access-control-allow-methods", ", ".join(sorted(allowed_methods))),

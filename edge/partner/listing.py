@@ -23,4 +23,4 @@ class Listing:
 
 
 def _id(item: dict[str, Any]) -> str:
-    return item["id"]
+    return str(item["id"])

@@ -72,7 +72,7 @@ def legacy_ad(scored: ScoredAd) -> dict[str, Any]:
 
 
 def ai_ad(ctx: Context, scored: ScoredAd, message_id: str, conv: str | None) -> dict[str, Any]:
-    assert ctx.signer is not None
+    assert ctx.signer is not None and ctx.matcher is not None  # set at start-up
     p = scored.placement
     number = ctx.matcher.catalogue.ad_number(p.ad.id)
     render, view = ai_beacon_urls(ctx.signer, ctx.settings.base_url, number, message_id, conv)

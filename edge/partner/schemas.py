@@ -108,7 +108,7 @@ GEO_TARGET = {
     },
 }
 MESSAGE = {"type": "string", "minLength": 1, "maxLength": MAX_MSG}
-UGC_REQUEST = {
+UGC_REQUEST: dict[str, Any] = {
     "type": "object",
     "additionalProperties": False,
     "required": ["post_id", "message"],
@@ -119,13 +119,13 @@ UGC_REQUEST = {
         "geo_target": ref("GeoTarget"),
     },
 }
-UGC_MATCHED = {
+UGC_MATCHED: dict[str, Any] = {
     "type": "object",
     "description": "Matched (ads ordered by relevance) or empty (ads: [], SPEC 2.5)",
     "required": ["post_id", "ads"],
     "properties": {"post_id": {"type": "string"}, "ads": {"type": "array", "items": ref("UgcAd")}},
 }
-NO_MATCH = {
+NO_MATCH: dict[str, Any] = {
     "type": "object",
     "description": "No match (SPEC 2.4): no `ads` field; do not ask again before this",
     "required": ["no_ad_retry_after_seconds"],

@@ -11,12 +11,14 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from edge.settings import Settings
 from edge.store import open_store
+
+T = TypeVar("T")
 
 POLL_SECONDS = 0.05
 
@@ -36,7 +38,7 @@ class BeaconReader:
         self._store = open_store(Settings(db=self.db))
         self._run(self._store.open())
 
-    def _run(self, coro) -> Any:
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout=30)
 
     def counters(self, scope: str, scope_id: str) -> dict[str, float]:
@@ -84,17 +86,17 @@ class BeaconReader:
     def __enter__(self) -> BeaconReader:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
 def wait_until(
-    read: Callable[[], Any],
-    done: Callable[[Any], bool],
-    overshot: Callable[[Any], bool],
+    read: Callable[[], T],
+    done: Callable[[T], bool],
+    overshot: Callable[[T], bool],
     what: str,
     timeout: float,
-) -> Any:
+) -> T:
     """Poll ``read()`` until ``done``; raise at once when ``overshot`` or at the deadline."""
     deadline = time.monotonic() + timeout
     while True:

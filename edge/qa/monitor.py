@@ -34,8 +34,10 @@ class TagMonitor:
         page.add_init_script(_INIT_SCRIPT % list(TAG_EVENTS))
         page.on("pageerror", lambda err: self.page_errors.append(str(err)))
 
-    def events(self, type: str | None = None, slot_id: str | None = None) -> list[dict]:
-        found = self.page.evaluate("() => (window.__edgeQA || { events: [] }).events")
+    def events(self, type: str | None = None, slot_id: str | None = None) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = self.page.evaluate(
+            "() => (window.__edgeQA || { events: [] }).events"
+        )
         return [
             e
             for e in found
@@ -43,12 +45,15 @@ class TagMonitor:
             and (slot_id is None or e.get("slot_id") == slot_id)
         ]
 
-    def violations(self) -> list[dict]:
-        return self.page.evaluate("() => (window.__edgeQA || { violations: [] }).violations")
+    def violations(self) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = self.page.evaluate(
+            "() => (window.__edgeQA || { violations: [] }).violations"
+        )
+        return found
 
     def wait_for_event(
         self, type: str, slot_id: str | None = None, *, count: int = 1, timeout: float = 10.0
-    ) -> list[dict]:
+    ) -> list[dict[str, Any]]:
         """Poll until ``count`` events of ``type`` (for ``slot_id``) have happened, no more."""
         return wait_until(
             lambda: self.events(type, slot_id),
@@ -60,8 +65,9 @@ class TagMonitor:
 
     def slot_state(self, slot_id: str) -> str | None:
         """The slot's ``data-edge-state``: loading, filled, empty, error or viewable."""
-        return self.page.evaluate(
+        state: str | None = self.page.evaluate(
             '(id) => document.querySelector(`[data-ad-slot="${CSS.escape(id)}"]`)'
             "?.getAttribute('data-edge-state') ?? null",
             slot_id,
         )
+        return state

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -68,7 +69,9 @@ def _publishers(values: list[str]) -> dict[str, list[str]]:
 
 
 @pytest.fixture(scope="session")
-def edge_server(request: pytest.FixtureRequest, tmp_path_factory) -> Iterator[EdgeServer]:
+def edge_server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[EdgeServer]:
     config = request.config
     url = config.getoption("edge_url")
     if url:
@@ -99,7 +102,7 @@ def edge_beacons(edge_server: EdgeServer) -> Iterator[BeaconReader]:
 
 
 @pytest.fixture
-def tag_monitor(page) -> TagMonitor:
+def tag_monitor(page: Any) -> TagMonitor:
     return TagMonitor(page)
 
 
@@ -111,7 +114,7 @@ def expect_viewable_once(
     publisher_id: str | None = None,
     counted_before: int = 0,
     timeout: float = 10.0,
-) -> dict:
+) -> dict[str, Any]:
     """The slot's ad became viewable exactly once in the page, and (with ``beacons``) the
     edge counted exactly one more viewable impression for ``publisher_id``."""
     event = monitor.wait_for_event("viewable", slot_id, count=1, timeout=timeout)[0]

@@ -21,7 +21,7 @@ from pathlib import Path
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
         s.bind((host, 0))
-        return s.getsockname()[1]
+        return int(s.getsockname()[1])
 
 
 class EdgeProcess:
@@ -43,7 +43,7 @@ class EdgeProcess:
         self.port = port or free_port(host)
         self.settings = dict(settings or {})
         self.start_timeout = start_timeout
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
         self._log = tempfile.NamedTemporaryFile(  # noqa: SIM115 (kept open while it runs)
             prefix="edge-", suffix=".log", delete=False
         )
@@ -118,7 +118,7 @@ class EdgeProcess:
     def __enter__(self) -> EdgeProcess:
         return self.start()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
         self._log.close()
         Path(self._log.name).unlink(missing_ok=True)

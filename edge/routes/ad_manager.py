@@ -86,6 +86,7 @@ def routes(ctx: Context) -> list[BaseRoute]:
 
 async def listing(ctx: Context) -> Listing:
     """The listing of the loaded catalogue, built on first use (and again after a reload)."""
+    assert ctx.matcher is not None  # set at start-up, before any request
     catalogue = ctx.matcher.catalogue
     built = ctx.ad_listing
     if built is None or built.catalogue is not catalogue:

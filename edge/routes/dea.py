@@ -97,7 +97,14 @@ def _preflight(methods: frozenset[str]) -> dict[str, Any]:
     }
 
 
-def _post(ctx, summary, request, response, *errors, ok="200") -> dict[str, Any]:
+def _post(
+    ctx: Context,
+    summary: str,
+    request: dict[str, Any],
+    response: dict[str, Any],
+    *errors: int,
+    ok: str = "200",
+) -> dict[str, Any]:
     return {
         "summary": summary,
         "tags": ["delivery"],

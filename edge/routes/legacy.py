@@ -21,13 +21,14 @@ from starlette.routing import BaseRoute, Route
 
 from edge import keys
 from edge.context import Context
+from edge.creative import cpm_usd
 from edge.errors import BadGateway, BadRequest, EdgeError, ServiceUnavailable, Unauthorized
 from edge.http import json_response, read_json
 from edge.partner import schemas_admin
 from edge.partner.bodies import parse_disable, parse_impression, parse_legacy_process
 from edge.partner.flow import match_ugc
 from edge.partner.guard import admit
-from edge.partner.render import cpm_usd, legacy_ad
+from edge.partner.render import legacy_ad
 from edge.store import Impression, StoreUnavailable
 
 PATHS = {
@@ -98,6 +99,7 @@ async def impression(ctx: Context, request: Request) -> Response:
     post_id, ad_id = parse_impression(
         await read_json(request, max_bytes=ctx.settings.max_body_bytes)
     )
+    assert ctx.matcher is not None  # set at start-up, before any request
     placement = ctx.matcher.catalogue.placement(ad_id)
     if placement is None:
         raise BadRequest(f"ad_id {ad_id!r} is not an ad of the catalogue", field="ad_id")
@@ -127,7 +129,7 @@ async def impression(ctx: Context, request: Request) -> Response:
 async def rotate(ctx: Context, request: Request) -> Response:
     key = request.headers.get("x-api-key")
     parsed = keys.parse(key) if key else None
-    if parsed is None:
+    if key is None or parsed is None:
         raise Unauthorized("a valid X-API-Key header is required", field="X-API-Key")
     try:
         record = await ctx.keyring.verify(key, env=ctx.settings.env, product=parsed.product)

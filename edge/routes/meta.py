@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from starlette.requests import Request
@@ -32,7 +32,7 @@ async def document(body: bytes, request: Request) -> Response:
     return Response(body, media_type="application/json")
 
 
-def _self_fragment() -> dict:
+def _self_fragment() -> dict[str, Any]:
     return {
         "paths": {
             PATH: {

@@ -54,15 +54,15 @@ def negotiate(accept_encoding: str | None) -> str:
         name = name.strip().lower()
         if not name:
             continue
-        weight = 1.0
+        given = 1.0
         for param in params.split(";"):
             key, _, value = param.strip().partition("=")
             if key.strip().lower() == "q":
                 try:
-                    weight = min(max(float(value), 0.0), 1.0)
+                    given = min(max(float(value), 0.0), 1.0)
                 except ValueError:
-                    weight = 0.0
-        q[name] = max(weight, q.get(name, 0.0))
+                    given = 0.0
+        q[name] = max(given, q.get(name, 0.0))
     star = q.get("*")
 
     def weight(coding: str) -> float:

@@ -1,8 +1,15 @@
 """Durable state behind one interface; SQLite by default."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from edge.store.base import KeyRecord, Store, StoreUnavailable
 from edge.store.events import Hover, Impression, PlacementFailure, Publisher
 from edge.store.sqlite import SQLiteStore
+
+if TYPE_CHECKING:
+    from edge.settings import Settings
 
 __all__ = [
     "Hover",
@@ -17,6 +24,6 @@ __all__ = [
 ]
 
 
-def open_store(settings) -> Store:
+def open_store(settings: Settings) -> Store:
     """The store the settings name (not yet opened)."""
     return SQLiteStore(settings.db)

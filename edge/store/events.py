@@ -18,7 +18,7 @@ from __future__ import annotations
 import abc
 import re
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from edge.counters import CountBuffer, CountRow
+from edge.store.primitives import SQLitePrimitives
 
 ImpressionKind = Literal["url", "ugc", "ai-render", "ai-view", "legacy"]
 
@@ -171,11 +172,8 @@ class EventStore(abc.ABC):
     async def list_publishers(self) -> list[Publisher]: ...
 
 
-class SQLiteEventStore(EventStore):
+class SQLiteEventStore(SQLitePrimitives, EventStore):
     """SQLite implementation; mixed into ``SQLiteStore`` (needs its ``read``/``write``)."""
-
-    write: Callable[..., Any]  # SQLiteStore's primitives
-    read: Callable[..., Any]
 
     async def record_impression(self, imp: Impression) -> bool:
         if not imp.dedupe_keys:
@@ -232,7 +230,7 @@ class CountingConnection(sqlite3.Connection):
         self.deferred_counts = CountBuffer()
 
 
-def _bump(conn: sqlite3.Connection, rows: list[CountRow]) -> None:
+def _bump(conn: sqlite3.Connection, rows: Sequence[CountRow]) -> None:
     if isinstance(conn, CountingConnection):
         conn.deferred_counts.extend(rows)
     else:
@@ -359,8 +357,9 @@ def _counts(
 
 def _impression_count(conn: sqlite3.Connection, kind: str | None) -> int:
     if kind is None:
-        return conn.execute("SELECT count(*) FROM impressions").fetchone()[0]
-    return conn.execute("SELECT count(*) FROM impressions WHERE kind = ?", (kind,)).fetchone()[0]
+        return int(conn.execute("SELECT count(*) FROM impressions").fetchone()[0])
+    sql = "SELECT count(*) FROM impressions WHERE kind = ?"
+    return int(conn.execute(sql, (kind,)).fetchone()[0])
 
 
 def _upsert_publisher(

@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from edge.store.primitives import SQLitePrimitives
 from matcher.state import FREQUENCY_WINDOW_SECONDS, Backoff, ThreadState
 
 DisablePair = tuple[str, str, "dict[str, Any] | None"]  # (post/thread id, ad id, meta_data)
@@ -48,31 +49,31 @@ class MatcherStateStore(abc.ABC):
     async def clear_backoff(self, post_id: str) -> None: ...
 
 
-class SQLiteMatcherState(MatcherStateStore):
+class SQLiteMatcherState(SQLitePrimitives, MatcherStateStore):
     """SQLite implementation; mixed into ``SQLiteStore`` (needs its ``read``/``write``)."""
 
     async def disable_ads(self, pairs: list[DisablePair], at: float) -> None:
         if pairs:
-            await self.write(_disable, pairs, at)  # type: ignore[attr-defined]
+            await self.write(_disable, pairs, at)
 
     async def load_matcher_state(
         self, thread_id: str | None, post_id: str | None, now: float, unit_id: str | None = None
     ) -> ThreadState:
         if thread_id is None and post_id is None:
             return ThreadState()
-        return await self.read(_load, thread_id, post_id, now, unit_id)  # type: ignore[attr-defined]
+        return await self.read(_load, thread_id, post_id, now, unit_id)
 
     async def record_serves(
         self, thread_id: str, unit_id: str, ad_ids: list[str], at: float
     ) -> None:
         if ad_ids:
-            await self.write(_serve, thread_id, unit_id, ad_ids, at)  # type: ignore[attr-defined]
+            await self.write(_serve, thread_id, unit_id, ad_ids, at)
 
     async def put_backoff(self, post_id: str, backoff: Backoff, at: float) -> None:
-        await self.write(_put_backoff, post_id, backoff, at)  # type: ignore[attr-defined]
+        await self.write(_put_backoff, post_id, backoff, at)
 
     async def clear_backoff(self, post_id: str) -> None:
-        await self.write(_clear_backoff, post_id)  # type: ignore[attr-defined]
+        await self.write(_clear_backoff, post_id)
 
 
 # -- SQL, run in the writer thread or a reader ----------------------------------------------

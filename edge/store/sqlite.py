@@ -41,9 +41,9 @@ class _Job:
     args: tuple[Any, ...]
     # Exactly one of these: a concurrent future (blocking callers) or an asyncio future with
     # its loop (``write``), resolved per batch with one loop callback (see ``_resolve``).
-    future: cf.Future | None = None
+    future: cf.Future[Any] | None = None
     loop: asyncio.AbstractEventLoop | None = None
-    afuture: asyncio.Future | None = None
+    afuture: asyncio.Future[Any] | None = None
 
 
 Outcome = tuple["asyncio.Future[Any]", Any, BaseException | None]
@@ -86,14 +86,14 @@ class _Writer(threading.Thread):
         self.batches = 0
         self.jobs = 0
 
-    def submit(self, fn: WriteFn, args: tuple[Any, ...]) -> cf.Future:
-        future: cf.Future = cf.Future()
+    def submit(self, fn: Callable[..., T], args: tuple[Any, ...]) -> cf.Future[T]:
+        future: cf.Future[T] = cf.Future()
         self._queue.put(_Job(fn, args, future))
         return future
 
-    def submit_async(self, fn: WriteFn, args: tuple[Any, ...]) -> asyncio.Future:
+    def submit_async(self, fn: Callable[..., T], args: tuple[Any, ...]) -> asyncio.Future[T]:
         loop = asyncio.get_running_loop()
-        future = loop.create_future()
+        future: asyncio.Future[T] = loop.create_future()
         self._queue.put(_Job(fn, args, None, loop, future))
         return future
 
@@ -159,7 +159,7 @@ class _Writer(threading.Thread):
         # self-pipe) instead of one per job, which is what asyncio.wrap_future would cost.
         by_loop: dict[asyncio.AbstractEventLoop, list[Outcome]] = {}
         for job, result, exc in outcomes:
-            if job.loop is not None:
+            if job.loop is not None and job.afuture is not None:
                 by_loop.setdefault(job.loop, []).append((job.afuture, result, exc))
                 continue
             future = job.future
@@ -199,7 +199,8 @@ class SQLiteStore(SQLiteMatcherState, SQLiteEventStore, Store):
         self.path.parent.mkdir(parents=True, exist_ok=True)
         conn = connect(self.path, factory=CountingConnection)
         apply_migrations(conn)
-        self._writer = _Writer(conn)  # type: ignore[arg-type]
+        assert isinstance(conn, CountingConnection)  # what the factory makes
+        self._writer = _Writer(conn)
         self._writer.start()
         self._pool = cf.ThreadPoolExecutor(self._readers, thread_name_prefix="edge-store-read")
 
@@ -249,7 +250,7 @@ class SQLiteStore(SQLiteMatcherState, SQLiteEventStore, Store):
             raise StoreUnavailable("the store is not open")
         return self._pool.submit(self._run_read, fn, args).result()
 
-    def _submit(self, fn: WriteFn, args: tuple[Any, ...]) -> cf.Future:
+    def _submit(self, fn: Callable[..., T], args: tuple[Any, ...]) -> cf.Future[T]:
         if self._writer is None:
             raise StoreUnavailable("the store is not open")
         return self._writer.submit(fn, args)
