@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import re
 import secrets
 from dataclasses import dataclass
 from typing import Literal
@@ -16,11 +17,14 @@ from urllib.parse import urlencode
 
 from edge.signing import Signer
 
-AI_BEACON_PURPOSE = "ai-beacon/v1"
-IMPRESSION_PURPOSE = "impression/v1"
+AI_BEACON_PURPOSE = "ai-beacon/v2"  # v2: length-prefixed parts
+IMPRESSION_PURPOSE = "impression/v2"
 IMPRESSION_TOKEN_TTL_SECONDS = 24 * 3600
 AiBeaconKind = Literal["render", "view"]
 Surface = Literal["url", "ugc"]
+
+
+_AD_NUMBER = re.compile(r"[0-9]{1,16}")
 
 
 class InvalidToken(ValueError):
@@ -30,8 +34,8 @@ class InvalidToken(ValueError):
 # -- AI beacon URLs ----------------------------------------------------------------------------
 
 
-def _ai_message(kind: str, ad_id: int, message_id: str, conversation_id: str) -> bytes:
-    return "\n".join((kind, str(ad_id), message_id, conversation_id)).encode()
+def _ai_parts(kind: str, ad_id: int, message_id: str, conversation_id: str) -> tuple[str, ...]:
+    return (kind, str(ad_id), message_id, conversation_id)
 
 
 def ai_beacon_urls(
@@ -42,7 +46,7 @@ def ai_beacon_urls(
     urls = []
     for kind in ("render", "view"):
         query = {"ad_id": ad_id, "message_id": message_id, "conversation_id": conv}
-        query["sig"] = signer.sign(AI_BEACON_PURPOSE, _ai_message(kind, ad_id, message_id, conv))
+        query["sig"] = signer.sign(AI_BEACON_PURPOSE, *_ai_parts(kind, ad_id, message_id, conv))
         urls.append(f"{base_url}/dea/ai/impressions/{kind}?{urlencode(query)}")
     return urls[0], urls[1]
 
@@ -58,13 +62,17 @@ class AiBeacon:
 def verify_ai_beacon(signer: Signer, kind: AiBeaconKind, query: dict[str, str]) -> AiBeacon:
     """The beacon the query describes, or InvalidToken when it is not one we signed."""
     try:
-        ad_id = int(query["ad_id"])
+        raw_ad = query["ad_id"]
+        if not _AD_NUMBER.fullmatch(raw_ad):  # int() also takes "+3", " 3", "3_0" and "٣"
+            raise ValueError(raw_ad)
+        ad_id = int(raw_ad)
         message_id = query["message_id"]
         conv = query.get("conversation_id", "")
         sig = query["sig"]
     except (KeyError, ValueError):
         raise InvalidToken("ad_id, message_id and sig are required") from None
-    if not signer.verify(AI_BEACON_PURPOSE, _ai_message(kind, ad_id, message_id, conv), sig):
+    parts = _ai_parts(kind, ad_id, message_id, conv)
+    if not signer.verify(AI_BEACON_PURPOSE, *parts, signature=sig):
         raise InvalidToken("the beacon signature does not match")
     return AiBeacon(kind, ad_id, message_id, conv)
 

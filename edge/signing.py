@@ -3,6 +3,12 @@
 Two things are signed: AI beacon URLs (``sig`` over kind, ad, message and conversation) and
 impression tokens (a compact payload the tag or a pixel sends back when an ad is seen).
 Each use has its own ``purpose`` so a signature made for one is worthless for the other.
+
+Whatever is signed is first encoded one way only: the purpose and then each part, every one
+preceded by its length (8 bytes, big-endian). A separator-joined text would let a caller move
+a separator from one part into the next and keep the signature valid for different values
+(one signed beacon URL turned into many dedupe keys); with lengths there is exactly one way
+to split the bytes back into parts.
 The key comes from ``EDGE_SIGNING_KEY`` or, when unset, is generated once and kept in the
 store, so tokens stay valid across restarts.
 """
@@ -33,6 +39,16 @@ def same_text(expected: str, given: str) -> bool:
     )
 
 
+def encode_parts(*parts: str | bytes) -> bytes:
+    """The one unambiguous byte form of ``parts``: each one length-prefixed."""
+    out = bytearray()
+    for part in parts:
+        raw = part.encode("utf-8", "surrogatepass") if isinstance(part, str) else part
+        out += len(raw).to_bytes(8, "big")
+        out += raw
+    return bytes(out)
+
+
 def _b64(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
@@ -56,27 +72,28 @@ class Signer:
             return cls(settings.signing_key.encode())
         return cls(await store.put_meta_if_absent(_META_NAME, secrets.token_bytes(32)))
 
-    def sign(self, purpose: str, message: bytes) -> str:
-        mac = hmac.new(self._key, purpose.encode() + b"\x00" + message, hashlib.sha256)
+    def sign(self, purpose: str, *parts: str | bytes) -> str:
+        """Signature of ``parts`` for ``purpose`` (see ``encode_parts``)."""
+        mac = hmac.new(self._key, encode_parts(purpose, *parts), hashlib.sha256)
         return _b64(mac.digest()[:_SIG_BYTES])
 
-    def verify(self, purpose: str, message: bytes, signature: object) -> bool:
+    def verify(self, purpose: str, *parts: str | bytes, signature: object) -> bool:
         # A forged signature may hold any character (or not be text at all).
         if not isinstance(signature, str):
             return False
-        return same_text(self.sign(purpose, message), signature)
+        return same_text(self.sign(purpose, *parts), signature)
 
     def seal(self, purpose: str, payload: dict[str, Any]) -> str:
         """A URL-safe token carrying ``payload``, readable by anyone, forgeable by no one."""
         body = _b64(orjson.dumps(payload))
-        return f"{body}.{self.sign(purpose, body.encode())}"
+        return f"{body}.{self.sign(purpose, body)}"
 
     def unseal(self, purpose: str, token: str) -> dict[str, Any] | None:
         """The payload of a token this signer sealed for ``purpose``, else None."""
         if not isinstance(token, str) or len(token) > 2048 or token.count(".") != 1:
             return None
         body, signature = token.split(".")
-        if not self.verify(purpose, body.encode(), signature):
+        if not self.verify(purpose, body, signature=signature):
             return None
         try:
             payload = orjson.loads(_unb64(body))

@@ -92,5 +92,26 @@ def test_signer_hides_its_key_and_refuses_short_keys():
 @pytest.mark.parametrize("signature", ["é" * 22, "\udcff", "", "x" * 500])
 def test_signer_refuses_any_odd_signature_without_raising(signature):
     signer = Signer(b"k" * 32)
-    assert signer.verify("purpose", b"message", signature) is False
-    assert signer.verify("purpose", b"message", signer.sign("purpose", b"message")) is True
+    assert signer.verify("purpose", b"message", signature=signature) is False
+    good = signer.sign("purpose", b"message")
+    assert signer.verify("purpose", b"message", signature=good) is True
+
+
+def test_moving_a_newline_between_ai_ids_breaks_the_signature():
+    # The old encoding joined the ids with newlines: "m" + "\n\nc" and "m\n" + "\nc" signed
+    # the same bytes, so one signed URL could be re-split into many dedupe keys.
+    render, _ = ai_beacon_urls(SIGNER, "https://e", 42, "m", "\n\nc")
+    q = _query(render)
+    assert verify_ai_beacon(SIGNER, "render", q).conversation_id == "\n\nc"
+    for message_id, conv in (("m\n", "\nc"), ("m\n\n", "c"), ("m\n\nc", "")):
+        with pytest.raises(InvalidToken):
+            verify_ai_beacon(
+                SIGNER, "render", {**q, "message_id": message_id, "conversation_id": conv}
+            )
+
+
+def test_signed_parts_cannot_be_re_split():
+    assert SIGNER.sign("p", "ab", "c") != SIGNER.sign("p", "a", "bc")
+    assert SIGNER.sign("p", "a\n", "b") != SIGNER.sign("p", "a", "\nb")
+    assert SIGNER.sign("p", "a", "") != SIGNER.sign("p", "a")
+    assert SIGNER.sign("pa", "b") != SIGNER.sign("p", "ab")
