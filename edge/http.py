@@ -8,6 +8,7 @@ from typing import Any
 import orjson
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.routing import Route
 
 from edge.errors import BadRequest, EdgeError, PayloadTooLarge, UnsupportedMediaType
 
@@ -23,6 +24,19 @@ def json_response(
     data: Any, status: int = 200, headers: Mapping[str, str] | None = None
 ) -> JSONResponse:
     return JSONResponse(data, status_code=status, headers=dict(headers or {}))
+
+
+def counting_route(path: str, endpoint: Any, methods: list[str]) -> Route:
+    """A route whose GET changes state (a beacon, a key rotation): no implicit HEAD.
+
+    Starlette answers HEAD with the GET endpoint; link checkers, proxies and ``curl -I``
+    send HEAD freely, and one must never count an impression or rotate a key. HEAD gets
+    405 with ``Allow``, the same as on the POST-only beacons.
+    """
+    route = Route(path, endpoint, methods=methods)
+    assert route.methods is not None
+    route.methods.discard("HEAD")
+    return route
 
 
 async def read_json(
@@ -45,7 +59,12 @@ async def read_json(
             f"Content-Type must be {' or '.join(accepted)}", field="Content-Type"
         )
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > max_bytes:
+    if (
+        declared is not None
+        and declared.isascii()
+        and declared.isdigit()
+        and int(declared) > max_bytes
+    ):
         raise PayloadTooLarge(f"the body is larger than {max_bytes} bytes")
     body = bytearray()
     async for chunk in request.stream():

@@ -56,6 +56,8 @@ def _parse_bool(text: str) -> bool:
 def _int_in(lo: int, hi: int) -> Callable[[str], int]:
     def parse(text: str) -> int:
         try:
+            if not re.fullmatch(r"-?[0-9]+", text.strip()):
+                raise ValueError(text)
             value = int(text)
         except ValueError:
             raise ValueError(f"expected an integer, got {text!r}") from None
@@ -98,7 +100,7 @@ def _networks(text: str) -> tuple[IPNetwork, ...]:
 
 
 def _rate_limit(text: str) -> RateLimit:
-    m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d*\.?\d*)\s*([smh])\s*", text)
+    m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d*\.?\d*)\s*([smh])\s*", text, re.ASCII)
     if not m or int(m.group(1)) < 1:
         raise ValueError(f"expected REQUESTS/PERIOD such as 20/s, 600/60s or 1000/h, got {text!r}")
     count = float(m.group(2)) if m.group(2) else 1.0

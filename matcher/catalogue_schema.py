@@ -125,7 +125,8 @@ def _kind(value: Any) -> str:
 
 
 _RFC3339 = re.compile(
-    r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:[Zz]|[+-]\d{2}:?\d{2})?"
+    r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:[Zz]|[+-]\d{2}:?\d{2})?",
+    re.ASCII,  # \d is 0-9 only, not every script's digits
 )
 
 
@@ -288,8 +289,8 @@ def _geo(c: _Checker, raw: Any, path: str) -> GeoTargets | None:
     checks = {
         "countries": lambda s: s.upper() if re.fullmatch(r"[A-Za-z]{2}", s) else None,
         "states": normalise_state,
-        "dmas": lambda s: s if re.fullmatch(r"\d{3}", s) else None,
-        "zipcodes": lambda s: s if re.fullmatch(r"\d{5}", s) else None,
+        "dmas": lambda s: s if re.fullmatch(r"[0-9]{3}", s) else None,
+        "zipcodes": lambda s: s if re.fullmatch(r"[0-9]{5}", s) else None,
     }
     out: dict[str, Any] = {}
     ok = True

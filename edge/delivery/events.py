@@ -27,6 +27,7 @@ from edge.delivery import schemas
 from edge.delivery.requests import json_body, store_errors, strict_query
 from edge.errors import BadRequest, Forbidden
 from edge.http import json_response
+from edge.partner.fields import control_character
 from edge.store import Hover, Impression, PlacementFailure
 from edge.store.events import ImpressionKind
 
@@ -153,6 +154,9 @@ async def ai_view(ctx: Context, request: Request) -> Response:
 
 async def _ai(ctx: Context, request: Request, kind: AiBeaconKind) -> Response:
     query = strict_query(request, schemas.AI_BEACON_QUERY)
+    for name in ("message_id", "conversation_id"):
+        if name in query and control_character(query[name]) is not None:
+            raise BadRequest(f"{name} must not contain control characters", field=name)
     try:
         assert ctx.signer is not None  # set at start-up, before any request
         beacon = verify_ai_beacon(ctx.signer, kind, query)

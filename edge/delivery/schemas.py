@@ -18,10 +18,24 @@ PUBLISHER_ID = {
     "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$",
     "description": "Registered with `edge publishers add`.",
 }
-TAG_VERSION = {"type": "string", "minLength": 1, "maxLength": 32, "description": "Tag version."}
+# Ids hold no control, invisible format or line-separator characters: "abc" and "abc\n" (or
+# "abc" with a zero-width space) would otherwise be two ids that look like one.
+ID_TEXT = (
+    r"^[^\u0000-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e"
+    r"\u2060-\u206f\ufeff\ufff9-\ufffb]+$"
+)
+TAG_VERSION = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": 32,
+    "pattern": ID_TEXT,
+    "description": "Tag version.",
+}
 PAGE_URL = {"type": "string", "maxLength": 2048, "pattern": r"^https?://[^\s]+$"}
-SLOT_ID = {"type": "string", "minLength": 1, "maxLength": 128}
-POST_ID = {"type": "string", "minLength": 1, "maxLength": 256}
+SLOT_ID = {"type": "string", "minLength": 1, "maxLength": 128, "pattern": ID_TEXT}
+POST_ID = {"type": "string", "minLength": 1, "maxLength": 256, "pattern": ID_TEXT}
+# Signed: a token that is not base64url "payload.signature" fails its signature check (400
+# invalid_token), so no pattern here.
 TOKEN = {"type": "string", "minLength": 1, "maxLength": 2048}
 IMPRESSION_ID = {
     "type": "string",

@@ -30,6 +30,14 @@ _KNOWN = frozenset(
 
 @lru_cache(maxsize=64)
 def _pattern(text: str) -> re.Pattern[str]:
+    r"""A JSON Schema (ECMA-262) pattern as Python reads it: an unanchored search, where a
+    final ``$`` is the end of the text. Python's ``$`` also matches before a trailing
+    newline, which would let "abc\n" pass a pattern meant for "abc" (another id), so it
+    becomes ``\Z``."""
+    if text.endswith("$") and not text.endswith("\\$"):
+        text = text[:-1] + "\\Z"
+    if re.search(r"(?<!\\)\$", text):
+        raise ValueError(f"pattern {text!r}: '$' is supported only at the end")
     return re.compile(text)
 
 

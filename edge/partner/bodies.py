@@ -68,7 +68,7 @@ def parse_ugc(data: Any, *, sandbox: bool = False) -> UgcBody:
     f = Fields(data, BadRequest)
     allowed = ["post_id", "message", "created_at", "geo_target"]
     f.only([*allowed, "explain"] if sandbox else allowed)
-    post_id = f.required("post_id", max_len=MAX_ID_CHARS)
+    post_id = f.required("post_id", max_len=MAX_ID_CHARS, ident=True)
     return UgcBody(
         post_id=post_id,
         message=_message(f, "message", MAX_MESSAGE_CHARS),
@@ -82,11 +82,11 @@ def parse_ai(data: Any) -> AiBody:
     """``/v1/ai/process``; every failure is a 422 (SPEC 7)."""
     f = Fields(data, Unprocessable)
     f.only(["message_id", "content", "conversation_id", "location", "prompt"])
-    message_id = f.required("message_id", max_len=MAX_ID_CHARS)
+    message_id = f.required("message_id", max_len=MAX_ID_CHARS, ident=True)
     return AiBody(
         message_id=message_id,
         content=_message(f, "content", MAX_AI_TEXT_CHARS),
-        conversation_id=f.text("conversation_id", max_len=MAX_ID_CHARS),
+        conversation_id=f.text("conversation_id", max_len=MAX_ID_CHARS, ident=True),
         prompt=f.text("prompt", max_len=MAX_AI_TEXT_CHARS, allow_blank=True) or None,
         geo=parse_location(f, "location"),
     )
@@ -96,7 +96,7 @@ def parse_legacy_process(data: Any) -> UgcBody:
     """Earlier ``/ugc/process`` (SPEC 4.9): ``meta.location`` instead of ``geo_target``."""
     f = Fields(data, BadRequest)
     f.only(["post_id", "message", "meta"])
-    post_id = f.required("post_id", max_len=MAX_ID_CHARS)
+    post_id = f.required("post_id", max_len=MAX_ID_CHARS, ident=True)
     message = _message(f, "message", MAX_MESSAGE_CHARS)
     meta = f.obj("meta")  # other meta keys are the partner's own analytics: kept out of matching
     geo = parse_location(meta, "location") if meta is not None else None
@@ -121,8 +121,8 @@ def parse_disable(data: Any) -> list[DisablePair]:
         meta = f.data.get("meta_data")
         if meta is not None and not isinstance(meta, dict):
             raise f.fail("meta_data", f"must be an object, not {kind(meta)}")
-        post_id = f.required("post_id", max_len=MAX_ID_CHARS)
-        ad_id = f.required("ad_id", max_len=MAX_ID_CHARS)
+        post_id = f.required("post_id", max_len=MAX_ID_CHARS, ident=True)
+        ad_id = f.required("ad_id", max_len=MAX_ID_CHARS, ident=True)
         pairs.append(DisablePair(post_id, ad_id, meta))
     return pairs
 
@@ -131,6 +131,6 @@ def parse_impression(data: Any) -> tuple[str, str]:
     """Earlier ``/ugc/impression``: (post_id, ad_id)."""
     f = Fields(data, BadRequest)
     f.only(["post_id", "ad_id"])
-    post_id = f.required("post_id", max_len=MAX_ID_CHARS)
-    ad_id = f.required("ad_id", max_len=MAX_ID_CHARS)
+    post_id = f.required("post_id", max_len=MAX_ID_CHARS, ident=True)
+    ad_id = f.required("ad_id", max_len=MAX_ID_CHARS, ident=True)
     return post_id, ad_id

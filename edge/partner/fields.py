@@ -8,10 +8,24 @@ paths as a partner would write them: ``geo_target.lat``, ``[2].ad_id``.
 from __future__ import annotations
 
 import math
+import unicodedata
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from edge.errors import EdgeError
+
+
+def control_character(text: str) -> str | None:
+    """The first control, format or line-separator character of ``text``, else None.
+
+    Ids are refused with one: a newline or an invisible character makes two ids that look
+    alike (and once let a signed URL be re-split into several dedupe keys).
+    """
+    for ch in text:
+        category = unicodedata.category(ch)
+        if category[0] == "C" or category in ("Zl", "Zp"):
+            return ch
+    return None
 
 
 def kind(value: Any) -> str:
@@ -62,8 +76,11 @@ class Fields:
         required: bool = False,
         max_len: int = 256,
         allow_blank: bool = False,
+        ident: bool = False,
     ) -> str | None:
-        """A string field; missing or null gives None unless ``required``."""
+        """A string field; missing or null gives None unless ``required``.
+
+        ``ident``: an id, refused when it holds a control or invisible format character."""
         value = self.data.get(key)
         if value is None:
             if required:
@@ -75,11 +92,17 @@ class Fields:
             raise self.fail(key, "must not be empty")
         if len(value) > max_len:
             raise self.fail(key, f"must be at most {max_len:,} characters (got {len(value):,})")
+        if ident:
+            bad = control_character(value)
+            if bad is not None:
+                raise self.fail(
+                    key, f"must not contain control characters (found U+{ord(bad):04X})"
+                )
         return value
 
-    def required(self, key: str, *, max_len: int = 256) -> str:
+    def required(self, key: str, *, max_len: int = 256, ident: bool = False) -> str:
         """A string field that must be present and not blank."""
-        value = self.text(key, required=True, max_len=max_len)
+        value = self.text(key, required=True, max_len=max_len, ident=ident)
         if value is None:  # unreachable: text() raised; keeps the type exact
             raise self.fail(key, "is required")
         return value

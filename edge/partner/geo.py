@@ -17,11 +17,11 @@ from edge.partner.fields import Fields
 from geoip import parse_ip
 from matcher.types import GeoSignal
 
-_ZIP = re.compile(r"(\d{5})(?:-\d{4})?")
+_ZIP = re.compile(r"([0-9]{5})(?:-[0-9]{4})?")  # ASCII digits: \d takes any script's
 _COUNTRY = re.compile(r"[A-Za-z]{2}")
 _SUBDIVISION = re.compile(r"(?:([A-Za-z]{2})-)?([A-Za-z0-9]{1,3})")
 _LOCATION = re.compile(r"([A-Za-z]{2})(?:-([A-Za-z0-9]{1,3}))?")
-_DMA = re.compile(r"\d{3}")
+_DMA = re.compile(r"[0-9]{3}")
 GEO_TARGET_FIELDS = ("zipcode", "state", "city", "dma", "lat", "lon", "country")
 
 

@@ -98,10 +98,10 @@ GEO_TARGET = {
     "a country alone and a lone lat or lon are ignored (then X-Forwarded-For is used); "
     "a null field is the same as an absent one.",
     "properties": {
-        "zipcode": {"type": ["string", "null"], "pattern": r"^\d{5}(-\d{4})?$"},
+        "zipcode": {"type": ["string", "null"], "pattern": r"^[0-9]{5}(-[0-9]{4})?$"},
         "state": {"type": ["string", "null"], "examples": ["US-CA", "CA"]},
         "city": {"type": ["string", "null"], "maxLength": 100},
-        "dma": {"type": ["string", "null"], "pattern": r"^\d{3}$"},
+        "dma": {"type": ["string", "null"], "pattern": r"^[0-9]{3}$"},
         "lat": {"type": ["number", "null"], "minimum": -90, "maximum": 90},
         "lon": {"type": ["number", "null"], "minimum": -180, "maximum": 180},
         "country": {"type": ["string", "null"], "pattern": "^[A-Za-z]{2}$", "default": "US"},

@@ -25,6 +25,7 @@ from edge.context import Context
 from edge.errors import BadRequest
 from edge.http import json_response
 from edge.partner import schemas_admin
+from edge.partner.fields import control_character
 from edge.partner.guard import admit
 from edge.partner.listing import Listing
 
@@ -60,7 +61,7 @@ def page_params(request: Request, allowed: Sequence[str]) -> tuple[int, str | No
     raw = request.query_params.get("limit")
     limit = DEFAULT_LIMIT
     if raw is not None:
-        if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
+        if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= MAX_LIMIT:
             raise BadRequest(f"limit must be an integer from 1 to {MAX_LIMIT}", field="limit")
         limit = int(raw)
     cursor = request.query_params.get("cursor")
@@ -113,6 +114,11 @@ async def ad_sets(ctx: Context, request: Request) -> Response:
     items, ids = lst.ad_sets, lst.ad_set_ids
     wanted = request.query_params.get("campaign_id")
     if wanted is not None:
+        if not wanted or len(wanted) > 256 or control_character(wanted) is not None:
+            raise BadRequest(
+                "campaign_id must be 1 to 256 characters without control characters",
+                field="campaign_id",
+            )
         items = [s for s in items if s["campaign_id"] == wanted]
         ids = [s["id"] for s in items]
     page, cursor = paginate(items, ids, limit, after)

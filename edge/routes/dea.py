@@ -16,6 +16,7 @@ from starlette.routing import BaseRoute, Route
 from edge.context import Context
 from edge.delivery import events, pages, schemas
 from edge.openapi import error_for, error_response, json_body
+from edge.http import counting_route
 
 KEYWORDS = "/dea/url/keywords"
 PLACEMENTS = "/dea/url/placements"
@@ -50,12 +51,12 @@ def routes(ctx: Context) -> list[BaseRoute]:
         Route(URL_IMPRESSION, partial(events.url_impression, ctx), methods=["POST"]),
         Route(FAILURES, partial(events.failure, ctx), methods=["POST"]),
         Route(HOVER, partial(events.hover, ctx), methods=["POST"]),
-        Route(UGC_IMPRESSION, partial(events.ugc_impression, ctx), methods=["GET", "POST"]),
+        counting_route(UGC_IMPRESSION, partial(events.ugc_impression, ctx), ["GET", "POST"]),
     ]
     if _ai_enabled(ctx):
         out += [
-            Route(AI_RENDER, partial(events.ai_render, ctx), methods=["GET"]),
-            Route(AI_VIEW, partial(events.ai_view, ctx), methods=["GET"]),
+            counting_route(AI_RENDER, partial(events.ai_render, ctx), ["GET"]),
+            counting_route(AI_VIEW, partial(events.ai_view, ctx), ["GET"]),
         ]
     return out
 

@@ -23,7 +23,7 @@ from edge import keys
 from edge.context import Context
 from edge.creative import cpm_usd
 from edge.errors import BadGateway, BadRequest, EdgeError, ServiceUnavailable, Unauthorized
-from edge.http import json_response, read_json
+from edge.http import counting_route, json_response, read_json
 from edge.partner import schemas_admin
 from edge.partner.bodies import parse_disable, parse_impression, parse_legacy_process
 from edge.partner.flow import match_ugc
@@ -69,7 +69,7 @@ def routes(ctx: Context) -> list[BaseRoute]:
         Route(PATHS["process"], partial(process, ctx), methods=["POST"]),
         Route(PATHS["disable"], partial(disable, ctx), methods=["POST"]),
         Route(PATHS["impression"], partial(impression, ctx), methods=["POST"]),
-        Route(PATHS["rotate"], partial(rotate, ctx), methods=["GET"]),
+        counting_route(PATHS["rotate"], partial(rotate, ctx), ["GET"]),  # HEAD never rotates
     ]
 
 
