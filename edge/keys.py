@@ -108,7 +108,9 @@ class Keyring:
         await self._store.insert_key(record)
         return key, record
 
-    def _record(self, key: str, env: str, product: str, name: str) -> KeyRecord:
+    def _record(
+        self, key: str, env: str, product: str, name: str, family_id: str | None = None
+    ) -> KeyRecord:
         digest = key_hash(key)
         return KeyRecord(
             key_id="key_" + secrets.token_hex(6),
@@ -118,6 +120,7 @@ class Keyring:
             product=product,
             name=name,
             created_at=self._clock(),
+            family_id=family_id,
         )
 
     async def find(self, key: str) -> KeyRecord | None:
@@ -173,6 +176,8 @@ class Keyring:
     async def rotate(self, key: str) -> Rotation:
         """New primary for ``key``'s product; ``key`` stays valid for 24 hours.
 
+        A family keeps at most one secondary: the older one (from an earlier rotation) ends
+        now, so rotating again and again never leaves several keys valid at once.
         The one code path of operator rotation (``edge keys rotate``) and the earlier
         self-service endpoint (``GET /keys/apiKey``).
         """
@@ -185,11 +190,18 @@ class Keyring:
                 "this key was already rotated; rotate its replacement instead", field="X-API-Key"
             )
         new_key = generate(old.env, old.product)
-        record = self._record(new_key, old.env, old.product, old.name)
+        record = self._record(new_key, old.env, old.product, old.name, family_id=old.family)
         expires = now + SECONDARY_TTL_SECONDS
-        if not await self._store.rotate_key(old.key_id, record, expires, now):
+        older = [
+            k
+            for k in await self._store.keys_in_family(old.family)
+            if k.key_id != old.key_id and k.status(now) == "secondary"
+        ]
+        retire = tuple(k.key_id for k in older)
+        if not await self._store.rotate_key(old.key_id, record, expires, now, retire):
             raise Conflict("this key was rotated concurrently", field="X-API-Key")
-        self._cache.pop(old.lookup, None)
+        for k in (old, *older):
+            self._cache.pop(k.lookup, None)
         return Rotation(new_key, key, expires, record)
 
     async def revoke(self, key_or_id: str) -> KeyRecord | None:

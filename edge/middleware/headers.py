@@ -7,14 +7,22 @@
   beacons and matches must never be answered from a cache, or an impression is lost).
 - ``Timing-Allow-Origin: *`` on the ``timing_paths`` (the tag script and the match routes),
   so a publisher's own performance monitoring can see what the tag costs its page.
+
+An unexpected exception is answered here with the one error shape (500), so it carries these
+headers too: Starlette's own 500 is sent from outside every user middleware.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from edge.errors import error_body
+
+log = logging.getLogger("edge.errors")
 
 
 class SecurityHeadersMiddleware:
@@ -39,8 +47,12 @@ class SecurityHeadersMiddleware:
         dea = path.startswith(self.prefix)
         timing = path in self.timing_paths or path.startswith(self.timing_prefixes)
 
+        started = False
+
         async def send_with_headers(message: Message) -> None:
+            nonlocal started
             if message["type"] == "http.response.start":
+                started = True
                 out = MutableHeaders(scope=message)
                 out.setdefault("X-Content-Type-Options", "nosniff")
                 if dea:
@@ -50,4 +62,21 @@ class SecurityHeadersMiddleware:
                     out.setdefault("Timing-Allow-Origin", "*")
             await send(message)
 
-        await self.app(scope, receive, send_with_headers)
+        try:
+            await self.app(scope, receive, send_with_headers)
+        except Exception as exc:
+            if started:
+                raise  # too late for an answer: the server closes the connection
+            log.error("unhandled error on %s %s", scope["method"], path, exc_info=exc)
+            body = error_body("internal_error", "the server failed to answer this request")
+            await send_with_headers(
+                {
+                    "type": "http.response.start",
+                    "status": 500,
+                    "headers": [
+                        (b"content-type", b"application/json"),
+                        (b"content-length", str(len(body)).encode()),
+                    ],
+                }
+            )
+            await send_with_headers({"type": "http.response.body", "body": body})

@@ -20,6 +20,7 @@ MAX_MESSAGE_CHARS = 10_000  # SPEC 8 (earlier description); kept for /v1 too (SP
 MAX_ID_CHARS = 256
 MAX_AI_TEXT_CHARS = 20_000  # assistant answers run longer than posts
 MAX_DISABLE_PAIRS = 100
+MAX_META_DEPTH = 16  # meta_data is stored as JSON; deeper nesting is refused, never a 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +104,22 @@ def parse_legacy_process(data: Any) -> UgcBody:
     return UgcBody(post_id=post_id, message=message, created_at=None, geo=geo)
 
 
+def json_depth(value: Any) -> int:
+    """How deeply ``value`` nests objects and arrays (a scalar is 0), without recursion."""
+    deepest = 0
+    todo: list[tuple[Any, int]] = [(value, 0)]
+    while todo:
+        item, depth = todo.pop()
+        if isinstance(item, dict):
+            todo.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            todo.extend((v, depth + 1) for v in item)
+        else:
+            continue
+        deepest = max(deepest, depth + 1)
+    return deepest
+
+
 def parse_disable(data: Any) -> list[DisablePair]:
     """Earlier ``/ugc/disable``: a JSON array of suppression pairs (SPEC 2.8)."""
     if not isinstance(data, list):
@@ -121,6 +138,8 @@ def parse_disable(data: Any) -> list[DisablePair]:
         meta = f.data.get("meta_data")
         if meta is not None and not isinstance(meta, dict):
             raise f.fail("meta_data", f"must be an object, not {kind(meta)}")
+        if meta is not None and json_depth(meta) > MAX_META_DEPTH:
+            raise f.fail("meta_data", f"must be nested at most {MAX_META_DEPTH} levels deep")
         post_id = f.required("post_id", max_len=MAX_ID_CHARS, ident=True)
         ad_id = f.required("ad_id", max_len=MAX_ID_CHARS, ident=True)
         pairs.append(DisablePair(post_id, ad_id, meta))

@@ -29,6 +29,8 @@ async def admit(ctx: Context, request: Request, product: str) -> Admission:
         raise BadGateway(
             "the key store is unavailable; retry shortly", headers={"Retry-After": "5"}
         ) from None
-    headers = ctx.rate_limits[product].enforce(key.key_id)
+    # Per family: a rotated key and its secondary share one bucket, so rotating does not
+    # add a second quota.
+    headers = ctx.rate_limits[product].enforce(key.family)
     ctx.counters.add("key", key.key_id, "requests")
     return Admission(key, headers)

@@ -105,7 +105,9 @@ async def impression(ctx: Context, request: Request) -> Response:
         raise BadRequest(f"ad_id {ad_id!r} is not an ad of the catalogue", field="ad_id")
     # Without an Idempotency-Key every call is a new impression: many readers of one
     # thread see the same (post_id, ad_id), so that pair cannot be the dedupe key.
-    dedupe = f"legacy:{admission.key.key_id}:{idem}" if idem else f"legacy:once:{uuid.uuid4()}"
+    # Scoped to the key family: a retry sent with the new key after a rotation is the same
+    # call, not a second impression.
+    dedupe = f"legacy:{admission.key.family}:{idem}" if idem else f"legacy:once:{uuid.uuid4()}"
     imp = Impression(
         kind="legacy",
         dedupe_keys=(dedupe,),
@@ -133,7 +135,7 @@ async def rotate(ctx: Context, request: Request) -> Response:
         raise Unauthorized("a valid X-API-Key header is required", field="X-API-Key")
     try:
         record = await ctx.keyring.verify(key, env=ctx.settings.env, product=parsed.product)
-        headers = ctx.rate_limits[parsed.product].enforce(record.key_id)
+        headers = ctx.rate_limits[parsed.product].enforce(record.family)
         rotation = await ctx.keyring.rotate(key)  # the operator's code path (edge keys)
     except StoreUnavailable:
         raise _store_down("rotation", BadGateway) from None

@@ -35,6 +35,12 @@ class KeyRecord:
     expires_at: float | None = None
     revoked_at: float | None = None
     replaced_by: str | None = None
+    family_id: str | None = None  # the first key of its rotation chain; None: itself
+
+    @property
+    def family(self) -> str:
+        """The rotation family: the key and every key that replaced it share it."""
+        return self.family_id or self.key_id
 
     def status(self, now: float) -> KeyStatus:
         if self.revoked_at is not None:
@@ -84,10 +90,21 @@ class Store(MatcherStateStore, EventStore, abc.ABC):
     async def list_keys(self) -> list[KeyRecord]: ...
 
     @abc.abstractmethod
+    @abc.abstractmethod
+    async def keys_in_family(self, family: str) -> list[KeyRecord]:
+        """Every key of one rotation family (``KeyRecord.family``)."""
+
+    @abc.abstractmethod
     async def rotate_key(
-        self, old_key_id: str, new: KeyRecord, secondary_expires_at: float, now: float
+        self,
+        old_key_id: str,
+        new: KeyRecord,
+        secondary_expires_at: float,
+        now: float,
+        expire_key_ids: tuple[str, ...] = (),
     ) -> bool:
-        """Atomically add ``new`` and make the old key a secondary until the given instant.
+        """Atomically add ``new``, make the old key a secondary until the given instant and
+        end ``expire_key_ids`` (the caller's choice) at ``now``.
 
         False (and nothing written) when the old key is not an active primary at ``now``.
         """

@@ -289,10 +289,20 @@ class SQLiteStore(SQLiteMatcherState, SQLiteEventStore, Store):
     async def list_keys(self) -> list[KeyRecord]:
         return await self.read(_list_keys)
 
+    async def keys_in_family(self, family: str) -> list[KeyRecord]:
+        return await self.read(_keys_in_family, family)
+
     async def rotate_key(
-        self, old_key_id: str, new: KeyRecord, secondary_expires_at: float, now: float
+        self,
+        old_key_id: str,
+        new: KeyRecord,
+        secondary_expires_at: float,
+        now: float,
+        expire_key_ids: tuple[str, ...] = (),
     ) -> bool:
-        return await self.write(_rotate_key, old_key_id, new, secondary_expires_at, now)
+        return await self.write(
+            _rotate_key, old_key_id, new, secondary_expires_at, now, expire_key_ids
+        )
 
     async def revoke_key(self, key_id: str, at: float) -> bool:
         return await self.write(_revoke_key, key_id, at)
@@ -301,7 +311,8 @@ class SQLiteStore(SQLiteMatcherState, SQLiteEventStore, Store):
 # -- SQL, run in the writer thread or a reader ----------------------------------------------
 
 _KEY_COLUMNS = (
-    "key_id, lookup, key_hash, env, product, name, created_at, expires_at, revoked_at, replaced_by"
+    "key_id, lookup, key_hash, env, product, name, created_at, expires_at, revoked_at, "
+    "replaced_by, family_id"
 )
 
 
@@ -317,7 +328,7 @@ def _put_meta_if_absent(conn: sqlite3.Connection, name: str, value: bytes) -> by
 
 def _insert_key(conn: sqlite3.Connection, r: KeyRecord) -> None:
     conn.execute(
-        f"INSERT INTO api_keys ({_KEY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        f"INSERT INTO api_keys ({_KEY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             r.key_id,
             r.lookup,
@@ -329,6 +340,7 @@ def _insert_key(conn: sqlite3.Connection, r: KeyRecord) -> None:
             r.expires_at,
             r.revoked_at,
             r.replaced_by,
+            r.family_id,
         ),
     )
 
@@ -347,13 +359,32 @@ def _list_keys(conn: sqlite3.Connection) -> list[KeyRecord]:
     return [KeyRecord(*row) for row in rows]
 
 
+def _keys_in_family(conn: sqlite3.Connection, family: str) -> list[KeyRecord]:
+    rows = conn.execute(
+        f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE family_id = ? OR key_id = ? "
+        "ORDER BY created_at, key_id",
+        (family, family),
+    )
+    return [KeyRecord(*row) for row in rows]
+
+
 def _rotate_key(
-    conn: sqlite3.Connection, old_id: str, new: KeyRecord, expires_at: float, now: float
+    conn: sqlite3.Connection,
+    old_id: str,
+    new: KeyRecord,
+    expires_at: float,
+    now: float,
+    expire_ids: tuple[str, ...],
 ) -> bool:
     old = _key_where(conn, "key_id", old_id)
     if old is None or old.status(now) != "active":
         return False
     _insert_key(conn, new)
+    for key_id in expire_ids:
+        conn.execute(
+            "UPDATE api_keys SET expires_at = ? WHERE key_id = ? AND expires_at > ?",
+            (now, key_id, now),
+        )
     conn.execute(
         "UPDATE api_keys SET expires_at = ?, replaced_by = ? WHERE key_id = ?",
         (expires_at, new.key_id, old_id),
