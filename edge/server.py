@@ -1,20 +1,202 @@
-"""Run the app under uvicorn (uvloop + httptools), one environment per process."""
+"""Run the app under uvicorn (uvloop + httptools), one environment per process.
+
+Connection limits, each a setting:
+- ``EDGE_MAX_CONNECTIONS``: uvicorn's ``limit_concurrency``; past it a request gets 503.
+- ``EDGE_KEEP_ALIVE_SECONDS``: uvicorn's ``timeout_keep_alive``, idle time between requests.
+- ``EDGE_HEADER_TIMEOUT_SECONDS`` and ``EDGE_MAX_HEADER_BYTES``: uvicorn's httptools
+  protocol has neither (a socket that never sends, or sends one byte at a time, stays open;
+  a 100 MB header is buffered whole), so ``GuardedHttpToolsProtocol`` adds them: a timer
+  from the connection (or a request's first byte) to the end of the headers, closing the
+  socket when it fires, and a count of the bytes read before the headers ended, answering
+  431 past the limit. h11's ``max_incomplete_event_size`` would bound the size but not the
+  time, and h11 costs the hot path more CPU per request.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import ipaddress
 import logging
+import re
+import resource
+from typing import Any
 
 import uvicorn
 from starlette.types import ASGIApp
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from edge.app import create_app
+from edge.errors import error_body
 from edge.settings import Settings
 
+log = logging.getLogger("edge.server")
 
-def configure_logging(level: str) -> None:
-    logging.basicConfig(
-        level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+def _refusal(status: int, reason: str, code: str, message: str) -> bytes:
+    body = error_body(code, message)
+    head = (
+        f"HTTP/1.1 {status} {reason}\r\n"
+        "content-type: application/json\r\n"
+        "x-content-type-options: nosniff\r\n"
+        f"content-length: {len(body)}\r\n"
+        "connection: close\r\n\r\n"
     )
+    return head.encode("ascii") + body
+
+
+class GuardedHttpToolsProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol with a header timeout and a header size limit."""
+
+    header_timeout: float = 10.0
+    max_header_bytes: int = 16_384
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._head_timer: asyncio.TimerHandle | None = None
+        self._in_head = False  # a request has begun and its headers have not ended
+        self._head_bytes = 0
+        self._refused = False  # answered and closing: the parser's later callbacks are moot
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm_head_timer()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm_head_timer()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self._refused or self.transport.is_closing():
+            return
+        super().data_received(data)
+        if self._in_head and not self._refused:
+            # Bytes of chunks that ended inside the headers (httptools buffers a header
+            # until it ends, so this is what bounds memory); the chunk that completes them
+            # is measured exactly in on_headers_complete.
+            self._head_bytes += len(data)
+            if self._head_bytes > self.max_header_bytes:
+                self._too_large()
+
+    def on_message_begin(self) -> None:
+        if self._refused:
+            return
+        super().on_message_begin()
+        self._in_head = True
+        self._head_bytes = 0
+        self._arm_head_timer()
+
+    def on_url(self, url: bytes) -> None:
+        if not self._refused:
+            super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if not self._refused:
+            super().on_header(name, value)
+
+    def on_headers_complete(self) -> None:
+        if self._refused:
+            return
+        self._in_head = False
+        self._disarm_head_timer()
+        size = len(self.url) + sum(len(n) + len(v) + 4 for n, v in self.headers)
+        if size > self.max_header_bytes:
+            self._too_large()
+            return
+        super().on_headers_complete()
+
+    def on_body(self, body: bytes) -> None:
+        if not self._refused:
+            super().on_body(body)
+
+    def on_message_complete(self) -> None:
+        if not self._refused:
+            super().on_message_complete()
+
+    def _too_large(self) -> None:
+        self._refuse(
+            _refusal(
+                431,
+                "Request Header Fields Too Large",
+                "headers_too_large",
+                f"the request line and headers exceed {self.max_header_bytes} bytes",
+            )
+        )
+
+    def _arm_head_timer(self) -> None:
+        if self._head_timer is None:
+            self._head_timer = self.loop.call_later(self.header_timeout, self._head_timed_out)
+
+    def _disarm_head_timer(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_timed_out(self) -> None:
+        self._head_timer = None
+        if self.transport.is_closing():
+            return
+        if self._in_head:
+            self._refuse(
+                _refusal(408, "Request Timeout", "request_timeout", "the headers came too slowly")
+            )
+        elif self.cycle is None:  # connected and never sent a byte
+            self.transport.close()
+
+    def _refuse(self, raw: bytes) -> None:
+        self._refused = True
+        self._disarm_head_timer()
+        self._in_head = False
+        with contextlib.suppress(Exception):
+            self.transport.write(raw)
+        self.transport.close()
+
+
+def guarded_protocol(settings: Settings) -> type[GuardedHttpToolsProtocol]:
+    """The protocol class with this process's limits (uvicorn instantiates it per socket)."""
+    return type(
+        "EdgeHttpProtocol",
+        (GuardedHttpToolsProtocol,),
+        {
+            "header_timeout": float(settings.header_timeout_seconds),
+            "max_header_bytes": settings.max_header_bytes,
+        },
+    )
+
+
+def uvicorn_config(settings: Settings, app: ASGIApp | None = None) -> uvicorn.Config:
+# -- access log: never a key, never a full client address ------------------------------------
+
+_KEY = re.compile(r"(?:prod|sandbox)-(?:ugc|ai|ad-manager)-[A-Za-z0-9]{8,}(?:-[A-Za-z0-9]+)?")
+_SECRET_PARAM = re.compile(r"(?i)([?&](?:api[_-]?key|x-api-key|key|apikey|token|t|sig)=)[^&\s#]*")
+
+
+def redact_path(path: str) -> str:
+    """``path`` (with its query) without keys or signed values."""
+    return _SECRET_PARAM.sub(r"\1[redacted]", _KEY.sub("[key]", path))
+
+
+def _network_of(client: str) -> str:
+    """An address cut to its network (/24, /48), enough to tell traffic apart in a log."""
+    host, sep, _port = client.rpartition(":")
+    try:
+        ip = ipaddress.ip_address(host.strip("[]") if sep else client)
+    except ValueError:
+        return "-"
+    prefix = 24 if ip.version == 4 else 48
+    return str(ipaddress.ip_network(f"{ip}/{prefix}", strict=False))
+
+
+class AccessLogRedaction(logging.Filter):
+    """uvicorn's access line is (client, method, path+query, version, status)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and len(args) == 5:
+            client, method, path, version, status = args
+            where = _network_of(str(client))
+            record.args = (where, method, redact_path(str(path)), version, status)
+        return True
 
 
 def uvicorn_config(settings: Settings, app: ASGIApp | None = None) -> uvicorn.Config:
@@ -23,7 +205,7 @@ def uvicorn_config(settings: Settings, app: ASGIApp | None = None) -> uvicorn.Co
         host=settings.host,
         port=settings.port,
         loop="uvloop",
-        http="httptools",
+        http=guarded_protocol(settings),
         lifespan="on",
         # The geofence reads X-Forwarded-For itself, from EDGE_TRUSTED_PROXIES only;
         # uvicorn's own rewriting of the client address would bypass that rule.
@@ -32,9 +214,30 @@ def uvicorn_config(settings: Settings, app: ASGIApp | None = None) -> uvicorn.Co
         access_log=settings.access_log,
         log_level=settings.log_level,
         timeout_graceful_shutdown=5,
+        limit_concurrency=settings.max_connections,
+        timeout_keep_alive=settings.keep_alive_seconds,
+    )
+
+
+def _raise_open_files_limit(wanted: int) -> None:
+    """Each connection is a file descriptor: let the soft limit reach what the settings allow
+    (the hard limit permitting), so EDGE_MAX_CONNECTIONS answers 503 before accept() fails."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+
+
+def configure_logging(level: str) -> None:
+    logging.basicConfig(
+        level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
 
 
 def serve(settings: Settings) -> None:
     configure_logging(settings.log_level)
-    uvicorn.Server(uvicorn_config(settings)).run()
+    _raise_open_files_limit(settings.max_connections + 256)  # + the store, model, logs
+    config = uvicorn_config(settings)  # configures uvicorn's loggers: the filter goes after
+    logging.getLogger("uvicorn.access").addFilter(AccessLogRedaction())
+    uvicorn.Server(config).run()

@@ -207,6 +207,24 @@ class Settings:
         _choice("debug", "info", "warning", "error"),
     )
     access_log: bool = _setting(True, "Log one line per request (never keys).", _parse_bool)
+    max_connections: int = _setting(
+        1000,
+        "Open connections and requests in progress at most; past it new requests get 503.",
+        _int_in(1, 1_000_000),
+    )
+    keep_alive_seconds: int = _setting(
+        5, "How long an idle keep-alive connection is kept open between requests.", _int_in(1, 300)
+    )
+    header_timeout_seconds: int = _setting(
+        10,
+        "Time a client has from connecting (or starting a request) to the end of its headers.",
+        _int_in(1, 300),
+    )
+    max_header_bytes: int = _setting(
+        16_384,
+        "Largest request line plus headers, in bytes (431 above).",
+        _int_in(1024, 1 << 20),
+    )
 
     # -- derived values --------------------------------------------------------------------
 

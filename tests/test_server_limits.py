@@ -1,0 +1,180 @@
+"""Connection limits of ``edge serve`` over real sockets: header size (431), header timeout
+(slowloris and silent sockets), keep-alive timeout, and the concurrency limit (503)."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+
+import pytest
+
+from edge.qa import EdgeProcess
+from edge.server import AccessLogRedaction, redact_path
+
+LIMITS = {
+    "EDGE_MAX_HEADER_BYTES": "4096",
+    "EDGE_HEADER_TIMEOUT_SECONDS": "2",
+    "EDGE_KEEP_ALIVE_SECONDS": "1",
+    "EDGE_MAX_CONNECTIONS": "6",
+}
+HEALTH = b"GET /v1/ugc/health HTTP/1.1\r\nHost: edge\r\n"
+
+
+@pytest.fixture(scope="module")
+def edge(tmp_path_factory):
+    with EdgeProcess(db=tmp_path_factory.mktemp("limits") / "edge.db", settings=LIMITS) as e:
+        yield e
+
+
+def _connect(edge) -> socket.socket:
+    sock = socket.create_connection((edge.host, edge.port), timeout=10)
+    return sock
+
+
+def _read_all(sock: socket.socket) -> bytes:
+    out = b""
+    while chunk := sock.recv(65536):
+        out += chunk
+    return out
+
+
+def _closed_within(sock: socket.socket, seconds: float) -> tuple[bool, bytes, float]:
+    """(closed by the server, what it sent, after how long)."""
+    start = time.monotonic()
+    sock.settimeout(seconds)
+    try:
+        data = _read_all(sock)
+    except TimeoutError:
+        return False, b"", time.monotonic() - start
+    except ConnectionResetError:
+        return True, b"", time.monotonic() - start
+    return True, data, time.monotonic() - start
+
+
+@pytest.mark.slow
+def test_oversized_headers_are_431(edge):
+    with _connect(edge) as sock:
+        sock.sendall(HEALTH + b"X-Big: " + b"a" * 8000 + b"\r\n\r\n")
+        data = _read_all(sock)
+    assert data.startswith(b"HTTP/1.1 431"), data[:80]
+    assert b'"headers_too_large"' in data
+
+
+@pytest.mark.slow
+def test_a_huge_header_is_cut_off_early_not_buffered(edge):
+    sent = 0
+    with _connect(edge) as sock:
+        sock.sendall(HEALTH + b"X-Big: ")
+        try:
+            while sent < 100 << 20:
+                sock.sendall(b"a" * 65536)
+                sent += 65536
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+    assert sent < 8 << 20, f"the server read {sent} bytes of one header"
+
+
+@pytest.mark.slow
+def test_normal_headers_and_a_large_body_in_one_packet_pass(edge):
+    body = b'{"x": "' + b"a" * 20_000 + b'"}'
+    req = (
+        b"POST /dea/url/impression HTTP/1.1\r\nHost: edge\r\nContent-Type: application/json\r\n"
+        b"Connection: close\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+    )
+    with _connect(edge) as sock:
+        sock.sendall(req)
+        data = _read_all(sock)
+    assert data.startswith(b"HTTP/1.1 400"), data[:80]  # the body's fault, not the headers'
+
+
+@pytest.mark.slow
+def test_a_silent_socket_is_closed_after_the_header_timeout(edge):
+    with _connect(edge) as sock:
+        closed, _, after = _closed_within(sock, 8)
+    assert closed and after < 5, after
+
+
+@pytest.mark.slow
+def test_slowloris_headers_get_408_and_the_socket_closed(edge):
+    with _connect(edge) as sock:
+        start = time.monotonic()
+        sock.sendall(b"GET /v1/ugc/health HTTP/1.1\r\n")
+        received = b""
+        try:
+            while time.monotonic() - start < 8:
+                sock.sendall(b"X")  # one byte of a header, again and again
+                sock.settimeout(0.3)
+                try:
+                    received = sock.recv(4096)
+                    break
+                except TimeoutError:
+                    continue
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        after = time.monotonic() - start
+    assert after < 5, after
+    assert received.startswith(b"HTTP/1.1 408"), received[:80]
+
+
+@pytest.mark.slow
+def test_an_idle_keep_alive_connection_is_closed(edge):
+    with _connect(edge) as sock:
+        sock.sendall(HEALTH + b"\r\n")
+        sock.settimeout(5)
+        assert sock.recv(65536).startswith(b"HTTP/1.1 200")
+        closed, _, after = _closed_within(sock, 8)
+    assert closed and after < 4, after
+
+
+@pytest.mark.slow
+def test_past_the_connection_limit_requests_get_503(edge):
+    idle = [_connect(edge) for _ in range(6)]
+    try:
+        with _connect(edge) as sock:
+            sock.sendall(HEALTH + b"Connection: close\r\n\r\n")
+            data = _read_all(sock)
+        assert data.startswith(b"HTTP/1.1 503"), data[:80]
+    finally:
+        for s in idle:
+            s.close()
+    deadline = time.monotonic() + 5
+    while True:  # the slots come back once the idle sockets are gone
+        with _connect(edge) as sock:
+            sock.sendall(HEALTH + b"Connection: close\r\n\r\n")
+            data = _read_all(sock)
+        if data.startswith(b"HTTP/1.1 200") or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert data.startswith(b"HTTP/1.1 200"), data[:80]
+
+
+# -- the access log -------------------------------------------------------------------------
+
+KEY = "prod-ugc-" + "A1b2" * 8 + "-x9Y8z7"
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        (f"/v1/ugc/health?api_key={KEY}", "/v1/ugc/health?api_key=[redacted]"),
+        (f"/x?a=1&API_KEY={KEY}&b=2", "/x?a=1&API_KEY=[redacted]&b=2"),
+        ("/x?apikey=secret", "/x?apikey=[redacted]"),
+        (f"/x/{KEY}", "/x/[key]"),
+        ("/dea/ugc/impression?t=abc.def", "/dea/ugc/impression?t=[redacted]"),
+        ("/v1/ugc/health", "/v1/ugc/health"),
+    ],
+)
+def test_redact_path(path, expected):
+    assert redact_path(path) == expected
+
+
+def test_access_log_lines_hold_no_key_and_no_full_address():
+    record = logging.LogRecord(
+        "uvicorn.access", logging.INFO, __file__, 1, '%s - "%s %s HTTP/%s" %d',
+        ("203.0.113.77:5123", "GET", f"/v1/ugc/health?api_key={KEY}", "1.1", 200), None,
+    )  # fmt: skip
+    assert AccessLogRedaction().filter(record)
+    line = record.getMessage()
+    assert KEY not in line and "203.0.113.77" not in line
+    assert line == '203.0.113.0/24 - "GET /v1/ugc/health?api_key=[redacted] HTTP/1.1" 200'
