@@ -6,10 +6,13 @@ import contextlib
 import gc
 import logging
 from collections.abc import AsyncIterator, Callable
+from urllib.parse import quote
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
-from starlette.routing import BaseRoute
+from starlette.responses import RedirectResponse
+from starlette.routing import BaseRoute, Match, Router
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from edge.context import Context
 from edge.errors import exception_handlers
@@ -50,7 +53,7 @@ def build_middleware(ctx: Context) -> list[Middleware]:
         ),
         Middleware(
             CORSMiddleware,
-            origin_allowed=ctx.publishers.origin_allowed,
+            registered_origin=ctx.publishers.registered_origin,
             preflight_paths=dea.PREFLIGHT_PATHS,
         ),
     ]
@@ -107,5 +110,31 @@ def create_app(
         exception_handlers=exception_handlers(),
         lifespan=lifespan,
     )
+    app.router.redirect_slashes = False  # Starlette's redirect names the client's Host
+    app.router.default = _slash_redirect(app.router)
     app.state.ctx = ctx
+    return app
+
+
+def _slash_redirect(router: Router) -> ASGIApp:
+    """A 307 to the path with (or without) its trailing slash when that is a route, else 404.
+
+    The Location is relative (the path and query only): Starlette's own redirect builds it
+    from the request's Host header, which lets any client make the edge point elsewhere.
+    """
+    not_found = router.not_found
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "")
+        if scope["type"] == "http" and path != "/":
+            other = path.rstrip("/") if path.endswith("/") else path + "/"
+            probe = {**scope, "path": other}
+            if other and any(r.matches(probe)[0] is not Match.NONE for r in router.routes):
+                location = "/" + quote(other, safe="/:@!$&'()*+,;=-._~").lstrip("/")
+                if scope.get("query_string"):
+                    location += "?" + scope["query_string"].decode("latin-1")
+                await RedirectResponse(location, status_code=307)(scope, receive, send)
+                return
+        await not_found(scope, receive, send)
+
     return app

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from edge import matching
 from edge.counters import Counters
 from edge.delivery.publishers import PublisherRegistry
+from edge.housekeeping import Housekeeping
 from edge.keys import Keyring
 from edge.matching import SpendCache, StateWrites
 from edge.partner.listing import Listing
@@ -40,6 +41,7 @@ class Context:
     publishers: PublisherRegistry  # registered publishers, refreshed by a background task
     spend_cache: SpendCache  # billed USD per campaign for the budget gate
     state_writes: StateWrites  # the matcher's post-decision writes in flight
+    housekeeping: Housekeeping  # prunes expired matcher state, a background task
     tag: TagBuild  # the browser tag, built for this edge's public URL
     # Loaded by ``start`` (they need I/O), never per request:
     signer: Signer | None = None
@@ -72,6 +74,7 @@ class Context:
             publishers=PublisherRegistry(store),
             spend_cache=SpendCache(),
             state_writes=StateWrites(),
+            housekeeping=Housekeeping(),
             tag=build_tag(settings.base_url),
             matcher=matcher,
         )
@@ -93,6 +96,7 @@ class Context:
                     raise SettingsError(f"EDGE_GEOIP_DB (--geoip-db): {exc}") from None
             await self.publishers.start()
             self.counters.start(self.store)
+            self.housekeeping.start(self)
         except BaseException:
             await self.stop()
             raise
@@ -100,6 +104,7 @@ class Context:
     async def stop(self) -> None:
         """Flush and release everything ``start`` began, the store last."""
         try:
+            await self.housekeeping.stop()
             await self.counters.stop(self.store)
             await self.publishers.stop()
             geo, self.geo = self.geo, None

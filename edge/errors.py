@@ -115,7 +115,10 @@ def error_response(
 
 async def _edge_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, EdgeError)
-    return error_response(exc.status, exc.code, exc.message, exc.field, exc.headers)
+    # A request that passed the key and rate check spent part of its quota: say how much
+    # is left on its errors too (the RateLimit fields set by the partner door).
+    spent: Mapping[str, str] = getattr(request.state, "rate_limit_headers", None) or {}
+    return error_response(exc.status, exc.code, exc.message, exc.field, {**spent, **exc.headers})
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:

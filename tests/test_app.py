@@ -71,3 +71,12 @@ def test_start_up_objects_are_frozen_out_of_the_collector_while_serving(make_cli
     assert gc.get_freeze_count() > 0
     client.__exit__(None, None, None)
     assert gc.get_freeze_count() == 0  # shutdown gives them back (tests start many apps)
+
+
+def test_trailing_slash_redirect_is_relative_and_ignores_the_host_header(make_client):
+    client = make_client()
+    r = client.get("/v1/ugc/health/?x=1", headers={"Host": "evil.example"}, follow_redirects=False)
+    assert r.status_code == 307
+    assert r.headers["location"] == "/v1/ugc/health?x=1"
+    r = client.get("//evil.example/", follow_redirects=False)
+    assert r.status_code == 404

@@ -35,8 +35,15 @@ class PublisherRegistry:
 
     def origin_allowed(self, origin: str) -> bool:
         """Is ``origin`` (an ``Origin`` header) one of any registered publisher's origins?"""
+        return self.registered_origin(origin) is not None
+
+    def registered_origin(self, origin: str) -> str | None:
+        """The registered (canonical) form of ``origin`` when some publisher has it."""
         origins = self._origins
-        return origin in origins or _canonical(origin) in origins
+        if origin in origins:
+            return origin
+        canonical = _canonical(origin)
+        return canonical if canonical in origins else None
 
     def publisher_allows(self, publisher_id: str, origin: str) -> bool:
         pub = self._by_id.get(publisher_id)

@@ -27,13 +27,15 @@ class CORSMiddleware:
         self,
         app: ASGIApp,
         *,
-        origin_allowed: Callable[[str], bool],
+        registered_origin: Callable[[str], str | None],
         preflight_paths: Mapping[str, frozenset[str]],
         prefix: str = "/dea/",
     ) -> None:
-        """``preflight_paths`` maps a path to the methods a preflight may ask for."""
+        """``registered_origin`` gives the registered, canonical form of an allowed origin
+        (None otherwise): the grant names that form, never the header as sent.
+        ``preflight_paths`` maps a path to the methods a preflight may ask for."""
         self.app = app
-        self.origin_allowed = origin_allowed
+        self.registered_origin = registered_origin
         self.preflight_paths = {
             p: frozenset(m.upper() for m in ms) for p, ms in preflight_paths.items()
         }
@@ -48,7 +50,7 @@ class CORSMiddleware:
         if scope["method"] == "OPTIONS" and scope["path"] in self.preflight_paths:
             await self._preflight(scope["path"], origin, headers, send)
             return
-        granted = origin is not None and self.origin_allowed(origin)
+        granted = None if origin is None else self.registered_origin(origin)
 
         async def send_with_cors(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -59,8 +61,8 @@ class CORSMiddleware:
                     await send(message)
                     return
                 out.add_vary_header("Origin")
-                if granted and origin is not None:
-                    out["Access-Control-Allow-Origin"] = origin
+                if granted is not None:
+                    out["Access-Control-Allow-Origin"] = granted
                     out["Access-Control-Expose-Headers"] = EXPOSE_HEADERS
             await send(message)
 
@@ -85,7 +87,8 @@ class CORSMiddleware:
         }
         allowed_methods = self.preflight_paths[path]
         problem = None
-        if origin is None or not self.origin_allowed(origin):
+        granted = None if origin is None else self.registered_origin(origin)
+        if granted is None:
             problem = (
                 "cors_origin_not_allowed",
                 f"origin {origin!r} is not a registered publisher",
@@ -99,9 +102,9 @@ class CORSMiddleware:
             body = error_body(*problem)
             await _send(send, 403, body, [("content-type", "application/json"), ("vary", vary)])
             return
-        assert origin is not None  # refused above when missing
+        assert granted is not None  # refused above when not registered
         out = [
-            ("access-control-allow-origin", origin),
+            ("access-control-allow-origin", granted),
             ("access-control-allow-methods", ", ".join(sorted(allowed_methods))),
             ("access-control-allow-headers", "Content-Type"),
             ("access-control-max-age", str(MAX_AGE_SECONDS)),

@@ -32,5 +32,8 @@ async def admit(ctx: Context, request: Request, product: str) -> Admission:
     # Per family: a rotated key and its secondary share one bucket, so rotating does not
     # add a second quota.
     headers = ctx.rate_limits[product].enforce(key.family)
+    # Errors raised after this point (a bad body: 400/413/415/422, a 502) carry them too;
+    # the error handler reads them from here.
+    request.state.rate_limit_headers = headers
     ctx.counters.add("key", key.key_id, "requests")
     return Admission(key, headers)

@@ -48,6 +48,13 @@ class MatcherStateStore(abc.ABC):
     @abc.abstractmethod
     async def clear_backoff(self, post_id: str) -> None: ...
 
+    @abc.abstractmethod
+    async def prune_matcher_state(
+        self, backoff_ended_before: float, served_before: float, limit: int
+    ) -> int:
+        """Delete up to ``limit`` no-match windows that ended before the first instant and
+        serves older than the second (the caller's retention rules); how many went."""
+
 
 class SQLiteMatcherState(SQLitePrimitives, MatcherStateStore):
     """SQLite implementation; mixed into ``SQLiteStore`` (needs its ``read``/``write``)."""
@@ -74,6 +81,13 @@ class SQLiteMatcherState(SQLitePrimitives, MatcherStateStore):
 
     async def clear_backoff(self, post_id: str) -> None:
         await self.write(_clear_backoff, post_id)
+
+    async def prune_matcher_state(
+        self, backoff_ended_before: float, served_before: float, limit: int
+    ) -> int:
+        return await self.write(  # type: ignore[attr-defined,no-any-return]
+            _prune, backoff_ended_before, served_before, limit
+        )
 
 
 # -- SQL, run in the writer thread or a reader ----------------------------------------------
@@ -150,3 +164,20 @@ def _put_backoff(conn: sqlite3.Connection, post_id: str, b: Backoff, at: float) 
 
 def _clear_backoff(conn: sqlite3.Connection, post_id: str) -> None:
     conn.execute("DELETE FROM post_backoff WHERE post_id = ?", (post_id,))
+
+
+def _prune(
+    conn: sqlite3.Connection, backoff_before: float, served_before: float, limit: int
+) -> int:
+    # Bounded batches: one prune never holds the single writer for long.
+    gone = conn.execute(
+        "DELETE FROM post_backoff WHERE post_id IN"
+        " (SELECT post_id FROM post_backoff WHERE until < ? LIMIT ?)",
+        (backoff_before, limit),
+    ).rowcount
+    gone += conn.execute(
+        "DELETE FROM thread_serves WHERE (thread_id, ad_id, unit_id) IN"
+        " (SELECT thread_id, ad_id, unit_id FROM thread_serves WHERE served_at < ? LIMIT ?)",
+        (served_before, limit),
+    ).rowcount
+    return gone

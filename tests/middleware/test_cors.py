@@ -45,6 +45,16 @@ def test_origin_is_matched_in_canonical_form(make_client):
     assert r.headers["access-control-allow-origin"] == "https://shop.example"
 
 
+@pytest.mark.parametrize("sent", ["HTTPS://SHOP.example:443", "https://Shop.Example"])
+def test_the_grant_names_the_registered_canonical_origin_not_the_one_sent(make_client, sent):
+    client = make_client()
+    register(client, "pub-9", "https://shop.example")
+    r = preflight(client, "/dea/url/keywords", origin=sent)
+    assert r.headers["access-control-allow-origin"] == "https://shop.example"
+    r = client.post("/dea/url/hover", json={}, headers={"Origin": sent})
+    assert r.headers["access-control-allow-origin"] == "https://shop.example"
+
+
 @pytest.mark.parametrize(
     "origin",
     ["https://evil.example", "https://news.example.evil.example", "http://news.example",

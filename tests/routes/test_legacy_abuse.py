@@ -3,6 +3,8 @@ across a rotation, and the headers of an unexpected 500."""
 
 from __future__ import annotations
 
+import pytest
+
 from edge.settings import RateLimit
 from tests.conftest import assert_error_shape, issue_key
 from tests.routes.conftest import post_json
@@ -77,3 +79,26 @@ def test_deeply_nested_meta_data_is_400(make_client):
         client, "/ugc/disable", [{"post_id": "p", "ad_id": "a", "meta_data": shallow}], key
     )
     assert r.status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("path", "product", "body", "status"),
+    [
+        ("/v1/ugc/process", "ugc", {"post_id": "p"}, 400),
+        ("/v1/ai/process", "ai", {"message_id": "m"}, 422),
+        ("/ugc/disable", "ugc", {"not": "an array"}, 400),
+        ("/ugc/impression", "ugc", {"post_id": "p"}, 400),
+    ],
+)
+def test_errors_after_the_key_check_carry_ratelimit_headers(
+    make_client, path, product, body, status
+):
+    client = make_client(legacy_api=True)
+    key = issue_key(client, product)
+    r = post_json(client, path, body, key)
+    assert_error_shape(r, status)
+    assert r.headers["RateLimit-Policy"].startswith(f'"{product}"')
+    assert "RateLimit" in r.headers
+    r = post_json(client, path, body, None)  # before the key check: no quota was spent
+    assert_error_shape(r, 401)
+    assert "RateLimit" not in r.headers
