@@ -63,4 +63,3 @@ class Housekeeping:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-

@@ -15,8 +15,8 @@ from starlette.routing import BaseRoute, Route
 
 from edge.context import Context
 from edge.delivery import events, pages, schemas
-from edge.openapi import error_for, error_response, json_body
 from edge.http import counting_route
+from edge.openapi import error_for, error_response, json_body
 
 KEYWORDS = "/dea/url/keywords"
 PLACEMENTS = "/dea/url/placements"

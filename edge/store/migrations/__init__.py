@@ -9,6 +9,8 @@ add migrations without renumbering. The files, in order:
 - ``0003_matcher_state``: serves, disables and no-match windows of the matcher;
 - ``0004_events``: impressions and their dedupe keys, billing, hovers, placement failures,
   report counters, publishers.
+- ``0230_key_family``: the rotation family of each key (limits and idempotency scopes);
+- ``0231_matcher_state_pruning``: indexes for pruning old no-match windows and serves.
 
 A new migration takes the next free number and adds its line here (a test checks both).
 """
