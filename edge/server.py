@@ -140,7 +140,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             self._refuse(
                 _refusal(408, "Request Timeout", "request_timeout", "the headers came too slowly")
             )
-        elif self.cycle is None:  # connected and never sent a byte
+        elif getattr(self, "cycle", None) is None:  # connected and never sent a byte
             self.transport.close()
 
     def _refuse(self, raw: bytes) -> None:
@@ -164,7 +164,6 @@ def guarded_protocol(settings: Settings) -> type[GuardedHttpToolsProtocol]:
     )
 
 
-def uvicorn_config(settings: Settings, app: ASGIApp | None = None) -> uvicorn.Config:
 # -- access log: never a key, never a full client address ------------------------------------
 
 _KEY = re.compile(r"(?:prod|sandbox)-(?:ugc|ai|ad-manager)-[A-Za-z0-9]{8,}(?:-[A-Za-z0-9]+)?")

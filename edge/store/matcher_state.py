@@ -85,9 +85,7 @@ class SQLiteMatcherState(SQLitePrimitives, MatcherStateStore):
     async def prune_matcher_state(
         self, backoff_ended_before: float, served_before: float, limit: int
     ) -> int:
-        return await self.write(  # type: ignore[attr-defined,no-any-return]
-            _prune, backoff_ended_before, served_before, limit
-        )
+        return await self.write(_prune, backoff_ended_before, served_before, limit)
 
 
 # -- SQL, run in the writer thread or a reader ----------------------------------------------
