@@ -3,7 +3,8 @@ missing, every $ref resolves, the partner statuses of SPEC part 7 are all there,
 status documented for a keyed (partner) operation is produced by that operation here.
 
 That each status a route test observes is documented, with a body valid against its
-schema, is checked on every response of tests/routes/ (its conftest's ``make_client``).
+schema, is checked on every response of tests/routes/ and tests/delivery/ (the routes
+conftest's ``make_client``).
 """
 
 from __future__ import annotations

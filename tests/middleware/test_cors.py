@@ -4,7 +4,7 @@ import pytest
 
 from edge.delivery import publishers
 from tests.conftest import assert_error_shape
-from tests.routes.dea_helpers import ORIGIN, register
+from tests.delivery.helpers import ORIGIN, register
 
 POST_PATHS = ["/dea/url/keywords", "/dea/url/placements", "/dea/url/impression",
               "/dea/url/placements/failures", "/dea/url/hover", "/dea/ugc/impression"]  # fmt: skip

@@ -6,7 +6,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from tests.conftest import assert_error_shape
-from tests.routes.dea_helpers import ORIGIN, register
+from tests.delivery.helpers import ORIGIN, register
 
 US, US6, GB, DE6, UNKNOWN = (
     "216.160.83.56",

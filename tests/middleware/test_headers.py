@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.routes.dea_helpers import register
+from tests.delivery.helpers import register
 
 
 @pytest.fixture

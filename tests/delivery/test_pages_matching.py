@@ -4,7 +4,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from edge.beacons import read_impression_token
-from tests.routes.dea_helpers import ORIGIN, PUB, register
+from tests.delivery.helpers import ORIGIN, PUB, register
 
 PAGE = "https://news.example/story"
 NEWS = ("Breaking news: the death toll from the earthquake rose to 300 overnight as rescue "

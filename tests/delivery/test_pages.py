@@ -7,7 +7,7 @@ from edge.delivery import schemas
 from edge.delivery.validate import validate
 from matcher.types import MatchResult
 from tests.conftest import assert_error_shape
-from tests.routes.dea_helpers import ORIGIN, PUB, matched, register, script
+from tests.delivery.helpers import ORIGIN, PUB, matched, register, script
 
 PAGE = "https://news.example/a/1"
 

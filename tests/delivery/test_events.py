@@ -15,7 +15,7 @@ from edge.delivery.validate import validate
 from edge.signing import Signer
 from edge.store import StoreUnavailable
 from tests.conftest import assert_error_shape
-from tests.routes.dea_helpers import PUB, register
+from tests.delivery.helpers import PUB, register
 
 PAGE = "https://news.example/a/1"
 
