@@ -89,17 +89,44 @@ def test_group_commit_shares_transactions(store):
 
 
 def test_a_failing_write_does_not_spoil_its_batch(store):
-    async def burst():
-        return await asyncio.gather(
-            store.insert_key(_record("key_1", "1" * 24)),
-            store.insert_key(_record("key_1", "2" * 24)),  # duplicate primary key
-            store.insert_key(_record("key_3", "3" * 24)),
-            return_exceptions=True,
-        )
+    # The three writes are forced into one batch (one transaction): the writer is held
+    # inside an earlier job while they queue, so it takes all three at once when released.
+    # The middle one writes a row and then fails: its savepoint must undo that row alone.
+    entered, release = threading.Event(), threading.Event()
 
-    results = asyncio.run(burst())
+    def hold(conn):
+        entered.set()
+        release.wait(5)
+
+    def insert_then_fail(conn):
+        conn.execute(
+            "INSERT INTO api_keys (key_id, lookup, key_hash, env, product, name, created_at) "
+            "VALUES ('key_2', ?, 'h', 'production', 'ugc', '', 1.0)",
+            ("2" * 24,),
+        )
+        raise ValueError("this job fails after writing")
+
+    async def burst():
+        before = store.group_commit_stats
+        held = asyncio.ensure_future(store.write(hold))
+        await asyncio.to_thread(entered.wait, 5)  # its batch (itself alone) is running
+        jobs = [
+            asyncio.ensure_future(store.insert_key(_record("key_1", "1" * 24))),
+            asyncio.ensure_future(store.write(insert_then_fail)),
+            asyncio.ensure_future(store.insert_key(_record("key_3", "3" * 24))),
+        ]
+        await asyncio.sleep(0)  # each job is queued behind the held one
+        release.set()
+        await held
+        results = await asyncio.gather(*jobs, return_exceptions=True)
+        return before, results
+
+    before, results = asyncio.run(burst())
+    batches, jobs = store.group_commit_stats
+    # Two commits for four writes: the held job's, then one for all three.
+    assert (batches - before[0], jobs - before[1]) == (2, 4)
     assert results[0] is None and results[2] is None
-    assert isinstance(results[1], sqlite3.IntegrityError)
+    assert isinstance(results[1], ValueError)
     ids = [r.key_id for r in asyncio.run(store.list_keys())]
     assert ids == ["key_1", "key_3"]
 
