@@ -6,7 +6,7 @@ import pytest
 
 from edge.beacons import ai_beacon_urls
 from tests.conftest import issue_key
-from tests.routes.test_dea_beacons import stored, token
+from tests.delivery.test_events import stored, token
 
 
 @pytest.mark.parametrize("kind", ["render", "view"])

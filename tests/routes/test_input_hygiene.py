@@ -9,9 +9,9 @@ import pytest
 
 from edge.beacons import ai_beacon_urls
 from tests.conftest import assert_error_shape, issue_key
+from tests.delivery.helpers import ORIGIN, PUB, register
+from tests.delivery.test_events import imp_body, stored, token
 from tests.routes.conftest import post_json
-from tests.routes.dea_helpers import ORIGIN, PUB, register
-from tests.routes.test_dea_beacons import imp_body, stored, token
 
 CONTROL = ["a\nb", "abc\n", "a\rb", "a\x00b", "a\tb", "a\u2028b", "a\u200bb", "a\x85b"]
 
