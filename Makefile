@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 CHROMIUM := /usr/lib/chromium/chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install chromium run test unit e2e lint bench check bandit audit wrk clean
+.PHONY: install chromium run test unit e2e lint eslint bench check bandit audit wrk clean
 
 install: $(STAMP)
 
@@ -35,10 +35,26 @@ unit: install
 e2e: install chromium
 	$(BIN)/pytest e2e
 
-lint: install
+lint: install eslint
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+
+# ESLint for the browser tag, pinned by tools/eslint/package-lock.json and installed there by
+# npm ci (Node 20 and npm from the machine; node_modules is ignored by git). The tag's files
+# share one scope once built, so ESLint reads them joined (tag.builder.lint_source) on stdin.
+ESLINT_DIR := tools/eslint
+ESLINT := $(ESLINT_DIR)/node_modules/.bin/eslint
+ESLINT_STAMP := $(ESLINT_DIR)/node_modules/.installed
+
+$(ESLINT_STAMP): $(ESLINT_DIR)/package.json $(ESLINT_DIR)/package-lock.json
+	npm ci --prefix $(ESLINT_DIR) --no-audit --no-fund --loglevel=error
+	@touch $@
+
+eslint: install $(ESLINT_STAMP)
+	set -o pipefail; $(BIN)/python -c "from tag.builder import lint_source; print(lint_source(), end='')" | \
+	  $(ESLINT) --config $(ESLINT_DIR)/eslint.config.mjs --stdin --stdin-filename tag.js
+	$(ESLINT) --config $(ESLINT_DIR)/eslint.config.mjs tag/demo/demo.js
 
 # Security: bandit (offline, ~2 s, also part of `make test`) and pip-audit (needs the registry;
 # reports "NOT audited" instead of failing when it cannot be reached).
@@ -60,4 +76,4 @@ bench: install wrk
 	$(BIN)/python -m bench $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) var .pytest_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) var .pytest_cache .ruff_cache .mypy_cache *.egg-info $(ESLINT_DIR)/node_modules

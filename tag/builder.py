@@ -82,6 +82,16 @@ def _render(config: dict[str, Any]) -> bytes:
     return mangle(rjsmin.jsmin(source)).encode()
 
 
+def lint_source() -> str:
+    """What ``make lint`` gives ESLint: the joined tag (one scope, as it runs in a browser,
+    so a name used in one file and declared in another is checked), each file marked."""
+    _, template = _sources()
+    config = {**tag_config("https://edge.example"), "version": TAG_VERSION}
+    parts = [f"// ---- src/config.js.j2 ----\n{template.render(config=config)}"]
+    parts += [f"// ---- src/{name} ----\n{(SRC / name).read_text()}" for name in SOURCES]
+    return "(() => {\n" + "\n".join(parts) + "})();\n"
+
+
 def build_tag(origin: str, publisher: str | None = None) -> TagBuild:
     """The tag for an edge reachable at ``origin``; ``publisher`` pins a default publisher id
     (normally null: the embedding script's ``data-publisher`` names it)."""

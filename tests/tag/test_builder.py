@@ -4,6 +4,8 @@ import base64
 import gzip
 import hashlib
 import re
+import shutil
+import subprocess
 
 import brotli
 import pytest
@@ -84,3 +86,33 @@ def test_tag_has_no_eval_inner_html_or_inline_style():
 def test_sources_are_all_part_of_the_build():
     on_disk = {p.name for p in tb.SRC.glob("*.js")}
     assert on_disk == set(tb.SOURCES)
+
+
+def node_check(tmp_path, name: str, source: bytes) -> subprocess.CompletedProcess[str]:
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed (the machines and CI have Node 20)")
+    path = tmp_path / name
+    path.write_bytes(source)
+    return subprocess.run([node, "--check", str(path)], capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("publisher", [None, "pub-1"])
+def test_the_built_tag_parses_in_node(tmp_path, publisher):
+    # The renamer works on tokens without scope analysis: a slip shows up as a syntax error.
+    checked = node_check(tmp_path, "tag.js", build_tag(ORIGIN, publisher).js)
+    assert checked.returncode == 0, checked.stderr
+
+
+def test_node_check_catches_a_broken_build(tmp_path, monkeypatch):
+    # A renamer slip of the kind the check is for: one arrow turned into an assignment.
+    monkeypatch.setattr(tb, "mangle", lambda js: js.replace("=>", "=", 1))
+    assert node_check(tmp_path, "broken.js", build_tag(ORIGIN).js).returncode != 0
+
+
+def test_lint_source_is_the_tag_before_minifying(tmp_path):
+    source = tb.lint_source()
+    for name in tb.SOURCES:
+        assert f"// ---- src/{name} ----" in source
+    checked = node_check(tmp_path, "lint.js", source.encode())
+    assert checked.returncode == 0, checked.stderr
