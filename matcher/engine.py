@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures as cf
 import hashlib
-import heapq
 import math
 import time
 from collections.abc import Mapping
@@ -27,12 +26,14 @@ from typing import Any
 import numpy as np
 
 from matcher.catalogue import Catalogue, load_catalogue
-from matcher.eligibility import EligibilityMasks, budget_gate, static_gate
+from matcher.ctr import CtrModel
+from matcher.eligibility import EligibilityMasks, static_gate
 from matcher.embeddings import CachedEmbedder, Embedder, MiniLM, normalise
 from matcher.explain import Explainer
 from matcher.geo import Gazetteer, Location, has_targets, targets_match
 from matcher.index import ad_text, build_index, cache_path, load_or_embed
-from matcher.ranking import BID_WEIGHT, Ranker
+from matcher.pacing import Pacer, Spend, as_spend
+from matcher.ranking import RELEVANCE_BAND, Ranker
 from matcher.safety import SafetyClassifier, SafetyVerdict
 from matcher.state import FREQUENCY_CAP, MatchState, ThreadState, next_window
 from matcher.types import Campaign, MatchRequest, MatchResult, Placement, ScoredAd
@@ -49,6 +50,9 @@ class MatcherConfig:
     prompt_weight: float = 0.4  # AI turns: share of the user's prompt in the query vector
     candidates: int = 256  # most rows above the floor examined by the per-ad gates
     one_per_campaign: bool = True  # a response shows an advertiser once
+    # Thompson sampling of pCTR/pCVR per request; False (deterministic): posterior means.
+    explore: bool = False
+    seed: int | None = None  # of the exploration draws (tests and the simulation fix it)
 
 
 class Matcher:
@@ -78,6 +82,9 @@ class Matcher:
         self.config = config or MatcherConfig()
         self.ranker = Ranker(catalogue.placements, self.config.relevance_floor)
         self.masks = EligibilityMasks(catalogue.placements)
+        self.pacer = Pacer(catalogue.campaigns)
+        # Used only on the model thread (or by a synchronous caller of ``decide``).
+        self.rng = np.random.default_rng(self.config.seed)
         self._executor = cf.ThreadPoolExecutor(1, thread_name_prefix="matcher-model")
 
     @classmethod
@@ -110,6 +117,14 @@ class Matcher:
             config=config,
         )
 
+    @property
+    def estimates(self) -> CtrModel:
+        return self.ranker.estimates
+
+    def set_estimates(self, model: CtrModel) -> None:
+        """Swap in CTR/CVR estimates built from newer evidence (one reference assignment)."""
+        self.ranker.estimates = model
+
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
 
@@ -120,7 +135,7 @@ class Matcher:
         request: MatchRequest,
         state: MatchState,
         now: float,
-        spend: Mapping[str, float] | None = None,
+        spend: Spend | Mapping[str, float] | None = None,
         deadline: float | None = None,
     ) -> MatchResult:
         """Read the thread's state, decide off the event loop, record what was decided.
@@ -150,9 +165,10 @@ class Matcher:
                 if request.explain
                 else None,
             )
+        spent = as_spend(spend)
         loop = asyncio.get_running_loop()
         result = await loop.run_in_executor(
-            self._executor, self._decide_before, deadline, request, snapshot, now, spend or {}
+            self._executor, self._decide_before, deadline, request, snapshot, now, spent
         )
         if result.outcome == "no_match":
             if request.post_id:
@@ -160,7 +176,7 @@ class Matcher:
                     backoff,
                     now=now,
                     created_at=request.created_at,
-                    demand=self.demand_version(now, spend or {}),
+                    demand=self.demand_version(now, spent),
                     reason=result.reason,
                 )
                 await state.record_miss(request.post_id, window, now)
@@ -179,10 +195,11 @@ class Matcher:
             raise MatchDeadlineExceeded("the caller's deadline passed while the job was queued")
         return self.decide(*args)
 
-    def demand_version(self, now: float, spend: Mapping[str, float]) -> str:
-        """Changes when the servable demand changes (new catalogue, flights, budgets)."""
+    def demand_version(self, now: float, spend: Spend | Mapping[str, float]) -> str:
+        """Changes when the servable demand changes (new catalogue, flights, budgets, pacing)."""
         live = self.masks.live_campaigns(now)
-        spent = [cid for cid in live if budget_gate(self.catalogue_campaign(cid), spend)]
+        spend = as_spend(spend)
+        spent = [cid for cid in live if self.pacer.gate(self.catalogue_campaign(cid), spend, now)]
         text = "|".join([self.catalogue.content_hash, ",".join(live), ",".join(spent)])
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -208,9 +225,10 @@ class Matcher:
         request: MatchRequest,
         state: ThreadState,
         now: float,
-        spend: Mapping[str, float],
+        spend: Spend | Mapping[str, float],
     ) -> MatchResult:
         ex = Explainer(request.explain)
+        spend = as_spend(spend)
         texts, vectors, query = self.query_vectors(request)
         if self.safety is not None:
             verdicts = [self.safety.check(t, v) for t, v in zip(texts, vectors, strict=True)]
@@ -231,7 +249,7 @@ class Matcher:
         k = self.config.candidates
         while True:
             rows, cosines = self.index.search(query, live, self.ranker.cosine_floor, k)
-            shown, held_back = self._gate(rows, cosines, request, state, spend, located, ex)
+            shown, held_back = self._gate(rows, cosines, request, state, spend, now, located, ex)
             # All of the first k relevant ads gated out (say, geo-targeted elsewhere), and
             # more were above the floor: look further before calling it a miss.
             if shown or len(rows) < k or k >= len(self.catalogue):
@@ -240,7 +258,7 @@ class Matcher:
         if request.explain:
             ex.location(self._locate(request))
         ranked = self.ranker.order(shown, self.config.one_per_campaign)[: request.max_ads]
-        ex.ranked(ranked)
+        ex.ranked(ranked, self.estimates)
         if ranked:
             return ex.result(MatchResult(outcome="matched", ads=tuple(ranked)))
         if held_back:
@@ -254,7 +272,8 @@ class Matcher:
         cosines: np.ndarray,
         request: MatchRequest,
         state: ThreadState,
-        spend: Mapping[str, float],
+        spend: Spend,
+        now: float,
         located: list[Location | None],
         ex: Explainer,
     ) -> tuple[list[ScoredAd], dict[str, int]]:
@@ -262,9 +281,10 @@ class Matcher:
         shown: list[ScoredAd] = []
         held_back: dict[str, int] = {}
         best = _TopRanks(request.max_ads, self.config.one_per_campaign)
+        rng = self.rng if self.config.explore else None
         for row, cosine in zip(rows.tolist(), cosines.tolist(), strict=True):
             relevancy = self.ranker.relevancy(cosine)
-            if not request.explain and relevancy + BID_WEIGHT < best.threshold():
+            if not request.explain and best.complete_above(relevancy):
                 break  # rows come best first: nothing further can enter the top max_ads
             p = self.catalogue.placements[row]
             if not located and has_targets(p.ad_set.geo):
@@ -273,12 +293,12 @@ class Matcher:
             if not ok:
                 ex.gate(p, cosine, "geo", why)
                 continue
-            gate = self._dynamic_gate(p, state, spend)
+            gate = self._dynamic_gate(p, state, spend, now)
             if gate:
                 held_back[gate] = held_back.get(gate, 0) + 1
                 ex.gate(p, cosine, gate)
                 continue
-            scored = ScoredAd(p, relevancy, self.ranker.rank_score(relevancy, p))
+            scored = self.ranker.score(p, relevancy, rng)
             shown.append(scored)
             best.add(scored)
             ex.gate(p, cosine, None, why)
@@ -290,7 +310,7 @@ class Matcher:
         return self.gazetteer.resolve(request.geo)
 
     def _dynamic_gate(
-        self, p: Placement, state: ThreadState, spend: Mapping[str, float]
+        self, p: Placement, state: ThreadState, spend: Spend, now: float
     ) -> str | None:
         if p.ad.id in state.disabled:
             return "disabled_in_thread"
@@ -299,7 +319,7 @@ class Matcher:
             and p.ad.id not in state.unit_ads  # a refresh of a unit that already has it
         ):
             return "frequency_capped"
-        return budget_gate(p.campaign, spend)
+        return self.pacer.gate(p.campaign, spend, now)
 
     def check_safety(self, texts: list[str]) -> list[SafetyVerdict]:
         """Safety verdicts for texts alone (the bench's precision/recall uses this)."""
@@ -310,24 +330,25 @@ class Matcher:
 
 
 class _TopRanks:
-    """The ``k`` best rank scores so far (one per campaign when asked): the bar a further,
-    less similar candidate would have to clear to still make the response."""
+    """What is known of the response so far, to stop examining candidates early.
+
+    Candidates come most relevant first. Once ``k`` distinct campaigns (or ads) may be
+    shown, a candidate below the top band (more than ``RELEVANCE_BAND`` under the most
+    relevant one) is ordered by relevancy after all of them, and so is every later one.
+    """
 
     def __init__(self, k: int, per_campaign: bool) -> None:
         self.k = k
         self.per_campaign = per_campaign
-        self._by_key: dict[str, float] = {}
-        self._bar = -1.0
+        self._keys: set[str] = set()
+        self._top = -1.0
 
     def add(self, s: ScoredAd) -> None:
-        key = s.placement.campaign.id if self.per_campaign else s.placement.ad.id
-        if s.rank_score > self._by_key.get(key, -1.0):
-            self._by_key[key] = s.rank_score
-            if len(self._by_key) >= self.k:
-                self._bar = heapq.nlargest(self.k, self._by_key.values())[-1]
+        self._keys.add(s.placement.campaign.id if self.per_campaign else s.placement.ad.id)
+        self._top = max(self._top, s.relevancy_score)
 
-    def threshold(self) -> float:
-        return self._bar
+    def complete_above(self, relevancy: float) -> bool:
+        return len(self._keys) >= self.k and relevancy < self._top - RELEVANCE_BAND
 
 
 def _with_retry(result: MatchResult, seconds: float) -> MatchResult:

@@ -8,12 +8,19 @@ Shape::
     {"outcome": "matched", "reason": "", "safety": [{"safe", "p_unsafe", "lexicon"}],
      "location": {...} | null, "floor": {"relevancy", "cosine"},
      "ads": [{"ad_id", "campaign_id", "cosine", "relevancy", "gate", "detail"}],
-     "ranked": [{"ad_id", "relevancy", "rank_score"}]}
+     "ranked": [{"ad_id", "relevancy", "rank_score", "ecpm", "pricing", "estimate"}],
+     "ranking": {"band", "estimates_as_of"}}
+
+``estimate`` is the ad's smoothed click-through and conversion rates with their evidence
+(``successes`` of ``trials``: clicks of viewable impressions, conversions of clicks) and the
+prior they were smoothed toward; ``ecpm`` is the value this request ranked with (a draw from
+the posterior when exploring).
 
 ``gate`` is null for an ad that was shown or could have been; otherwise one of
 ``product_not_ugc|ai``, ``status_paused|archived``, ``not_started``, ``expired``,
 ``below_floor``, ``geo``, ``disabled_in_thread``, ``frequency_capped``, ``budget_exhausted``,
-``not_examined`` (past the candidate limit), ``ranked_out`` (a better ad of the same
+``daily_cap_reached``, ``pacing_ahead``, ``not_examined`` (past the candidate limit),
+``ranked_out`` (a better ad of the same
 campaign, or past ``max_ads``).
 """
 
@@ -25,8 +32,9 @@ from typing import Any
 
 import numpy as np
 
+from matcher.ctr import CtrModel
 from matcher.geo import Location
-from matcher.ranking import calibrate, cosine_for
+from matcher.ranking import RELEVANCE_BAND, calibrate, cosine_for
 from matcher.safety import SafetyVerdict
 from matcher.types import MatchResult, Placement, ScoredAd
 
@@ -84,9 +92,10 @@ class Explainer:
             "detail": detail,
         }
 
-    def ranked(self, ads: Sequence[ScoredAd]) -> None:
+    def ranked(self, ads: Sequence[ScoredAd], estimates: CtrModel) -> None:
         if not self.enabled:
             return
+        self.doc["ranking"] = {"band": RELEVANCE_BAND, "estimates_as_of": estimates.as_of}
         for s in ads:
             if s.placement.ad.id in self._ads:
                 self._ads[s.placement.ad.id]["gate"] = None
@@ -95,6 +104,9 @@ class Explainer:
                 "ad_id": s.placement.ad.id,
                 "relevancy": round(s.relevancy_score, 4),
                 "rank_score": round(s.rank_score, 4),
+                "ecpm": round(s.ecpm, 4),
+                "pricing": s.placement.ad_set.pricing_model.type,
+                "estimate": estimates.estimate(s.placement.ad.id).as_dict(),
             }
             for s in ads
         ]

@@ -1,30 +1,37 @@
-"""Calibrated relevance and the order of the ads shown (SPEC 4.2: ordered by relevance).
+"""Calibrated relevance and the order of the ads shown: relevance first, then learned eCPM.
 
 ``relevancy_score`` maps the MiniLM cosine to 0..1 with a logistic curve fitted on the
 labelled relevance set (``tests/data/relevance_cases.json``): cosine ``CAL_MID`` is 0.5 and
 every ``CAL_SCALE`` above it multiplies the odds by e. The relevance floor is a relevancy
 (0.5 by default), so it reads the same whatever the model.
 
-The order is by ``rank_score = relevancy + BID_WEIGHT * bid_share``, where ``bid_share =
-ecpm / (ecpm + median_ecpm)`` is in (0, 1) and 0.5 for a median bid. With ``BID_WEIGHT``
-0.03 the bid moves an ad past another only when their relevancies are within 0.03: the bid
-breaks near-ties and never buys its way past a clearly more relevant ad. eCPM puts the three
-pricing models on one scale with fixed, documented rates (CPC x 1% CTR, CPA x 0.1%
-conversion), since the edge has no per-ad history at cold start.
+The order is relevance-bounded eCPM. The ads whose relevancy is within ``RELEVANCE_BAND``
+(0.03) of the most relevant eligible ad form the top band; inside it the higher eCPM comes
+first, and every ad of the band comes before any ad outside it; outside the band the order
+is by relevancy. So a clearly more relevant ad (more than 0.03 ahead) is never beaten by
+money, and among ads of similar relevance the expected revenue decides.
+
+eCPM puts the pricing models on one scale: CPM bid; CPC bid x 1000 x pCTR; CPA bid x 1000
+x pCTR x pCVR, with pCTR and pCVR the ad's smoothed estimates (``matcher.ctr``). When
+exploring, each request draws pCTR and pCVR from their Beta posteriors (Thompson sampling)
+instead of using the means, so an ad with little evidence still wins its share of requests
+in proportion to the chance that it is the best.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 
+import numpy as np
+
+from matcher.ctr import CtrModel, Estimate
 from matcher.types import Placement, ScoredAd
 
 CAL_MID = 0.27
 CAL_SCALE = 0.045
-BID_WEIGHT = 0.03
-ASSUMED_CTR = 0.01
-ASSUMED_CVR = 0.001
+RELEVANCE_BAND = 0.03
 
 
 def calibrate(cosine: float) -> float:
@@ -38,39 +45,59 @@ def cosine_for(relevancy: float) -> float:
     return CAL_MID + CAL_SCALE * math.log(relevancy / (1 - relevancy))
 
 
-def ecpm(p: Placement) -> float:
+def ecpm(p: Placement, est: Estimate, rng: np.random.Generator | None = None) -> float:
+    """Expected revenue per 1,000 impressions; drawn from the posteriors when ``rng`` is set."""
     pm = p.ad_set.pricing_model
     if pm.type == "cpm":
         return pm.bid_amount
-    rate = ASSUMED_CTR if pm.type == "cpc" else ASSUMED_CVR
-    return pm.bid_amount * 1000 * rate
+    ctr = est.ctr.mean if rng is None else float(rng.beta(est.ctr.alpha, est.ctr.beta))
+    if pm.type == "cpc":
+        return pm.bid_amount * 1000 * ctr
+    cvr = est.cvr.mean if rng is None else float(rng.beta(est.cvr.alpha, est.cvr.beta))
+    return pm.bid_amount * 1000 * ctr * cvr
 
 
 class Ranker:
     def __init__(self, placements: Sequence[Placement], floor: float) -> None:
         self.floor = floor
         self.cosine_floor = cosine_for(floor)
-        bids = sorted(ecpm(p) for p in placements)
-        self.median_ecpm = bids[len(bids) // 2] if bids else 1.0
+        self.estimates = CtrModel(placements)
 
     def relevancy(self, cosine: float) -> float:
         return calibrate(cosine)
 
-    def bid_share(self, p: Placement) -> float:
-        e = ecpm(p)
-        return e / (e + self.median_ecpm) if e > 0 else 0.0
-
-    def rank_score(self, relevancy: float, p: Placement) -> float:
-        return relevancy + BID_WEIGHT * self.bid_share(p)
+    def score(self, p: Placement, relevancy: float, rng: np.random.Generator | None) -> ScoredAd:
+        """The ad with its eCPM (drawn when exploring); the rank score is set by ``order``."""
+        value = ecpm(p, self.estimates.estimate(p.ad.id), rng)
+        return ScoredAd(p, relevancy, relevancy, value)
 
     def order(self, ads: list[ScoredAd], one_per_campaign: bool) -> list[ScoredAd]:
-        ads = sorted(ads, key=lambda s: (-s.rank_score, s.placement.ad.id))
+        """Best first: the top band by eCPM, then the rest by relevancy.
+
+        ``rank_score`` is ``1 + ecpm / (ecpm + best_ecpm)`` inside the band (so above 1) and
+        the relevancy outside it, which is exactly the order.
+        """
+        if not ads:
+            return []
+        top = max(s.relevancy_score for s in ads)
+        best = max((s.ecpm for s in ads if s.relevancy_score >= top - RELEVANCE_BAND), default=0)
+        scored = [
+            replace(s, rank_score=_band_score(s.ecpm, best))
+            if s.relevancy_score >= top - RELEVANCE_BAND
+            else replace(s, rank_score=s.relevancy_score)
+            for s in ads
+        ]
+        scored.sort(key=lambda s: (-s.rank_score, -s.relevancy_score, s.placement.ad.id))
         if not one_per_campaign:
-            return ads
+            return scored
         seen: set[str] = set()
         out = []
-        for s in ads:
+        for s in scored:
             if s.placement.campaign.id not in seen:
                 seen.add(s.placement.campaign.id)
                 out.append(s)
         return out
+
+
+def _band_score(value: float, best: float) -> float:
+    return 1.0 + (value / (value + best) if value > 0 else 0.0)

@@ -83,6 +83,8 @@ class Campaign:
     end_at: str | None
     budget_usd: float | None  # None: no budget cap
     ad_sets: tuple[AdSet, ...]
+    pacing: Literal["even", "asap"] = "even"  # spread spend over the flight, or serve at once
+    daily_cap_usd: float | None = None  # most USD billed per UTC day; None: no daily cap
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -138,7 +140,8 @@ class MatchRequest:
 class ScoredAd:
     placement: Placement
     relevancy_score: float  # calibrated 0..1
-    rank_score: float  # what the order is by (relevance with the bid as tie-breaker)
+    rank_score: float  # what the order is by (relevance first, then eCPM in the top band)
+    ecpm: float = 0.0  # expected USD per 1,000 impressions used for this request
 
 
 @dataclass(frozen=True, slots=True)
