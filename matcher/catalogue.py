@@ -67,6 +67,7 @@ class Catalogue:
             for ad in ad_set.ads
         )
         self._by_id = {p.ad.id: p for p in self.placements}
+        self._campaigns = {c.id: c for c in self.campaigns}
         self._by_number = {ad_number(p.ad.id): p for p in self.placements}
         if len(self._by_number) != len(self._by_id):  # 1 in ~10^9 at 100k ads; refuse, never mix
             raise CatalogueError([("$", "two ad ids map to the same ad number; rename one")])
@@ -77,6 +78,9 @@ class Catalogue:
 
     def placement(self, ad_id: str) -> Placement | None:
         return self._by_id.get(ad_id)
+
+    def campaign(self, campaign_id: str) -> Campaign | None:
+        return self._campaigns.get(campaign_id)
 
     def ad_number(self, ad_id: str) -> int:
         return ad_number(ad_id)

@@ -162,7 +162,8 @@ def normalise_state(code: str) -> str | None:
 
 def _campaign(c: _Checker, raw: Any, path: str, seen: dict[str, set[str]]) -> Campaign | None:
     req = {"id", "advertiser_name", "status", "ad_sets"}
-    if not c.obj(raw, path, req, {"start_at", "end_at", "budget_usd"}):
+    optional = {"start_at", "end_at", "budget_usd", "pacing", "daily_cap_usd"}
+    if not c.obj(raw, path, req, optional):
         return None
     cid = _unique_id(c, raw, path, seen["campaign"])
     name = c.text(raw, "advertiser_name", path, max_len=200)
@@ -176,6 +177,12 @@ def _campaign(c: _Checker, raw: Any, path: str, seen: dict[str, set[str]]) -> Ca
     budget = raw.get("budget_usd")
     if budget is not None:
         budget = c.number(budget, f"{path}.budget_usd", 0, 1e12)
+    pacing = raw.get("pacing", "even")
+    if pacing not in ("even", "asap"):
+        c.err(f"{path}.pacing", f"expected even or asap, got {pacing!r}")
+    daily_cap = raw.get("daily_cap_usd")
+    if daily_cap is not None:
+        daily_cap = c.number(daily_cap, f"{path}.daily_cap_usd", 0, 1e12)
     sets_raw = (
         c.array(raw.get("ad_sets"), f"{path}.ad_sets", non_empty=True) if "ad_sets" in raw else None
     )
@@ -188,6 +195,8 @@ def _campaign(c: _Checker, raw: Any, path: str, seen: dict[str, set[str]]) -> Ca
         or len(valid_sets) != len(ad_sets)
     ):
         return None
+    if pacing not in ("even", "asap"):
+        return None
     return Campaign(
         id=cid,
         advertiser_name=name,
@@ -196,6 +205,8 @@ def _campaign(c: _Checker, raw: Any, path: str, seen: dict[str, set[str]]) -> Ca
         end_at=end,
         budget_usd=None if budget is None else float(budget),
         ad_sets=tuple(valid_sets),
+        pacing=pacing,
+        daily_cap_usd=None if daily_cap is None else float(daily_cap),
     )
 
 

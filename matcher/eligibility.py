@@ -1,4 +1,4 @@
-"""Advertiser eligibility: campaign status, flight dates, remaining budget, product.
+"""Advertiser eligibility: campaign status, flight dates, product (budgets: ``pacing``).
 
 Static gates (product, status, flight) are turned into boolean row masks over the ad
 matrix, so the hot path removes ineligible ads with a few vectorised comparisons instead of
@@ -7,7 +7,7 @@ a Python loop over 100k placements.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -28,12 +28,6 @@ def flight_gate(campaign: Campaign, now: float) -> str | None:
 
 def status_gate(campaign: Campaign) -> str | None:
     return None if campaign.status == "active" else f"status_{campaign.status}"
-
-
-def budget_gate(campaign: Campaign, spend: Mapping[str, float]) -> str | None:
-    if campaign.budget_usd is None:
-        return None
-    return "budget_exhausted" if spend.get(campaign.id, 0.0) >= campaign.budget_usd else None
 
 
 def static_gate(p: Placement, product: str, now: float) -> str | None:

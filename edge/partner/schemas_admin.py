@@ -74,6 +74,15 @@ CAMPAIGN = {
         "start_at": {"type": ["string", "null"], "format": "date-time"},
         "end_at": {"type": ["string", "null"], "format": "date-time"},
         "budget_usd": {"type": ["number", "null"]},
+        "pacing": {
+            "enum": ["even", "asap"],
+            "description": "even: spend follows a straight line over the flight (and the day, "
+            "with a daily cap); asap: as fast as demand allows, up to the budget and cap",
+        },
+        "daily_cap_usd": {
+            "type": ["number", "null"],
+            "description": "Most USD billed per UTC day; null: no daily cap",
+        },
         "ad_sets": {"type": "array", "items": {"type": "object"}},
     },
 }

@@ -172,3 +172,34 @@ def test_one_rfc3339_parser_for_flight_dates_and_created_at():
     assert naive == parse_timestamp("2026-05-01T12:30:00Z")
     for bad in ("2026-05-01", "20260501T123000Z", "2026-13-01T00:00:00Z", "yesterday"):
         assert parse_timestamp(bad, naive_is_utc=True) is None, bad
+
+
+def test_pacing_and_daily_cap_default_and_parse():
+    c = parse_catalogue(json.dumps(doc())).campaigns[0]
+    assert (c.pacing, c.daily_cap_usd) == ("even", None)
+    c = parse_catalogue(json.dumps(doc(camp={"pacing": "asap", "daily_cap_usd": 25}))).campaigns[0]
+    assert (c.pacing, c.daily_cap_usd) == ("asap", 25.0)
+
+
+@pytest.mark.parametrize(
+    ("camp", "path", "words"),
+    [
+        ({"pacing": "fast"}, "$.campaigns[0].pacing", "expected even or asap"),
+        ({"pacing": None}, "$.campaigns[0].pacing", "expected even or asap"),
+        ({"daily_cap_usd": -1}, "$.campaigns[0].daily_cap_usd", "must be from 0"),
+        ({"daily_cap_usd": "10"}, "$.campaigns[0].daily_cap_usd", "expected a number"),
+        ({"daily_cap": 10}, "$.campaigns[0].daily_cap", "unknown field"),
+    ],
+)
+def test_pacing_fields_are_checked_with_their_paths(camp, path, words):
+    found = errors(doc(camp=camp))
+    assert any(p == path and words in m for p, m in found), found
+
+
+def test_the_documented_example_is_a_valid_catalogue():
+    from pathlib import Path
+
+    text = (Path(__file__).parents[2] / "docs" / "catalogue.md").read_text()
+    example = text.split("```json", 1)[1].split("```", 1)[0]
+    c = parse_catalogue(example).campaigns[0]
+    assert (c.pacing, c.daily_cap_usd, c.budget_usd) == ("even", 250.0, 5000.0)
