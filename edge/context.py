@@ -8,26 +8,30 @@ the context and read its fields; nothing else keeps process-wide state.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from edge import matching
 from edge.counters import Counters
 from edge.delivery.publishers import PublisherRegistry
+from edge.estimates import EstimatesRefresher
 from edge.housekeeping import Housekeeping
 from edge.keys import Keyring
-from edge.matching import SpendCache, StateWrites
+from edge.matching import StateWrites
 from edge.partner.listing import Listing
 from edge.ratelimit import RateLimits
 from edge.settings import Settings, SettingsError
 from edge.signing import Signer
+from edge.spend import SpendLedger
 from edge.store import Store, open_store
 from geoip import GeoDatabaseError, GeoReader, open_reader
 from matcher import Matcher
 from tag import TagBuild, build_tag
 
 Clock = Callable[[], float]
+log = logging.getLogger("edge.context")
 
 
 @dataclass(eq=False)
@@ -39,7 +43,8 @@ class Context:
     counters: Counters  # report counters, flushed by a background task
     rate_limits: RateLimits  # per key and product (partner routes)
     publishers: PublisherRegistry  # registered publishers, refreshed by a background task
-    spend_cache: SpendCache  # billed USD per campaign for the budget gate
+    spend: SpendLedger  # billed USD per campaign: the pacing gate's and billing's input
+    estimates: EstimatesRefresher  # keeps the matcher's click-through estimates fresh
     state_writes: StateWrites  # the matcher's post-decision writes in flight
     housekeeping: Housekeeping  # prunes expired matcher state, a background task
     tag: TagBuild  # the browser tag, built for this edge's public URL
@@ -72,7 +77,8 @@ class Context:
             counters=Counters(),
             rate_limits=RateLimits.from_settings(settings, clock),
             publishers=PublisherRegistry(store),
-            spend_cache=SpendCache(),
+            spend=SpendLedger(clock),
+            estimates=EstimatesRefresher(settings.estimates_refresh_seconds),
             state_writes=StateWrites(),
             housekeeping=Housekeeping(),
             tag=build_tag(settings.base_url),
@@ -88,6 +94,10 @@ class Context:
             if self.matcher is None:
                 self.matcher = await matching.load_matcher(self.settings)
                 self.matcher_owned = True
+                # The sandbox never explores: a partner's test gets the same answer each time.
+                explore = self.settings.explore and self.settings.is_production
+                self.matcher.config = replace(self.matcher.config, explore=explore)
+            await self._start_estimates(self.matcher)
             if self.geo is None:
                 # Opened once (mmap, C extension); lookups take microseconds on the event loop.
                 try:
@@ -101,10 +111,19 @@ class Context:
             await self.stop()
             raise
 
+    async def _start_estimates(self, matcher: Matcher) -> None:
+        # Before serving: a restart ranks with what was learned, not with bare priors.
+        try:
+            await self.estimates.refresh(self.store, matcher, self.clock())
+        except Exception as exc:  # serve on the priors; the background refresh retries
+            log.warning("click-through estimates not loaded at start-up: %s", exc)
+        self.estimates.start(self.store, matcher, self.clock)
+
     async def stop(self) -> None:
         """Flush and release everything ``start`` began, the store last."""
         try:
             await self.housekeeping.stop()
+            await self.estimates.stop()
             await self.counters.stop(self.store)
             await self.publishers.stop()
             geo, self.geo = self.geo, None

@@ -3,8 +3,8 @@
 Both the partner routes (/v1) and the delivery routes (/dea) call ``match`` here, so they
 share the one in-process matcher instance (DESIGN 1). This module also adapts the store to
 the matcher's ``MatchState`` protocol (the matcher never imports edge) and feeds it the
-spend per campaign for the budget gate, cached for a few seconds so no request waits on a
-billing query.
+spend per campaign for the pacing gate from the in-memory ledger (``edge.spend``), so no
+request waits on a billing query.
 
 The writes after a decision (serves, no-match windows) are not billing-grade, so they run in
 the background (``StateWrites``) instead of holding the answer for a group-commit fsync. A
@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Iterable, Mapping
+from collections.abc import Awaitable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from edge.errors import BadGateway
@@ -32,7 +32,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("edge.matching")
 
-SPEND_CACHE_SECONDS = 5.0
 RETRY_AFTER_SECONDS = 1  # a matcher hiccup is short-lived; the caller backs off from here
 
 
@@ -124,30 +123,6 @@ async def _best_effort(what: str, write: Awaitable[None]) -> None:
         log.warning("matcher state write (%s) failed; answering anyway: %s", what, exc)
 
 
-class SpendCache:
-    """USD billed per campaign, re-read from the store at most every few seconds."""
-
-    def __init__(self, ttl: float = SPEND_CACHE_SECONDS) -> None:
-        self.ttl = ttl
-        self._value: Mapping[str, float] = {}
-        self._fetched_at: float | None = None
-        self._lock = asyncio.Lock()
-
-    async def get(self, ctx: Context) -> Mapping[str, float]:
-        now = ctx.clock()
-        if self._fresh(now):
-            return self._value
-        async with self._lock:  # one query refreshes it for everyone waiting
-            if not self._fresh(now):
-                self._value = dict(await ctx.store.spend_by_campaign())
-                self._fetched_at = now
-        return self._value
-
-    def _fresh(self, now: float) -> bool:
-        at = self._fetched_at
-        return at is not None and at <= now < at + self.ttl
-
-
 async def load_matcher(settings: Settings) -> Matcher:
     """The catalogue and the model, loaded off the event loop (it takes seconds)."""
     matcher = await asyncio.to_thread(
@@ -176,7 +151,7 @@ async def match(ctx: Context, request: MatchRequest) -> MatchResult:
     deadline = time.monotonic() + timeout
     try:
         async with asyncio.timeout(timeout):
-            spend = await ctx.spend_cache.get(ctx)
+            spend = await ctx.spend.snapshot(ctx.store)
             state = StoreMatchState(ctx.store, ctx.state_writes)
             return await matcher.match(request, state, ctx.clock(), spend, deadline=deadline)
     except TimeoutError:

@@ -190,6 +190,16 @@ class Settings:
     key_cache_seconds: int = _setting(
         5, "How long a verified key is trusted before the store is asked again.", _int_in(0, 3600)
     )
+    estimates_refresh_seconds: int = _setting(
+        60,
+        "How often click-through estimates are rebuilt from the stored counts (their staleness).",
+        _int_in(1, 3600),
+    )
+    explore: bool = _setting(
+        True,
+        "Production ranks on a draw from each CTR estimate (Thompson sampling), not the mean.",
+        _parse_bool,
+    )
     model_threads: int = _setting(
         1, "onnxruntime intra-op threads of the embedding model.", _int_in(1, 64)
     )

@@ -157,7 +157,9 @@ def test_a_job_queued_past_its_deadline_is_dropped_not_run(shared_matcher):
 def test_budget_gate_uses_cached_spend(ctx, clock, monkeypatch):
     calls = []
 
-    async def spend():
+    async def spend(since=None):
+        if since is not None:
+            return {}  # nothing today
         calls.append(clock())
         return {"cmp-happy-hound": 25_000.0}  # over its 20,000 budget
 

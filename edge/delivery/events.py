@@ -30,6 +30,7 @@ from edge.http import json_response
 from edge.partner.fields import control_character
 from edge.store import Hover, Impression, PlacementFailure
 from edge.store.events import ImpressionKind
+from matcher.types import Campaign
 
 log = logging.getLogger("edge.delivery.events")
 
@@ -42,6 +43,30 @@ def _claims(ctx: Context, token: object, surface: Surface, field: str) -> Impres
         )
     except InvalidToken as exc:
         raise BadRequest(str(exc), field=field, code="invalid_token") from None
+
+
+def _campaign(ctx: Context, campaign_id: str | None) -> Campaign | None:
+    if ctx.matcher is None or campaign_id is None:
+        return None
+    return ctx.matcher.catalogue.campaign(campaign_id)
+
+
+def _billed_cpm(ctx: Context, campaign_id: str | None, cpm: float | None) -> float | None:
+    """The CPM to bill, or None when the campaign has reached its budget or daily cap: the
+    impression is still stored and counted, never billed past the cap."""
+    if cpm is None or ctx.spend.billable(_campaign(ctx, campaign_id)):
+        return cpm
+    return None
+
+
+async def _record(ctx: Context, imp: Impression) -> bool:
+    """Store the impression; once committed, its billing row counts toward the campaign's
+    spend at once (the pacing gate and the next billing decision see it)."""
+    async with store_errors():
+        counted = await ctx.store.record_impression(imp)
+    if counted and imp.env == "production" and imp.cpm_usd:
+        ctx.spend.add(imp.campaign_id, imp.cpm_usd / 1000.0, imp.at)
+    return counted
 
 
 def _impression(
@@ -57,7 +82,7 @@ def _impression(
         publisher_id=claims.publisher_id,
         post_id=claims.post_id,
         slot_id=claims.slot_id,
-        cpm_usd=claims.cpm_usd,
+        cpm_usd=_billed_cpm(ctx, claims.campaign_id, claims.cpm_usd),
     )
 
 
@@ -65,8 +90,7 @@ async def _count(ctx: Context, request: Request, surface: Surface) -> bool:
     body = await json_body(ctx, request, schemas.IMPRESSION_REQUEST)
     claims = _claims(ctx, body["impression_token"], surface, "impression_token")
     keys = (f"tok:{claims.token_id}", f"iid:{body['impression_id']}")
-    async with store_errors():
-        return await ctx.store.record_impression(_impression(ctx, surface, claims, keys))
+    return await _record(ctx, _impression(ctx, surface, claims, keys))
 
 
 async def url_impression(ctx: Context, request: Request) -> Response:
@@ -86,10 +110,7 @@ async def _ugc_pixel(ctx: Context, request: Request) -> Response:
     # token alone is the dedupe key, and a replay is answered 204 like the first.
     query = strict_query(request, ["t"], required=["t"])
     claims = _claims(ctx, query["t"], "ugc", "t")
-    async with store_errors():
-        await ctx.store.record_impression(
-            _impression(ctx, "ugc", claims, (f"tok:{claims.token_id}",))
-        )
+    await _record(ctx, _impression(ctx, "ugc", claims, (f"tok:{claims.token_id}",)))
     return Response(status_code=204)
 
 
@@ -172,10 +193,9 @@ async def _ai(ctx: Context, request: Request, kind: AiBeaconKind) -> Response:
         at=ctx.clock(),
         post_id=beacon.message_id,
         # A CPM ad is billed on its viewable impression only, never twice per message.
-        cpm_usd=cpm if kind == "view" else None,
+        cpm_usd=_billed_cpm(ctx, campaign_id, cpm) if kind == "view" else None,
     )
-    async with store_errors():
-        await ctx.store.record_impression(imp)
+    await _record(ctx, imp)
     return Response(status_code=204)
 
 

@@ -144,8 +144,8 @@ class EventStore(abc.ABC):
     async def record_failure(self, failure: PlacementFailure) -> None: ...
 
     @abc.abstractmethod
-    async def spend_by_campaign(self) -> dict[str, float]:
-        """Billed USD so far per campaign id (the matcher's budget gate)."""
+    async def spend_by_campaign(self, since: float | None = None) -> dict[str, float]:
+        """Billed USD per campaign id, in total or from ``since`` (epoch seconds) on."""
 
     @abc.abstractmethod
     async def add_counts(self, rows: list[tuple[str, str, str, float]]) -> None:
@@ -186,8 +186,10 @@ class SQLiteEventStore(SQLitePrimitives, EventStore):
     async def record_failure(self, failure: PlacementFailure) -> None:
         await self.write(_record_failure, failure)
 
-    async def spend_by_campaign(self) -> dict[str, float]:
-        return await self.read(_spend_by_campaign)
+    async def spend_by_campaign(self, since: float | None = None) -> dict[str, float]:
+        if since is None:
+            return await self.read(_spend_by_campaign)
+        return await self.read(_spend_since, since)
 
     async def add_counts(self, rows: list[tuple[str, str, str, float]]) -> None:
         if rows:
@@ -334,6 +336,15 @@ def _spend_by_campaign(conn: sqlite3.Connection) -> dict[str, float]:
     rows = conn.execute(
         "SELECT scope_id, amount FROM counters WHERE scope = 'campaign' AND counter = ?",
         ("billable_usd",),
+    )
+    return {campaign_id: amount for campaign_id, amount in rows}
+
+
+def _spend_since(conn: sqlite3.Connection, since: float) -> dict[str, float]:
+    rows = conn.execute(
+        "SELECT campaign_id, sum(amount_usd) FROM billing_events "
+        "WHERE at >= ? AND campaign_id IS NOT NULL GROUP BY campaign_id",
+        (since,),
     )
     return {campaign_id: amount for campaign_id, amount in rows}
 

@@ -266,3 +266,21 @@ def test_non_ascii_tokens_and_signatures_are_400_not_500(client):
     query = render.query.split("&sig=")[0] + "&sig=%C2%AC%C2%AC"
     assert_error_shape(client.get(f"{render.path}?{query}"), 400, "invalid_signature")
     assert stored(client) == 0
+
+
+def test_impressions_past_the_budget_are_stored_but_not_billed(client):
+    # cmp-baybites (bundled catalogue) has a $1,500 budget. With $1,499.996 billed, the next
+    # $6 CPM impression ($0.006) is billed in full, and crosses the budget; the one after
+    # that is stored and counted, never billed.
+    ctx = client.app.state.ctx
+    ctx.spend.add("cmp-baybites", 1499.996, ctx.clock())
+    beacons = [
+        token(client, campaign_id="cmp-baybites", ad_id="ad-baybites", cpm_usd=6.0)
+        for _ in range(2)
+    ]
+    for i, tok in enumerate(beacons):
+        r = client.post("/dea/url/impression", json=imp_body(tok, iid=f"imp-cap-{i:04d}"))
+        assert r.json()["counted"] is True
+    assert spend(client) == pytest.approx({"cmp-baybites": 0.006})
+    assert stored(client) == 2
+    assert ctx.spend.current().total["cmp-baybites"] == pytest.approx(1500.002)

@@ -1,0 +1,93 @@
+"""What each campaign has spent, kept in memory for the pacing gate and the billing decision.
+
+The ledger is read from the store at start-up and again whenever it is older than
+``SPEND_REFRESH_SECONDS`` (so other edge processes' billing shows up within that time), and
+every billing row this process commits is added at once (``add``, called after the commit).
+Spend only grows, so a refresh keeps the larger of the stored and the in-memory figure per
+campaign: a billing commit that lands while the store is being read is never lost.
+
+The figures are per campaign in total and in the current UTC day (the daily caps).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from edge.store import Store
+from matcher.pacing import Spend, day_start, hard_stop
+from matcher.types import Campaign
+
+SPEND_REFRESH_SECONDS = 5.0
+
+
+class SpendLedger:
+    """USD billed per campaign, in total and today; refreshed from the store, added to live."""
+
+    def __init__(self, clock: Callable[[], float], ttl: float = SPEND_REFRESH_SECONDS) -> None:
+        self.clock = clock
+        self.ttl = ttl
+        self._total: dict[str, float] = {}
+        self._today: dict[str, float] = {}
+        self._day = day_start(clock())
+        self._fetched_at: float | None = None
+        self._lock = asyncio.Lock()
+
+    async def snapshot(self, store: Store) -> Spend:
+        """The spend now, re-read from the store first when the last read is stale."""
+        now = self.clock()
+        self._roll(now)
+        if not self._fresh(now):
+            async with self._lock:  # one query refreshes it for everyone waiting
+                if not self._fresh(now):
+                    await self.refresh(store, now)
+        return Spend(total=self._total, today=self._today)
+
+    async def refresh(self, store: Store, now: float) -> None:
+        day = day_start(now)
+        total = await store.spend_by_campaign()
+        today = await store.spend_by_campaign(since=day)
+        self._roll(now)
+        self._total = _larger(self._total, total)
+        self._today = _larger(self._today, today) if day == self._day else dict(today)
+        self._fetched_at = now
+
+    def add(self, campaign_id: str | None, amount: float, at: float) -> None:
+        """Count a billing row this process has just committed."""
+        if not campaign_id or amount <= 0:
+            return
+        self._roll(at)
+        self._total = {**self._total, campaign_id: self._total.get(campaign_id, 0.0) + amount}
+        if day_start(at) == self._day:
+            self._today = {**self._today, campaign_id: self._today.get(campaign_id, 0.0) + amount}
+
+    def current(self) -> Spend:
+        """What is known now, without a store read (the billing decision's input)."""
+        self._roll(self.clock())
+        return Spend(total=self._total, today=self._today)
+
+    def billable(self, campaign: Campaign | None) -> bool:
+        """False once the campaign's budget or today's cap is reached (the event is then
+        stored unbilled). The events of the batch being committed are not in the figures
+        yet, so a campaign can overshoot by at most that one in-flight batch."""
+        return campaign is None or hard_stop(campaign, self.current()) is None
+
+    def invalidate(self) -> None:
+        self._fetched_at = None
+
+    def _roll(self, now: float) -> None:
+        day = day_start(now)
+        if day > self._day:
+            self._day, self._today = day, {}
+
+    def _fresh(self, now: float) -> bool:
+        at = self._fetched_at
+        return at is not None and at <= now < at + self.ttl
+
+
+def _larger(mine: dict[str, float], stored: dict[str, float]) -> dict[str, float]:
+    out = dict(stored)
+    for cid, amount in mine.items():
+        if amount > out.get(cid, 0.0):
+            out[cid] = amount
+    return out

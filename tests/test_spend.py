@@ -1,0 +1,44 @@
+"""The spend ledger: refreshed from the store, added to on every billing commit, per day."""
+
+from __future__ import annotations
+
+import asyncio
+
+from edge.spend import SpendLedger
+from matcher.pacing import DAY_SECONDS, day_start
+
+
+class FakeStore:
+    def __init__(self) -> None:
+        self.total: dict[str, float] = {}
+        self.today: dict[str, float] = {}
+        self.reads = 0
+
+    async def spend_by_campaign(self, since=None):
+        self.reads += since is None
+        return dict(self.today if since is not None else self.total)
+
+
+def test_commits_show_at_once_and_a_refresh_never_lowers_a_figure(clock):
+    ledger = SpendLedger(clock, ttl=5)
+    store = FakeStore()
+    store.total = {"c": 10.0}
+    spend = asyncio.run(ledger.snapshot(store))
+    assert spend.total == {"c": 10.0} and store.reads == 1
+    ledger.add("c", 2.5, clock())
+    assert ledger.current().total == {"c": 12.5} and ledger.current().today == {"c": 2.5}
+    clock.advance(6)  # stale: re-read; the store has not seen the 2.5 yet, keep the larger
+    spend = asyncio.run(ledger.snapshot(store))
+    assert store.reads == 2 and spend.total == {"c": 12.5}
+    store.total = {"c": 20.0}  # another process billed more
+    clock.advance(6)
+    assert asyncio.run(ledger.snapshot(store)).total == {"c": 20.0}
+
+
+def test_today_starts_from_zero_at_utc_midnight(clock):
+    clock.now = day_start(clock.now) + DAY_SECONDS - 1
+    ledger = SpendLedger(clock)
+    ledger.add("c", 3.0, clock())
+    assert ledger.current().today == {"c": 3.0}
+    clock.advance(2)
+    assert ledger.current().today == {} and ledger.current().total == {"c": 3.0}
