@@ -20,6 +20,7 @@ SECTIONS = {
     "ugc": "bench.ugc",
     "matcher": "bench.matching",
     "tag": "bench.footprint",
+    "ranking": "bench.money",
 }
 
 
@@ -50,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         args.output = PARTIAL_REPORT if (args.quick or args.only) else FULL_REPORT
     args.output.parent.mkdir(parents=True, exist_ok=True)
     options = Options.make(quick=args.quick, runs=args.runs, seconds=args.seconds)
+    options.extra["report_dir"] = str(args.output.parent)  # where a section's plots go
     machine = machine_lines()  # before the runs: the commit and load they started from
     if (os.cpu_count() or 1) < 2:
         progress("one core only: server and load generator will share it (ratios still hold)")

@@ -27,8 +27,8 @@ from matcher.types import Placement
 
 DEFAULT_CTR = 0.01  # the catalogue-wide prior mean before any evidence
 DEFAULT_CVR = 0.1  # conversions per click before any evidence
-DEFAULT_STRENGTH = 1000.0  # pseudo impressions (or clicks, for conversions) of a prior
-MIN_STRENGTH = 50.0
+DEFAULT_STRENGTH = 100.0  # pseudo impressions (or clicks, for conversions) of a prior
+MIN_STRENGTH = 20.0
 MAX_STRENGTH = 20000.0
 MOMENTS_MIN_TRIALS = 200  # an ad needs this many trials to inform the prior strength
 MOMENTS_MIN_ADS = 5
