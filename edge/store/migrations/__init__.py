@@ -8,7 +8,8 @@ add migrations without renumbering. The files, in order:
 - ``0002_keys``: API keys (hashes only) and their rotation;
 - ``0003_matcher_state``: serves, disables and no-match windows of the matcher;
 - ``0004_events``: impressions and their dedupe keys, billing, hovers, placement failures,
-  report counters, publishers.
+  report counters, publishers;
+- ``0210_billing_by_time``: billing rows by time (today's spend per campaign, daily caps);
 - ``0230_key_family``: the rotation family of each key (limits and idempotency scopes);
 - ``0231_matcher_state_pruning``: indexes for pruning old no-match windows and serves.
 
