@@ -143,7 +143,7 @@ def forward_pass_ms(
     """Latency of embedding ``text`` once (tokenise + forward + pool), with its token count."""
     model = _uncached(embedder)
     stats = _timed(lambda: model.embed([text]), runs)
-    if hasattr(model, "token_ids"):
+    if isinstance(model, MiniLM):  # the one embedder with a tokenizer to count
         stats["tokens"] = len(model.token_ids(text))
     return stats
 
