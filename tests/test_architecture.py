@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import re
 from pathlib import Path
 
+import pytest
+from starlette.routing import Route
+
 from edge.store import migrations
+from tag.demo import PAGE_PATH as DEMO_PATH
 
 ROOT = Path(__file__).parent.parent
 PACKAGES = ("edge", "matcher", "tag", "geoip")
@@ -55,3 +61,29 @@ def test_the_migration_note_lists_every_migration_file():
     numbers = [name.split("_", 1)[0] for name in files]
     assert all(re.fullmatch(r"\d{4}", n) for n in numbers), numbers
     assert len(set(numbers)) == len(numbers), f"two migrations share a number: {files}"
+
+
+@pytest.mark.parametrize(
+    "config", [{"legacy_api": True}, {"env": "sandbox", "legacy_api": True}], ids=str
+)
+def test_every_endpoint_is_a_module_function_bound_to_the_context(make_client, config):
+    # The one handler pattern: `async def name(ctx, request)` at module level, bound with
+    # functools.partial(name, ctx). /openapi.json is bound to its prebuilt bytes instead,
+    # and the demo page's routes come from tag/demo.py.
+    client = make_client(**config)
+    ctx = client.app.state.ctx
+    checked = 0
+    for route in client.app.routes:
+        if not isinstance(route, Route) or route.path.startswith(DEMO_PATH):
+            continue
+        endpoint = route.endpoint
+        assert isinstance(endpoint, functools.partial), route.path
+        func = endpoint.func
+        assert inspect.iscoroutinefunction(func), route.path
+        assert func.__qualname__ == func.__name__, f"{route.path}: {func.__qualname__}"
+        if route.path == "/openapi.json":
+            assert len(endpoint.args) == 1 and isinstance(endpoint.args[0], bytes)
+        else:
+            assert endpoint.args == (ctx,), route.path
+        checked += 1
+    assert checked > 10
