@@ -92,6 +92,9 @@ class ImpressionClaims:
     publisher_id: str | None = None
     post_id: str | None = None
     slot_id: str | None = None
+    # A keyed hash of the client the token was issued to (edge.ivt.client_binding): the
+    # tag's match routes bind their tokens; a partner's pixel token is not bound (None).
+    client: str | None = None
 
 
 def issue_impression_token(
@@ -106,6 +109,7 @@ def issue_impression_token(
     publisher_id: str | None = None,
     post_id: str | None = None,
     slot_id: str | None = None,
+    client: str | None = None,
 ) -> tuple[str, ImpressionClaims]:
     claims = ImpressionClaims(
         token_id=secrets.token_urlsafe(12),
@@ -118,6 +122,7 @@ def issue_impression_token(
         publisher_id=publisher_id,
         post_id=post_id,
         slot_id=slot_id,
+        client=client,
     )
     payload = {
         "t": claims.token_id,
@@ -130,6 +135,7 @@ def issue_impression_token(
         "p": publisher_id,
         "o": post_id,
         "l": slot_id,
+        "b": client,
     }
     return signer.seal(IMPRESSION_PURPOSE, payload), claims
 
@@ -153,6 +159,7 @@ def read_impression_token(
             publisher_id=payload["p"],
             post_id=payload["o"],
             slot_id=payload["l"],
+            client=payload.get("b"),
         )
     except (KeyError, TypeError, ValueError):
         raise InvalidToken("the impression token is malformed") from None

@@ -14,10 +14,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from edge import matching
+from edge.admission import ModelAdmission
 from edge.counters import Counters
+from edge.delivery.limits import TagLimits
+from edge.delivery.page_cache import PageMatchCache
 from edge.delivery.publishers import PublisherRegistry
 from edge.estimates import EstimatesRefresher
 from edge.housekeeping import Housekeeping
+from edge.ivt import TrafficClassifier
 from edge.keys import Keyring
 from edge.matching import StateWrites
 from edge.partner.listing import Listing
@@ -32,6 +36,7 @@ from tag import TagBuild, build_tag
 
 Clock = Callable[[], float]
 log = logging.getLogger("edge.context")
+PAGE_CACHE_ENTRIES = 10_000
 
 
 @dataclass(eq=False)
@@ -47,6 +52,10 @@ class Context:
     estimates: EstimatesRefresher  # keeps the matcher's click-through estimates fresh
     state_writes: StateWrites  # the matcher's post-decision writes in flight
     housekeeping: Housekeeping  # prunes expired matcher state, a background task
+    traffic: TrafficClassifier  # invalid traffic: bots, client binding, per-client rates
+    tag_limits: TagLimits  # the tag routes' per-client and per-publisher request limits
+    page_cache: PageMatchCache  # recent page matches, shared by a page's visitors
+    admission: ModelAdmission  # the tag lane's share of the model
     tag: TagBuild  # the browser tag, built for this edge's public URL
     # Loaded by ``start`` (they need I/O), never per request:
     signer: Signer | None = None
@@ -81,6 +90,10 @@ class Context:
             estimates=EstimatesRefresher(settings.estimates_refresh_seconds),
             state_writes=StateWrites(),
             housekeeping=Housekeeping(),
+            traffic=TrafficClassifier(settings, clock),
+            tag_limits=TagLimits(settings, clock),
+            page_cache=PageMatchCache(settings.page_cache_seconds, PAGE_CACHE_ENTRIES, clock),
+            admission=ModelAdmission(settings.tag_match_slots),
             tag=build_tag(settings.base_url),
             matcher=matcher,
         )

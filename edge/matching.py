@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from edge.errors import BadGateway
 from edge.settings import Settings
 from matcher import Matcher
+from matcher.engine import Lane
 from matcher.state import Backoff, ThreadState
 from matcher.types import MatchRequest, MatchResult
 
@@ -140,8 +141,11 @@ async def load_matcher(settings: Settings) -> Matcher:
     return matcher
 
 
-async def match(ctx: Context, request: MatchRequest) -> MatchResult:
-    """One match within ``EDGE_MATCH_TIMEOUT_MS``; a timeout or failure is a 502."""
+async def match(ctx: Context, request: MatchRequest, *, lane: Lane = "partner") -> MatchResult:
+    """One match within ``EDGE_MATCH_TIMEOUT_MS``; a timeout or failure is a 502.
+
+    ``lane``: ``partner`` for /v1 and the other keyed routes, ``tag`` for the tag's match
+    routes; each lane has its own model thread (see edge.admission)."""
     matcher = ctx.matcher
     if matcher is None:
         raise BadGateway(
@@ -153,7 +157,9 @@ async def match(ctx: Context, request: MatchRequest) -> MatchResult:
         async with asyncio.timeout(timeout):
             spend = await ctx.spend.snapshot(ctx.store)
             state = StoreMatchState(ctx.store, ctx.state_writes)
-            return await matcher.match(request, state, ctx.clock(), spend, deadline=deadline)
+            return await matcher.match(
+                request, state, ctx.clock(), spend, deadline=deadline, lane=lane
+            )
     except TimeoutError:
         log.warning("match over its %d ms deadline", ctx.settings.match_timeout_ms)
         raise BadGateway(

@@ -38,14 +38,17 @@ ERRORS = {
     "nothing is counted",
     401: "Missing, malformed, unknown, revoked, expired, wrong-product or wrong-environment key",
     403: "Refused: the caller's address is not in the US (production geofence) or, on /dea, "
-    "the publisher or its origin is not registered",
+    "the publisher is not registered or the request's Origin is missing or not one of its "
+    "registered origins",
     409: "The key was already rotated; rotate its replacement",
     413: "Body larger than EDGE_MAX_BODY_BYTES",
     415: "Content-Type is not application/json (the /dea routes also take text/plain)",
     422: "Body failed validation (malformed JSON, missing or invalid field)",
-    429: "Rate limit of this key exceeded",
+    429: "Rate limit exceeded: of this key (partner routes) or, on /dea, of this client "
+    "address or publisher; retry after Retry-After",
     502: "Matching (or the key store) failed or missed its deadline; retry with backoff",
-    503: "The store could not commit; nothing was recorded, retry after Retry-After",
+    503: "The store could not commit (nothing was recorded) or, on the /dea match routes, the "
+    "tag lane is busy; retry after Retry-After",
 }
 RETRY_AFTER = {
     "Retry-After": {"schema": {"type": "integer", "minimum": 1}, "description": "Seconds to wait"}

@@ -217,6 +217,36 @@ class Settings:
         _choice("debug", "info", "warning", "error"),
     )
     access_log: bool = _setting(True, "Log one line per request (never keys).", _parse_bool)
+    ivt_impressions: RateLimit = _setting(
+        RateLimit(5, 300.0),
+        "Valid tag impressions per client address; more are recorded as invalid, e.g. 5/5m.",
+        _rate_limit,
+    )
+    dea_client_rate: RateLimit = _setting(
+        RateLimit(60, 60.0),
+        "Tag match requests (/dea/url/keywords, /placements) per client address; 429 above.",
+        _rate_limit,
+    )
+    dea_publisher_rate: RateLimit = _setting(
+        RateLimit(200, 1.0),
+        "Tag match requests per publisher id, e.g. 200/s; 429 above.",
+        _rate_limit,
+    )
+    failure_client_rate: RateLimit = _setting(
+        RateLimit(10, 60.0),
+        "Placement-failure reports per client address, e.g. 10/1m; 429 above.",
+        _rate_limit,
+    )
+    page_cache_seconds: int = _setting(
+        60,
+        "How long a page's match is reused for its next visitors (0: not at all).",
+        _int_in(0, 3600),
+    )
+    tag_match_slots: int = _setting(
+        2,
+        "Tag match requests matched at once at most; past it /dea match routes answer 503.",
+        _int_in(1, 64),
+    )
     max_connections: int = _setting(
         1000,
         "Open connections and requests in progress at most; past it new requests get 503.",

@@ -15,13 +15,16 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures as cf
+import contextlib
 import hashlib
 import math
+import os
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -37,6 +40,16 @@ from matcher.ranking import RELEVANCE_BAND, Ranker
 from matcher.safety import SafetyClassifier, SafetyVerdict
 from matcher.state import FREQUENCY_CAP, MatchState, ThreadState, next_window
 from matcher.types import Campaign, MatchRequest, MatchResult, Placement, ScoredAd
+
+Lane = Literal["partner", "tag"]
+LANES: tuple[Lane, ...] = ("partner", "tag")
+
+
+def _lowest_cpu_priority() -> None:
+    """Run the calling thread at nice 19 (Linux schedules threads one by one); elsewhere,
+    or where not permitted, leave it as it is."""
+    with contextlib.suppress(AttributeError, OSError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
 
 
 class MatchDeadlineExceeded(TimeoutError):
@@ -83,9 +96,19 @@ class Matcher:
         self.ranker = Ranker(catalogue.placements, self.config.relevance_floor)
         self.masks = EligibilityMasks(catalogue.placements)
         self.pacer = Pacer(catalogue.campaigns)
-        # Used only on the model thread (or by a synchronous caller of ``decide``).
+        # Drawn from on the model threads (numpy's generators lock around each draw).
         self.rng = np.random.default_rng(self.config.seed)
-        self._executor = cf.ThreadPoolExecutor(1, thread_name_prefix="matcher-model")
+        # One model thread per lane, so a partner request never queues behind page matches.
+        # The tag lane yields: its thread runs at the lowest CPU priority, and a tag job
+        # does not start while partner jobs are waiting or running (up to its deadline).
+        self._executors = {
+            "partner": cf.ThreadPoolExecutor(1, thread_name_prefix="matcher-partner"),
+            "tag": cf.ThreadPoolExecutor(
+                1, thread_name_prefix="matcher-tag", initializer=_lowest_cpu_priority
+            ),
+        }
+        self._partner_busy = 0
+        self._partner_idle = threading.Condition()
 
     @classmethod
     def load(
@@ -126,7 +149,8 @@ class Matcher:
         self.ranker.estimates = model
 
     def close(self) -> None:
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        for executor in self._executors.values():
+            executor.shutdown(wait=False, cancel_futures=True)
 
     # -- the async entry point ---------------------------------------------------------------
 
@@ -137,6 +161,7 @@ class Matcher:
         now: float,
         spend: Spend | Mapping[str, float] | None = None,
         deadline: float | None = None,
+        lane: Lane = "partner",
     ) -> MatchResult:
         """Read the thread's state, decide off the event loop, record what was decided.
 
@@ -167,9 +192,16 @@ class Matcher:
             )
         spent = as_spend(spend)
         loop = asyncio.get_running_loop()
-        result = await loop.run_in_executor(
-            self._executor, self._decide_before, deadline, request, snapshot, now, spent
-        )
+        job = self._decide_before if lane == "partner" else self._decide_after_partner
+        if lane == "partner":
+            self._partner_started()
+        try:
+            result = await loop.run_in_executor(
+                self._executors[lane], job, deadline, request, snapshot, now, spent
+            )
+        finally:
+            if lane == "partner":
+                self._partner_done()
         if result.outcome == "no_match":
             if request.post_id:
                 window = next_window(
@@ -189,6 +221,23 @@ class Matcher:
                     request.thread_id, unit, [s.placement.ad.id for s in result.ads], now
                 )
         return result
+
+    def _partner_started(self) -> None:
+        with self._partner_idle:
+            self._partner_busy += 1
+
+    def _partner_done(self) -> None:
+        with self._partner_idle:
+            self._partner_busy -= 1
+            if self._partner_busy == 0:
+                self._partner_idle.notify_all()
+
+    def _decide_after_partner(self, deadline: float | None, *args: Any) -> MatchResult:
+        """A tag-lane job: first wait (on its own thread) until no partner job is pending."""
+        with self._partner_idle:
+            wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+            self._partner_idle.wait_for(lambda: self._partner_busy == 0, timeout=wait)
+        return self._decide_before(deadline, *args)
 
     def _decide_before(self, deadline: float | None, *args: Any) -> MatchResult:
         if deadline is not None and time.monotonic() > deadline:

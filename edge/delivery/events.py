@@ -4,6 +4,11 @@ Every counted beacon is committed before its 2xx (DESIGN 4.8). Impressions count
 signed token and once per the tag's ``impression_id`` (a replay sharing either counts
 nothing); AI beacons count once per ``(kind, ad_id, message_id)``. A forged, tampered,
 expired or misdirected token is a 400 and counts nothing.
+
+Every impression goes through the invalid-traffic rules (``edge.ivt``) first: an invalid
+one is stored with its reason and never billed, and its answer is the same as a valid
+one's. The tag's beacons get every rule; the partner-fired pixel and AI beacons (which a
+partner's server may fire for many users) get all but the per-client rate.
 """
 
 from __future__ import annotations
@@ -22,11 +27,15 @@ from edge.beacons import (
     read_impression_token,
     verify_ai_beacon,
 )
+from edge.client_ip import request_client_ip
 from edge.context import Context
 from edge.delivery import schemas
+from edge.delivery.limits import client_of
+from edge.delivery.pages import require_publisher_origin
 from edge.delivery.requests import json_body, store_errors, strict_query
-from edge.errors import BadRequest, Forbidden
+from edge.errors import BadRequest
 from edge.http import json_response
+from edge.ivt import Client, Verdict, client_binding, client_key
 from edge.partner.fields import control_character
 from edge.store import Hover, Impression, PlacementFailure
 from edge.store.events import ImpressionKind
@@ -69,8 +78,36 @@ async def _record(ctx: Context, imp: Impression) -> bool:
     return counted
 
 
+def _client(ctx: Context, request: Request) -> Client:
+    return client_of(request, request_client_ip(request.scope, ctx.settings.trusted_proxies))
+
+
+def _verdict(
+    ctx: Context,
+    request: Request,
+    *,
+    bound_to: str | None,
+    publisher_id: str | None,
+    per_client_rate: bool,
+) -> Verdict:
+    assert ctx.signer is not None  # set at start-up
+    client = _client(ctx, request)
+    return ctx.traffic.classify_impression(
+        client,
+        key=client_key(ctx.signer, client),
+        bound_to=bound_to,
+        binding=client_binding(ctx.signer, client) if bound_to is not None else None,
+        publisher_known=publisher_id is None or ctx.publishers.get(publisher_id) is not None,
+        rate_limited=per_client_rate,
+    )
+
+
 def _impression(
-    ctx: Context, kind: ImpressionKind, claims: ImpressionClaims, keys: tuple[str, ...]
+    ctx: Context,
+    kind: ImpressionKind,
+    claims: ImpressionClaims,
+    keys: tuple[str, ...],
+    verdict: Verdict,
 ) -> Impression:
     return Impression(
         kind=kind,
@@ -82,7 +119,9 @@ def _impression(
         publisher_id=claims.publisher_id,
         post_id=claims.post_id,
         slot_id=claims.slot_id,
-        cpm_usd=_billed_cpm(ctx, claims.campaign_id, claims.cpm_usd),
+        # Invalid: never billed; valid: billed unless the campaign reached its budget or cap.
+        cpm_usd=_billed_cpm(ctx, claims.campaign_id, claims.cpm_usd) if verdict.valid else None,
+        invalid_reason=verdict.reason,
     )
 
 
@@ -90,7 +129,14 @@ async def _count(ctx: Context, request: Request, surface: Surface) -> bool:
     body = await json_body(ctx, request, schemas.IMPRESSION_REQUEST)
     claims = _claims(ctx, body["impression_token"], surface, "impression_token")
     keys = (f"tok:{claims.token_id}", f"iid:{body['impression_id']}")
-    return await _record(ctx, _impression(ctx, surface, claims, keys))
+    verdict = _verdict(
+        ctx,
+        request,
+        bound_to=claims.client,
+        publisher_id=claims.publisher_id,
+        per_client_rate=True,
+    )
+    return await _record(ctx, _impression(ctx, surface, claims, keys, verdict))
 
 
 async def url_impression(ctx: Context, request: Request) -> Response:
@@ -110,7 +156,14 @@ async def _ugc_pixel(ctx: Context, request: Request) -> Response:
     # token alone is the dedupe key, and a replay is answered 204 like the first.
     query = strict_query(request, ["t"], required=["t"])
     claims = _claims(ctx, query["t"], "ugc", "t")
-    await _record(ctx, _impression(ctx, "ugc", claims, (f"tok:{claims.token_id}",)))
+    verdict = _verdict(
+        ctx,
+        request,
+        bound_to=claims.client,
+        publisher_id=claims.publisher_id,
+        per_client_rate=False,  # fired by a partner, perhaps for many users from one server
+    )
+    await _record(ctx, _impression(ctx, "ugc", claims, (f"tok:{claims.token_id}",), verdict))
     return Response(status_code=204)
 
 
@@ -139,14 +192,16 @@ def _any_surface(ctx: Context, token: Any) -> ImpressionClaims:
 
 
 async def failure(ctx: Context, request: Request) -> Response:
+    # A registered Origin of the publisher, and a rate per client address: a public
+    # publisher id alone must not let anyone raise its failure counters.
+    assert ctx.signer is not None  # set at start-up
+    client = _client(ctx, request)
+    ctx.tag_limits.enforce(
+        ctx.tag_limits.failure_client, client_key(ctx.signer, client), "client address"
+    )
     body = await json_body(ctx, request, schemas.FAILURE_REQUEST)
     pid = body["publisher_id"]
-    if ctx.publishers.get(pid) is None:
-        raise Forbidden(
-            f"publisher {pid!r} is not registered",
-            field="publisher_id",
-            code="unknown_publisher",
-        )
+    require_publisher_origin(ctx, request, pid)
     ad_id = None
     if "impression_token" in body:
         ad_id = _any_surface(ctx, body["impression_token"]).ad_id
@@ -184,6 +239,7 @@ async def _ai(ctx: Context, request: Request, kind: AiBeaconKind) -> Response:
     except InvalidToken as exc:
         raise BadRequest(str(exc), field="sig", code="invalid_signature") from None
     ad_id, campaign_id, cpm = _ai_attribution(ctx, beacon.ad_id)
+    verdict = _verdict(ctx, request, bound_to=None, publisher_id=None, per_client_rate=False)
     imp = Impression(
         kind="ai-render" if kind == "render" else "ai-view",
         dedupe_keys=(f"ai:{kind}:{beacon.ad_id}:{beacon.message_id}",),
@@ -193,7 +249,8 @@ async def _ai(ctx: Context, request: Request, kind: AiBeaconKind) -> Response:
         at=ctx.clock(),
         post_id=beacon.message_id,
         # A CPM ad is billed on its viewable impression only, never twice per message.
-        cpm_usd=_billed_cpm(ctx, campaign_id, cpm) if kind == "view" else None,
+        cpm_usd=_billed_cpm(ctx, campaign_id, cpm) if kind == "view" and verdict.valid else None,
+        invalid_reason=verdict.reason,
     )
     await _record(ctx, imp)
     return Response(status_code=204)

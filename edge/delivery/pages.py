@@ -4,12 +4,20 @@ Both call the same in-process matcher as /v1 (``edge.matching.match``) with the 
 the post's) text as content and the page URL (or post id) as the suppression thread.
 Placements that share text and post are matched together, one distinct ad per slot, best
 first; an unsafe text (news, tragedy) fills nothing. Each filled slot carries a signed,
-single-use impression token for the beacon of its surface ("url" page slots, "ugc" posts).
+single-use impression token for the beacon of its surface ("url" page slots, "ugc" posts),
+bound to the client that asked (a keyed hash of its address and user agent).
+
+Abuse controls, cheapest first: the client's request rate (429) and the tag lane's free
+slots (503) before the body is read; then a registered ``Origin`` of the publisher (403;
+browsers always send it on these POSTs) and the publisher's request rate (429). A page
+matched recently for the same text, post, slots and place is answered from the page-match
+cache without the model.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 from dataclasses import dataclass
 from typing import Any
@@ -25,10 +33,13 @@ from edge.context import Context
 from edge.counters import count_placements
 from edge.creative import cpm_usd, creative
 from edge.delivery import schemas
+from edge.delivery.limits import client_of
+from edge.delivery.page_cache import page_key
 from edge.delivery.requests import json_body
 from edge.errors import BadRequest, Forbidden
 from edge.geo import locate_ip
 from edge.http import json_response
+from edge.ivt import Client, client_binding, client_key
 from edge.store.events import normalise_origin
 from matcher.types import GeoSignal, MatchRequest, MatchResult, ScoredAd
 
@@ -45,13 +56,14 @@ class _Group:
 
 
 async def keywords(ctx: Context, request: Request) -> Response:
+    client = _admit(ctx, request)
     body = await json_body(ctx, request, schemas.KEYWORDS_REQUEST)
     pid = _publisher(ctx, request, body["publisher_id"])
     content = _join(body.get("title", ""), body.get("text", ""))
     group = _Group(content, None, tuple(body["slots"]))
     geo = _geo(ctx, request)
-    result = await _match(ctx, group, body["page_url"], geo)
-    placements = _fill(ctx, group, result, pid)
+    (result,) = await _match_groups(ctx, [group], body["page_url"], geo, pid)
+    placements = _fill(ctx, group, result, pid, client)
     count_placements(ctx.counters, pid, placements)
     keywords: list[str] = []
     for scored in result.ads if result else ():
@@ -66,6 +78,7 @@ async def keywords(ctx: Context, request: Request) -> Response:
 
 
 async def placements(ctx: Context, request: Request) -> Response:
+    client = _admit(ctx, request)
     body = await json_body(ctx, request, schemas.PLACEMENTS_REQUEST)
     pid = _publisher(ctx, request, body["publisher_id"])
     groups: dict[tuple[str, str | None], list[str]] = {}
@@ -79,10 +92,10 @@ async def placements(ctx: Context, request: Request) -> Response:
     geo = _geo(ctx, request)
     page_url = body["page_url"]
     todo = [_Group(content, post, tuple(slots)) for (content, post), slots in groups.items()]
-    results = await asyncio.gather(*(_match(ctx, g, page_url, geo) for g in todo))
+    results = await _match_groups(ctx, todo, page_url, geo, pid)
     by_slot: dict[str, dict[str, Any]] = {}
     for group, result in zip(todo, results, strict=True):
-        for placement in _fill(ctx, group, result, pid):
+        for placement in _fill(ctx, group, result, pid, client):
             by_slot[placement["slot_id"]] = placement
     ordered = [by_slot[p["slot_id"]] for p in body["placements"]]
     count_placements(ctx.counters, pid, ordered)
@@ -92,7 +105,30 @@ async def placements(ctx: Context, request: Request) -> Response:
 # -- helpers ----------------------------------------------------------------------------------
 
 
+def _admit(ctx: Context, request: Request) -> Client:
+    """The client, within its request rate and with a free tag-lane slot (before the body)."""
+    assert ctx.signer is not None  # set at start-up
+    client = client_of(request, request_client_ip(request.scope, ctx.settings.trusted_proxies))
+    ctx.tag_limits.enforce(
+        ctx.tag_limits.match_client, client_key(ctx.signer, client), "client address"
+    )
+    ctx.admission.check_tag()
+    return client
+
+
 def _publisher(ctx: Context, request: Request, pid: str) -> str:
+    require_publisher_origin(ctx, request, pid)
+    ctx.tag_limits.enforce(ctx.tag_limits.match_publisher, pid, "publisher")
+    return pid
+
+
+def require_publisher_origin(ctx: Context, request: Request, pid: str) -> None:
+    """A registered publisher, called from one of its registered origins (403 otherwise).
+
+    Browsers send ``Origin`` on every POST, so a request without one is a script, not the
+    tag: a public publisher id alone must not be enough to spend a publisher's traffic.
+    The edge's own pages (the demo) are allowed.
+    """
     reg = ctx.publishers
     if reg.get(pid) is None:
         raise Forbidden(
@@ -101,19 +137,18 @@ def _publisher(ctx: Context, request: Request, pid: str) -> str:
             code="unknown_publisher",
         )
     origin = request.headers.get("origin")
-    # A browser names the page's origin; it must be one of this publisher's (another
-    # site cannot spend a publisher's id). The edge's own pages (the demo) are allowed.
-    if (
-        origin is not None
-        and origin != _origin_of(ctx.settings.base_url)
-        and not reg.publisher_allows(pid, origin)
-    ):
+    if origin is None:
+        raise Forbidden(
+            "an Origin header from one of the publisher's registered origins is required",
+            field="Origin",
+            code="origin_required",
+        )
+    if origin != _origin_of(ctx.settings.base_url) and not reg.publisher_allows(pid, origin):
         raise Forbidden(
             f"origin {origin!r} is not registered for publisher {pid!r}",
             field="Origin",
             code="origin_not_allowed",
         )
-    return pid
 
 
 def _geo(ctx: Context, request: Request) -> GeoSignal | None:
@@ -121,24 +156,36 @@ def _geo(ctx: Context, request: Request) -> GeoSignal | None:
     return locate_ip(ctx.geo, request_client_ip(request.scope, ctx.settings.trusted_proxies))
 
 
-async def _match(
-    ctx: Context, group: _Group, page_url: str, geo: GeoSignal | None
-) -> MatchResult | None:
-    if not group.content.strip():
-        return None  # nothing to match: every slot stays empty
-    request = MatchRequest(
-        product="ugc",
-        content=group.content,
-        thread_id=group.post_id or page_url,
-        post_id=group.post_id,
-        geo=geo,
-        max_ads=len(group.slot_ids),
-    )
-    return await matching.match(ctx, request)
+async def _match_groups(
+    ctx: Context, groups: list[_Group], page_url: str, geo: GeoSignal | None, pid: str
+) -> list[MatchResult | None]:
+    """One result per group, from the page-match cache where it can be; the groups that
+    need the model hold one tag-lane slot for this request (503 when none is free)."""
+    cache = ctx.page_cache
+    keys = [page_key(pid, page_url, g.content, g.post_id, len(g.slot_ids), geo) for g in groups]
+
+    async def one(group: _Group, key: str) -> MatchResult | None:
+        if not group.content.strip():
+            return None  # nothing to match: every slot stays empty
+        request = MatchRequest(
+            product="ugc",
+            content=group.content,
+            thread_id=group.post_id or page_url,
+            post_id=group.post_id,
+            geo=geo,
+            max_ads=len(group.slot_ids),
+        )
+        return await cache.get_or_match(key, lambda: matching.match(ctx, request, lane="tag"))
+
+    pairs = list(zip(groups, keys, strict=True))
+    needs_model = any(g.content.strip() and not cache.known(k) for g, k in pairs)
+    slot = ctx.admission.tag_slot() if needs_model else contextlib.nullcontext()
+    with slot:
+        return list(await asyncio.gather(*(one(g, k) for g, k in pairs)))
 
 
 def _fill(
-    ctx: Context, group: _Group, result: MatchResult | None, pid: str
+    ctx: Context, group: _Group, result: MatchResult | None, pid: str, client: Client
 ) -> list[dict[str, Any]]:
     ads = list(result.ads) if result is not None and result.outcome == "matched" else []
     reason, retry = _why_empty(result)
@@ -152,7 +199,7 @@ def _fill(
         if group.post_id is not None:
             placement["post_id"] = group.post_id
         if i < len(best):
-            placement["ad"] = _ad(ctx, best[i], pid, group.post_id, slot_id)
+            placement["ad"] = _ad(ctx, best[i], pid, group.post_id, slot_id, client)
         else:
             placement["ad"] = None
             placement["reason"] = reason if not best else "no_relevant_demand"
@@ -163,7 +210,12 @@ def _fill(
 
 
 def _ad(
-    ctx: Context, scored: ScoredAd, pid: str, post_id: str | None, slot_id: str
+    ctx: Context,
+    scored: ScoredAd,
+    pid: str,
+    post_id: str | None,
+    slot_id: str,
+    client: Client,
 ) -> dict[str, Any]:
     p = scored.placement
     assert ctx.signer is not None  # set at start-up
@@ -178,6 +230,7 @@ def _ad(
         publisher_id=pid,
         post_id=post_id,
         slot_id=slot_id,
+        client=client_binding(ctx.signer, client),
     )
     return {
         "ad_id": p.ad.id,

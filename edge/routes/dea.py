@@ -119,11 +119,11 @@ def openapi(ctx: Context) -> dict[str, Any]:
     paths: dict[str, Any] = {
         KEYWORDS: {
             "post": _post(ctx, "Ads for the page's own slots", s.KEYWORDS_REQUEST,
-                          s.KEYWORDS_RESPONSE, 403, 502),
+                          s.KEYWORDS_RESPONSE, 403, 429, 502, 503),
         },
         PLACEMENTS: {
             "post": _post(ctx, "Ads for explicit slots (UGC posts, late slots)",
-                          s.PLACEMENTS_REQUEST, s.PLACEMENTS_RESPONSE, 403, 502),
+                          s.PLACEMENTS_REQUEST, s.PLACEMENTS_RESPONSE, 403, 429, 502, 503),
         },
         URL_IMPRESSION: {
             "post": _post(ctx, "A page-level ad was viewable (billing-grade)",
@@ -131,7 +131,7 @@ def openapi(ctx: Context) -> dict[str, Any]:
         },
         FAILURES: {
             "post": _post(ctx, "A placement failed to render", s.FAILURE_REQUEST,
-                          s.ACK_RESPONSE, 403, 503),
+                          s.ACK_RESPONSE, 403, 429, 503),
         },
         HOVER: {
             "post": _post(ctx, "Hover engagement, once per token", s.HOVER_REQUEST,

@@ -61,6 +61,9 @@ class Impression:
     post_id: str | None = None
     slot_id: str | None = None
     cpm_usd: float | None = None
+    # Set by the edge's invalid-traffic rules (edge.ivt): stored with the row, counted as
+    # ``invalid_<reason>`` instead of an impression, never billed.
+    invalid_reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,7 +265,7 @@ def _record_impression(conn: sqlite3.Connection, imp: Impression) -> bool:
         return False
     cur = conn.execute(
         "INSERT INTO impressions (kind, env, ad_id, campaign_id, publisher_id, post_id, "
-        "slot_id, cpm_usd, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "slot_id, cpm_usd, at, invalid_reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             imp.kind,
             imp.env,
@@ -273,6 +276,7 @@ def _record_impression(conn: sqlite3.Connection, imp: Impression) -> bool:
             imp.slot_id,
             imp.cpm_usd,
             imp.at,
+            imp.invalid_reason,
         ),
     )
     impression_id = cur.lastrowid
@@ -281,6 +285,15 @@ def _record_impression(conn: sqlite3.Connection, imp: Impression) -> bool:
         [(k, impression_id) for k in keys],
     )
     bumps: list[tuple[str, str, str, float]] = []
+    if imp.invalid_reason is not None:
+        counter = f"invalid_{imp.invalid_reason}"
+        bumps.append(("ad", imp.ad_id, counter, 1))
+        if imp.publisher_id:
+            bumps.append(("publisher", imp.publisher_id, counter, 1))
+        if imp.campaign_id:
+            bumps.append(("campaign", imp.campaign_id, counter, 1))
+        _bump(conn, bumps)
+        return True
     for counter, applies in (
         ("impressions", imp.kind in _RENDERED),
         ("viewable_impressions", imp.kind in _VIEWABLE),

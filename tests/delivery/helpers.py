@@ -56,7 +56,7 @@ class ScriptedMatcher:
         self.answers = answers
         self.requests = []
 
-    async def __call__(self, ctx, request):
+    async def __call__(self, ctx, request, *, lane="partner"):
         self.requests.append(request)
         return self.answers[request.content.split()[0]]
 

@@ -15,7 +15,7 @@ from edge.delivery.validate import validate
 from edge.signing import Signer
 from edge.store import StoreUnavailable
 from tests.conftest import assert_error_shape
-from tests.delivery.helpers import PUB, register
+from tests.delivery.helpers import ORIGIN, PUB, register
 
 PAGE = "https://news.example/a/1"
 
@@ -49,7 +49,10 @@ def counts(client) -> dict:
 
 @pytest.fixture
 def client(make_client):
-    return make_client()
+    c = make_client()
+    register(c)  # tokens name publisher PUB; an unregistered one's are invalid
+    c.headers["Origin"] = ORIGIN  # failure reports need the publisher's registered origin
+    return c
 
 
 @pytest.mark.parametrize(("path", "surface"), [("/dea/url/impression", "url"),

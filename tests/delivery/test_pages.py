@@ -23,6 +23,7 @@ def kw_body(**kw):
 def client(make_client):
     c = make_client()
     register(c)
+    c.headers["Origin"] = ORIGIN  # browsers send it on every POST; the match routes need it
     return c
 
 
@@ -195,7 +196,7 @@ def test_unknown_publisher_and_foreign_origin_are_refused(client, monkeypatch):
 def test_matcher_failure_is_a_502(client, monkeypatch):
     from edge.errors import BadGateway
 
-    async def broken(ctx, request):
+    async def broken(ctx, request, *, lane="partner"):
         raise BadGateway("down", headers={"Retry-After": "1"})
 
     monkeypatch.setattr("edge.matching.match", broken, raising=False)

@@ -18,6 +18,7 @@ DINNER = "Too tired to cook tonight. Which local restaurants deliver dinner fast
 def client(make_client):
     c = make_client()
     register(c)
+    c.headers["Origin"] = ORIGIN  # browsers send it on every POST; the match routes need it
     return c
 
 

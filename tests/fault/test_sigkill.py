@@ -18,8 +18,11 @@ impression of the burst is fired again. The rules checked:
 from __future__ import annotations
 
 import http.client
+import os
 import secrets
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -37,6 +40,8 @@ PATH = "/dea/url/impression"
 ROUNDS = 3
 CLIENTS = 8
 AD_ID, CAMPAIGN_ID, PUBLISHER_ID = "fault-ad", "fault-cmp", "fault-pub"
+# A reader's browser (a bot's impressions would be stored as invalid and never billed).
+READER = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0"
 CPM_USD = 2.5  # priced per mille: each impression also writes a billing event
 
 
@@ -68,7 +73,7 @@ def _body(signer: Signer) -> tuple[str, bytes]:
 
 
 def _post(conn: http.client.HTTPConnection, body: bytes) -> tuple[int, bytes]:
-    conn.request("POST", PATH, body, {"Content-Type": "application/json"})
+    conn.request("POST", PATH, body, {"Content-Type": "application/json", "User-Agent": READER})
     resp = conn.getresponse()
     return resp.status, resp.read()
 
@@ -177,6 +182,11 @@ def test_sigkill_mid_burst_loses_no_acknowledged_impression(tmp_path):
     signer = Signer(key.encode())
     settings = {"EDGE_SIGNING_KEY": key, "EDGE_ALLOW_PRIVATE_IPS": "1", "EDGE_LOG_LEVEL": "warning"}
     stored_before = 0
+    subprocess.run(  # a registered publisher: a removed one's impressions are invalid
+        [sys.executable, "-m", "edge", "publishers", "add", PUBLISHER_ID,
+         "--origin", "https://fault.example"],
+        env={**os.environ, "EDGE_DB": str(db)}, check=True, capture_output=True,
+    )  # fmt: skip
     for round_no in range(ROUNDS):
         with EdgeProcess(db=db, settings=settings) as edge:
             # vary the moment of the kill: early in the burst, then later

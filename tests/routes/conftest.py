@@ -135,7 +135,7 @@ class Script:
         pass
 
     async def match(
-        self, request: MatchRequest, state, now, spend=None, *, deadline=None
+        self, request: MatchRequest, state, now, spend=None, *, deadline=None, lane="partner"
     ) -> MatchResult:
         self.requests.append(request)
         if self.delay:

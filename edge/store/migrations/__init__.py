@@ -11,7 +11,8 @@ add migrations without renumbering. The files, in order:
   report counters, publishers;
 - ``0210_billing_by_time``: billing rows by time (today's spend per campaign, daily caps);
 - ``0230_key_family``: the rotation family of each key (limits and idempotency scopes);
-- ``0231_matcher_state_pruning``: indexes for pruning old no-match windows and serves.
+- ``0231_matcher_state_pruning``: indexes for pruning old no-match windows and serves;
+- ``0232_invalid_events``: the invalid-traffic reason of an impression.
 
 A new migration takes the next free number and adds its line here (a test checks both).
 """

@@ -1,0 +1,46 @@
+"""Per-client and per-publisher request limits of the tag's routes (429 past them).
+
+- The match routes (``/dea/url/keywords``, ``/dea/url/placements``): ``EDGE_DEA_CLIENT_RATE``
+  per client address, checked before the body is read, and ``EDGE_DEA_PUBLISHER_RATE`` per
+  publisher id.
+- Placement-failure reports: ``EDGE_FAILURE_CLIENT_RATE`` per client address.
+
+Clients are keyed by a keyed hash of their address (``edge.ivt.client_key``), never the raw
+address. GCRA buckets in memory, per process, like the partner limits.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from starlette.requests import Request
+
+from edge.errors import TooManyRequests
+from edge.ivt import Client
+from edge.ratelimit import GcraLimiter
+from edge.settings import Settings
+
+
+class TagLimits:
+    def __init__(self, settings: Settings, clock: Callable[[], float]) -> None:
+        self.match_client = GcraLimiter("dea-client", settings.dea_client_rate, clock)
+        self.match_publisher = GcraLimiter("dea-publisher", settings.dea_publisher_rate, clock)
+        self.failure_client = GcraLimiter("failure-client", settings.failure_client_rate, clock)
+
+    @staticmethod
+    def enforce(limiter: GcraLimiter, key: str, who: str) -> None:
+        """Spend one request of ``key``; 429 with ``Retry-After`` when its bucket is empty."""
+        decision = limiter.check(key)
+        if not decision.allowed:
+            wait = max(1, math.ceil(decision.retry_after_seconds))
+            raise TooManyRequests(
+                f"too many requests from this {who} (at most {limiter.limit}); "
+                f"retry after {wait} s",
+                headers={"Retry-After": str(wait)},
+            )
+
+
+def client_of(request: Request, client_ip: str | None) -> Client:
+    """The request's client: its address (as the geofence resolves it) and user agent."""
+    return Client(client_ip, request.headers.get("user-agent", ""))

@@ -1,0 +1,105 @@
+"""Recent page matches, so a page seen by many visitors costs the model once.
+
+The tag asks for ads for the same page (or post) from every visitor. A match is keyed by
+the publisher, the page URL, a hash of the text, the post, the number of slots and the
+visitor's geo signal (geo-targeted ads differ by place, so visitors from elsewhere get
+their own match), and kept for ``ttl_seconds``. Visitors asking at the same moment share one
+match in flight instead of each starting their own. Tokens are never cached: each visitor's
+answer gets fresh, single-use impression tokens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+
+from matcher.types import GeoSignal, MatchResult
+
+
+def page_key(
+    publisher_id: str,
+    page_url: str,
+    content: str,
+    post_id: str | None,
+    max_ads: int,
+    geo: GeoSignal | None,
+) -> str:
+    """The cache key: a hash of every input that changes the match."""
+    digest = hashlib.blake2b(digest_size=16)
+    for part in (publisher_id, page_url, content, post_id or "", str(max_ads), repr(geo)):
+        raw = part.encode("utf-8", "surrogatepass")
+        digest.update(len(raw).to_bytes(8, "big"))
+        digest.update(raw)
+    return digest.hexdigest()
+
+
+class PageMatchCache:
+    """A bounded LRU of match results with a time to live, plus the matches in flight."""
+
+    def __init__(self, ttl_seconds: float, capacity: int, clock: Callable[[], float]) -> None:
+        self.ttl = ttl_seconds
+        self.capacity = capacity
+        self._clock = clock
+        self._entries: OrderedDict[str, tuple[float, MatchResult]] = OrderedDict()
+        self._inflight: dict[str, asyncio.Future[MatchResult]] = {}
+        self.hits = self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def known(self, key: str) -> bool:
+        """Cached and fresh, or being matched right now: no model time needed for it."""
+        return key in self._inflight or self.get(key) is not None
+
+    def get(self, key: str) -> MatchResult | None:
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        stored_at, result = entry
+        if self._clock() - stored_at >= self.ttl:
+            del self._entries[key]
+            return None
+        self._entries.move_to_end(key)
+        return result
+
+    def put(self, key: str, result: MatchResult) -> None:
+        if self.ttl <= 0 or self.capacity <= 0:
+            return
+        self._entries[key] = (self._clock(), result)
+        self._entries.move_to_end(key)
+        while len(self._entries) > self.capacity:
+            self._entries.popitem(last=False)
+
+    async def get_or_match(
+        self, key: str, match: Callable[[], Awaitable[MatchResult]]
+    ) -> MatchResult:
+        """The cached result, the one in flight for the same key, or a new match (cached
+        when it succeeds; a failure is raised to every caller waiting on it, not cached)."""
+        found = self.get(key)
+        if found is not None:
+            self.hits += 1
+            return found
+        pending = self._inflight.get(key)
+        if pending is not None:
+            self.hits += 1
+            return await asyncio.shield(pending)
+        self.misses += 1
+        future: asyncio.Future[MatchResult] = asyncio.get_running_loop().create_future()
+        self._inflight[key] = future
+        try:
+            result = await match()
+        except Exception as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved here: no "never retrieved" warning
+            raise
+        except BaseException:  # cancelled: the waiters retry on their own
+            future.cancel()
+            raise
+        else:
+            self.put(key, result)
+            future.set_result(result)
+            return result
+        finally:
+            self._inflight.pop(key, None)

@@ -1,0 +1,223 @@
+"""Invalid traffic: which impressions and clicks are recorded but never billed, and why.
+
+One classifier, called by every beacon that can bill (tag impressions, the pixel, AI
+beacons; clicks use ``classify_click``), so the rules live in one place and the store only
+records the verdict. An invalid event is still stored (it keeps its dedupe keys, so a replay
+of it is a replay) with its reason, counted under ``invalid_<reason>`` in ``edge report`` and
+never billed. The answer to the client is the same as for a valid event: a bot learns
+nothing from it.
+
+Rules, in order (the first that applies is the reason):
+- ``bot_user_agent``: a known crawler or bot user agent (general invalid traffic), from the
+  maintained ``crawler-user-agents`` list, or no user agent at all.
+- ``client_mismatch``: the token was issued to another client (a keyed hash of the client
+  address and user agent is sealed into it when the tag's match route issues it).
+- ``publisher_removed``: the token's publisher is no longer registered.
+- ``rate_limited``: the client went over its rate (tag impressions: ``EDGE_IVT_IMPRESSIONS``
+  per client address; clicks: 1 a minute, 3 per 10 minutes, 10 an hour, 25 a day).
+
+Client addresses are never kept raw: rate limits key on a keyed hash of the address (IPv6
+by its /64, the part a host keeps while it rotates privacy addresses).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Literal
+
+import crawleruseragents
+
+from edge.settings import RateLimit, Settings
+from edge.signing import Signer
+
+Reason = Literal[
+    "bot_user_agent",
+    "client_mismatch",
+    "publisher_removed",
+    "rate_limited",
+    "click_before_impression",
+]
+REASONS: tuple[Reason, ...] = (
+    "bot_user_agent",
+    "client_mismatch",
+    "publisher_removed",
+    "rate_limited",
+    "click_before_impression",
+)
+CLIENT_PURPOSE = "client/v1"
+# Per client address, all of them must allow a click (industry practice for click fraud).
+CLICK_LIMITS = (
+    RateLimit(1, 60.0),
+    RateLimit(3, 600.0),
+    RateLimit(10, 3600.0),
+    RateLimit(25, 86400.0),
+)
+_MAX_UA = 512  # longer user agents are judged on their first 512 characters
+
+
+@dataclass(frozen=True, slots=True)
+class Client:
+    """Who sent a request: its address (None when unknown) and user agent."""
+
+    ip: str | None
+    user_agent: str
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    reason: Reason | None = None  # None: valid
+
+    @property
+    def valid(self) -> bool:
+        return self.reason is None
+
+
+VALID = Verdict()
+
+
+def counter_name(reason: Reason) -> str:
+    """The report counter of invalid events with this reason."""
+    return f"invalid_{reason}"
+
+
+def _network(ip: str | None) -> str:
+    if ip is None:
+        return "-"
+    try:
+        addr = ipaddress.ip_address(ip)
+    except ValueError:
+        return "-"
+    if addr.version == 6:
+        return str(ipaddress.ip_network(f"{addr}/64", strict=False))
+    return str(addr)
+
+
+def client_binding(signer: Signer, client: Client) -> str:
+    """A keyed hash of the client's address (IPv6: its /64) and user agent, for a token."""
+    return signer.sign(CLIENT_PURPOSE, "bind", _network(client.ip), client.user_agent[:_MAX_UA])
+
+
+def client_key(signer: Signer, client: Client) -> str:
+    """A keyed hash of the client's address alone: the rate limits' key."""
+    return signer.sign(CLIENT_PURPOSE, "addr", _network(client.ip))
+
+
+class BotDetector:
+    """Known crawler and bot user agents, from the ``crawler-user-agents`` package's list,
+    compiled once into one expression; verdicts are cached per user-agent string."""
+
+    def __init__(self, patterns: Sequence[str] | None = None) -> None:
+        if patterns is None:
+            patterns = [entry["pattern"] for entry in crawleruseragents.CRAWLER_USER_AGENTS_DATA]
+        self._regex = re.compile("|".join(f"(?:{p})" for p in patterns))
+        self.is_bot = lru_cache(maxsize=8192)(self._is_bot)
+
+    def _is_bot(self, user_agent: str) -> bool:
+        ua = user_agent.strip()[:_MAX_UA]
+        return not ua or self._regex.search(ua) is not None
+
+
+class WindowLimiter:
+    """At most ``requests`` accepted events per ``period_seconds`` for every window, counted
+    over the true sliding window (a log of accepted times per key): "25 a day" means no 24
+    hours hold more than 25, which a token bucket (up to twice that) does not promise."""
+
+    _PRUNE_EVERY = 4096
+
+    def __init__(self, limits: Sequence[RateLimit], clock: Callable[[], float]) -> None:
+        self._limits = sorted(limits, key=lambda lim: lim.period_seconds)
+        self._longest = self._limits[-1].period_seconds
+        self._keep = max(lim.requests for lim in self._limits)
+        self._clock = clock
+        self._log: dict[str, deque[float]] = {}
+        self._since_prune = 0
+
+    def __len__(self) -> int:
+        return len(self._log)
+
+    def allow(self, key: str) -> bool:
+        """Accept (and record) one event of ``key`` when every window has room."""
+        now = self._clock()
+        self._since_prune += 1
+        if self._since_prune >= self._PRUNE_EVERY:
+            self._prune(now)
+        times = self._log.get(key)
+        if times is None:
+            times = self._log[key] = deque(maxlen=self._keep)
+        for lim in self._limits:
+            since = now - lim.period_seconds
+            if sum(1 for t in times if t > since) >= lim.requests:
+                return False
+        times.append(now)
+        return True
+
+    def _prune(self, now: float) -> None:
+        self._since_prune = 0
+        cutoff = now - self._longest
+        self._log = {k: t for k, t in self._log.items() if t and t[-1] > cutoff}
+
+
+class TrafficClassifier:
+    """The one place that decides whether an impression or a click is valid."""
+
+    def __init__(self, settings: Settings, clock: Callable[[], float]) -> None:
+        self.bots = BotDetector()
+        self._impressions = WindowLimiter((settings.ivt_impressions,), clock)
+        self._clicks = WindowLimiter(CLICK_LIMITS, clock)
+
+    def _common(
+        self, client: Client, bound_to: str | None, binding: str | None, publisher_known: bool
+    ) -> Verdict | None:
+        if self.bots.is_bot(client.user_agent):
+            return Verdict("bot_user_agent")
+        if bound_to is not None and bound_to != binding:
+            return Verdict("client_mismatch")
+        if not publisher_known:
+            return Verdict("publisher_removed")
+        return None
+
+    def classify_impression(
+        self,
+        client: Client,
+        *,
+        key: str,
+        bound_to: str | None = None,
+        binding: str | None = None,
+        publisher_known: bool = True,
+        rate_limited: bool = True,
+    ) -> Verdict:
+        """``key``: ``client_key`` of the client; ``bound_to``: the binding sealed in the
+        token (None: not bound, e.g. a partner's pixel); ``binding``: this client's
+        ``client_binding``; ``rate_limited``: whether the per-client rate applies."""
+        found = self._common(client, bound_to, binding, publisher_known)
+        if found is not None:
+            return found
+        if rate_limited and not self._impressions.allow(key):
+            return Verdict("rate_limited")
+        return VALID
+
+    def classify_click(
+        self,
+        client: Client,
+        *,
+        key: str,
+        bound_to: str | None = None,
+        binding: str | None = None,
+        publisher_known: bool = True,
+        impression_seen: bool = True,
+    ) -> Verdict:
+        """A click: the impression rules, then click-before-impression, then the click
+        rates (1/min, 3/10 min, 10/h, 25/day per client address)."""
+        found = self._common(client, bound_to, binding, publisher_known)
+        if found is not None:
+            return found
+        if not impression_seen:
+            return Verdict("click_before_impression")
+        if not self._clicks.allow(key):
+            return Verdict("rate_limited")
+        return VALID

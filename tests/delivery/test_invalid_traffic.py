@@ -1,0 +1,274 @@
+"""Invalid traffic through HTTP: tokens bound to their client, bots, per-client rates,
+removed publishers, failure reports from registered origins only, and the /dea match
+routes' limits, page cache and tag-lane admission."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from edge.cli.report import build
+from edge.settings import RateLimit
+from tests.conftest import assert_error_shape
+from tests.delivery.helpers import ORIGIN, PUB, matched, register, script
+from tests.delivery.test_events import imp_body, spend, stored
+
+PAGE = "https://news.example/a/1"
+CHROME = (
+    "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) "
+    "Chrome/126.0.0.0 Safari/537.36"
+)
+BROWSER = {"Origin": ORIGIN, "User-Agent": CHROME}
+
+
+def kw_body(**kw):
+    body = {"publisher_id": PUB, "v": "1.0.0", "page_url": PAGE, "title": "Trail",
+            "text": "trail running shoes for wet rock", "slots": ["side"]}  # fmt: skip
+    return {**body, **kw}
+
+
+@pytest.fixture
+def client(make_client):
+    c = make_client()
+    register(c)
+    return c
+
+
+def report(client) -> dict:
+    ctx = client.app.state.ctx
+    return build(client.portal.call(ctx.store.counts))
+
+
+def tag_token(client, monkeypatch, headers=BROWSER) -> str:
+    script(monkeypatch, {"Trail": matched("ad-1")})
+    r = client.post("/dea/url/keywords", json=kw_body(), headers=headers)
+    assert r.status_code == 200, r.text
+    return r.json()["placements"][0]["ad"]["impression_token"]
+
+
+def impress(client, tok, iid="imp-00000001", headers=BROWSER):
+    r = client.post("/dea/url/impression", json=imp_body(tok, iid=iid), headers=headers)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+# -- 4: tokens are bound to the client they were issued to -----------------------------------
+
+
+def test_a_token_fired_by_its_own_client_is_billed(client, monkeypatch):
+    tok = tag_token(client, monkeypatch)
+    assert impress(client, tok) == {"acknowledged": True, "counted": True}
+    assert spend(client) == pytest.approx({"cmp-ad-1": 0.004})
+    assert report(client)["ad"]["ad-1"]["viewable_impressions"] == 1
+
+
+def test_a_token_fired_by_another_client_is_invalid_and_never_billed(client, monkeypatch):
+    tok = tag_token(client, monkeypatch)
+    other = {**BROWSER, "User-Agent": CHROME.replace("126", "127")}
+    # The answer does not tell the sender: it looks like any first impression.
+    assert impress(client, tok, headers=other) == {"acknowledged": True, "counted": True}
+    assert stored(client) == 1 and spend(client) == {}
+    ad = report(client)["ad"]["ad-1"]
+    assert ad["invalid_client_mismatch"] == 1 and ad["viewable_impressions"] == 0
+    assert report(client)["publisher"][PUB]["invalid_client_mismatch"] == 1
+    # ... and it stays spent: the same token from the right client is a replay.
+    assert impress(client, tok, iid="imp-00000002")["counted"] is False
+    assert spend(client) == {}
+
+
+@pytest.mark.parametrize("path", ["/dea/url/keywords", "/dea/url/placements"])
+def test_match_routes_require_a_registered_origin(client, monkeypatch, path):
+    script(monkeypatch, {"Trail": matched("ad-1")})
+    body = kw_body()
+    if path.endswith("placements"):
+        body = {k: v for k, v in body.items() if k not in ("slots", "title", "text")}
+        body["placements"] = [{"slot_id": "s", "text": "Trail shoes"}]
+    err = assert_error_shape(client.post(path, json=body), 403, "origin_required")
+    assert err["field"] == "Origin"
+    evil = {"Origin": "https://evil.example"}
+    assert_error_shape(client.post(path, json=body, headers=evil), 403, "origin_not_allowed")
+    assert client.post(path, json=body, headers=BROWSER).status_code == 200
+
+
+# -- 5: general invalid traffic, per-client rates, removed publishers ------------------------
+
+
+@pytest.mark.parametrize(
+    "ua", ["Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)",
+           "python-requests/2.32.3", ""],
+)  # fmt: skip
+def test_bot_impressions_are_recorded_invalid_and_never_billed(client, monkeypatch, ua):
+    headers = {**BROWSER, "User-Agent": ua}
+    tok = tag_token(client, monkeypatch, headers=headers)
+    assert impress(client, tok, headers=headers)["counted"] is True
+    assert spend(client) == {}
+    ad = report(client)["ad"]["ad-1"]
+    assert ad["invalid_bot_user_agent"] == 1 and ad["viewable_impressions"] == 0
+
+
+def test_more_than_five_impressions_in_five_minutes_from_one_client_are_invalid(
+    client, monkeypatch, clock
+):
+    tokens = [tag_token(client, monkeypatch) for _ in range(7)]
+    for i, tok in enumerate(tokens):
+        impress(client, tok, iid=f"imp-0000000{i}")
+    ad = report(client)["ad"]["ad-1"]
+    assert ad["viewable_impressions"] == 5 and ad["invalid_rate_limited"] == 2
+    assert spend(client) == pytest.approx({"cmp-ad-1": 5 * 0.004})
+    clock.advance(301)
+    impress(client, tag_token(client, monkeypatch), iid="imp-00000099")
+    assert report(client)["ad"]["ad-1"]["viewable_impressions"] == 6
+
+
+def test_a_token_used_after_its_publisher_is_removed_is_invalid(client, monkeypatch):
+    tok = tag_token(client, monkeypatch)
+    ctx = client.app.state.ctx
+    client.portal.call(ctx.store.remove_publisher, PUB)
+    client.portal.call(ctx.publishers.refresh)
+    impress(client, tok)
+    assert spend(client) == {}
+    assert report(client)["ad"]["ad-1"]["invalid_publisher_removed"] == 1
+
+
+def test_ai_beacons_from_a_bot_are_invalid(make_client):
+    from edge.beacons import ai_beacon_urls
+
+    client = make_client()
+    ctx = client.app.state.ctx
+    _, view = ai_beacon_urls(ctx.signer, "", 42, "m-1", "c-1")
+    assert client.get(view, headers={"User-Agent": "Googlebot/2.1"}).status_code == 204
+    counters = report(client)["ad"]
+    assert [c for a in counters.values() for c in a if c.startswith("invalid")] == [
+        "invalid_bot_user_agent"
+    ]
+
+
+# -- 6: failure reports --------------------------------------------------------------------
+
+
+def failure_body(**kw):
+    return {"publisher_id": PUB, "v": "1", "page_url": PAGE, "slot_id": "side",
+            "reason": "render_error", **kw}  # fmt: skip
+
+
+def test_failure_reports_need_a_registered_origin(client):
+    path = "/dea/url/placements/failures"
+    assert_error_shape(client.post(path, json=failure_body()), 403, "origin_required")
+    evil = {"Origin": "https://evil.example"}
+    assert_error_shape(client.post(path, json=failure_body(), headers=evil), 403)
+    assert report(client)["publisher"] == {}
+    assert client.post(path, json=failure_body(), headers=BROWSER).status_code == 200
+    assert report(client)["publisher"][PUB]["failures"] == 1
+
+
+def test_failure_reports_are_rate_limited_per_client(make_client):
+    client = make_client(failure_client_rate=RateLimit(3, 60.0))
+    register(client)
+    path = "/dea/url/placements/failures"
+    statuses = [
+        client.post(path, json=failure_body(), headers=BROWSER).status_code for _ in range(5)
+    ]
+    assert statuses == [200, 200, 200, 429, 429]
+    r = client.post(path, json=failure_body(), headers=BROWSER)
+    assert_error_shape(r, 429, "rate_limited")
+    assert int(r.headers["Retry-After"]) >= 1
+    assert report(client)["publisher"][PUB]["failures"] == 3
+
+
+# -- 7: the match routes' limits, the page cache, the tag lane -------------------------------
+
+
+def test_match_routes_are_rate_limited_per_client_before_the_body(make_client, monkeypatch):
+    client = make_client(dea_client_rate=RateLimit(2, 60.0))
+    register(client)
+    script(monkeypatch, {"Trail": matched("ad-1")})
+    for _ in range(2):
+        assert client.post("/dea/url/keywords", json=kw_body(), headers=BROWSER).status_code == 200
+    # The third is refused before its (broken) body is even read.
+    r = client.post("/dea/url/keywords", content=b"{not json", headers=BROWSER)
+    assert_error_shape(r, 429, "rate_limited")
+    assert "Retry-After" in r.headers
+
+
+def test_match_routes_are_rate_limited_per_publisher(make_client, monkeypatch):
+    client = make_client(dea_publisher_rate=RateLimit(2, 60.0))
+    register(client)
+    script(monkeypatch, {"Trail": matched("ad-1")})
+    codes = [
+        client.post(
+            "/dea/url/keywords", json=kw_body(page_url=f"{PAGE}?{i}"), headers=BROWSER
+        ).status_code
+        for i in range(3)
+    ]
+    assert codes == [200, 200, 429]
+
+
+def test_a_page_seen_by_many_visitors_is_matched_once(client, monkeypatch):
+    fake = script(monkeypatch, {"Trail": matched("ad-1")})
+    tokens = set()
+    for _ in range(5):
+        r = client.post("/dea/url/keywords", json=kw_body(), headers=BROWSER)
+        tokens.add(r.json()["placements"][0]["ad"]["impression_token"])
+    assert len(fake.requests) == 1
+    assert len(tokens) == 5  # each visitor still gets its own single-use token
+    client.post("/dea/url/keywords", json=kw_body(text="other words"), headers=BROWSER)
+    client.post("/dea/url/keywords", json=kw_body(page_url=PAGE + "?b"), headers=BROWSER)
+    assert len(fake.requests) == 3
+
+
+def test_page_cache_off(make_client, monkeypatch):
+    client = make_client(page_cache_seconds=0)
+    register(client)
+    fake = script(monkeypatch, {"Trail": matched("ad-1")})
+    for _ in range(3):
+        client.post("/dea/url/keywords", json=kw_body(), headers=BROWSER)
+    assert len(fake.requests) == 3
+
+
+def test_a_full_tag_lane_sheds_match_requests_with_503(make_client, monkeypatch):
+    client = make_client(tag_match_slots=1)
+    register(client)
+    script(monkeypatch, {"Trail": matched("ad-1")})
+    ctx = client.app.state.ctx
+    with ctx.admission.tag_slot():  # another request holds the only slot
+        r = client.post("/dea/url/keywords", json=kw_body(), headers=BROWSER)
+        err = assert_error_shape(r, 503, "overloaded")
+        assert r.headers["Retry-After"] == "1" and "busy" in err["message"]
+    assert client.post("/dea/url/keywords", json=kw_body(), headers=BROWSER).status_code == 200
+    assert ctx.admission.tag_in_flight == 0  # the slot was given back
+
+
+def test_the_partner_lane_is_not_queued_behind_the_tag_lane(shared_matcher):
+    from matcher.types import MatchRequest
+
+    class NoState:
+        async def load(self, *a, **kw):
+            from matcher.state import ThreadState
+
+            return ThreadState()
+
+        async def record_served(self, *a, **kw):
+            pass
+
+        async def record_miss(self, *a, **kw):
+            pass
+
+        async def clear_backoff(self, *a, **kw):
+            pass
+
+    release = threading.Event()
+    blocker = shared_matcher._executors["tag"].submit(release.wait, 30)
+    try:
+        request = MatchRequest(product="ugc", content="my pup hates kibble", max_ads=1)
+
+        async def partner() -> object:
+            return await asyncio.wait_for(
+                shared_matcher.match(request, NoState(), 1_790_000_000.0, lane="partner"), 10
+            )
+
+        assert asyncio.run(partner()) is not None  # done while the tag lane is blocked
+    finally:
+        release.set()
+        blocker.result(timeout=30)

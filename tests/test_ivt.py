@@ -1,0 +1,123 @@
+"""The invalid-traffic classifier: bots from the maintained list, client binding, removed
+publishers, per-client impression and click rates."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from edge.ivt import (
+    BotDetector,
+    Client,
+    TrafficClassifier,
+    client_binding,
+    client_key,
+)
+from edge.settings import RateLimit, Settings
+from edge.signing import Signer
+from tests.conftest import FakeClock
+
+SIGNER = Signer(b"s" * 32)
+CHROME = (
+    "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) "
+    "Chrome/126.0.0.0 Safari/537.36"
+)
+USER = Client("203.0.113.7", CHROME)
+
+
+def classifier(clock=None, **overrides) -> TrafficClassifier:
+    settings = dataclasses.replace(Settings(), **overrides)
+    return TrafficClassifier(settings, clock or FakeClock())
+
+
+def verdict(c: TrafficClassifier, client: Client = USER, **kw):
+    return c.classify_impression(client, key=client_key(SIGNER, client), **kw).reason
+
+
+@pytest.mark.parametrize(
+    "ua",
+    [
+        "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)",
+        "python-requests/2.32.3",
+        "curl/8.5.0",
+        "Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; compatible; bingbot/2.0)",
+        "",
+        "   ",
+    ],
+)
+def test_bot_and_missing_user_agents_are_invalid(ua):
+    assert verdict(classifier(), Client("203.0.113.7", ua)) == "bot_user_agent"
+
+
+def test_a_browser_is_valid_and_the_detector_uses_the_maintained_list():
+    assert verdict(classifier()) is None
+    assert BotDetector().is_bot("Googlebot/2.1")
+    assert not BotDetector(["NeverSeenBot"]).is_bot("Googlebot/2.1")
+
+
+def test_a_token_bound_to_another_client_is_invalid():
+    c = classifier()
+    mine = client_binding(SIGNER, USER)
+    assert verdict(c, bound_to=mine, binding=mine) is None
+    for other in (Client("203.0.113.8", CHROME), Client("203.0.113.7", CHROME + " Edg/126")):
+        assert verdict(c, other, bound_to=mine, binding=client_binding(SIGNER, other)) == (
+            "client_mismatch"
+        )
+
+
+def test_binding_keeps_no_raw_address_and_tolerates_ipv6_privacy_addresses():
+    a = client_binding(SIGNER, Client("2001:db8:1:2:aaaa::1", CHROME))
+    b = client_binding(SIGNER, Client("2001:db8:1:2:bbbb::9", CHROME))
+    assert a == b and "2001" not in a
+    assert client_binding(SIGNER, Client("2001:db8:1:3::1", CHROME)) != a
+    assert "203.0.113.7" not in client_key(SIGNER, USER)
+    assert client_key(Signer(b"o" * 32), USER) != client_key(SIGNER, USER)  # keyed
+
+
+def test_removed_publisher_is_invalid():
+    assert verdict(classifier(), publisher_known=False) == "publisher_removed"
+
+
+def test_impressions_per_client_rate():
+    clock = FakeClock()
+    c = classifier(clock, ivt_impressions=RateLimit(5, 300.0))
+    assert [verdict(c) for _ in range(6)] == [None] * 5 + ["rate_limited"]
+    assert verdict(c, Client("198.51.100.1", CHROME)) is None  # another client: its own rate
+    assert verdict(c, rate_limited=False) is None  # a partner's pixel: no per-client rate
+    clock.advance(299)
+    assert verdict(c) == "rate_limited"  # still five within the last five minutes
+    clock.advance(2)
+    assert verdict(c) is None  # the window slid past them
+
+
+def test_click_rates_one_a_minute_three_per_ten_minutes():
+    clock = FakeClock()
+    c = classifier(clock)
+    key = client_key(SIGNER, USER)
+
+    def click(**kw):
+        return c.classify_click(USER, key=key, **kw).reason
+
+    assert click() is None
+    assert click() == "rate_limited"  # a second within the minute
+    clock.advance(61)
+    assert click() is None
+    clock.advance(61)
+    assert click() is None
+    clock.advance(61)
+    assert click() == "rate_limited"  # a fourth within ten minutes
+    assert click(impression_seen=False) == "click_before_impression"
+
+
+def test_click_day_limit_is_a_true_sliding_day():
+    clock = FakeClock()
+    c = classifier(clock)
+    key = client_key(SIGNER, USER)
+    valid = 0
+    for _ in range(48):
+        clock.advance(1801)  # two an hour, 48 over one day: only 25 of them count
+        valid += c.classify_click(USER, key=key).reason is None
+    assert valid == 25
+    clock.advance(86400)
+    assert c.classify_click(USER, key=key).reason is None
