@@ -30,6 +30,11 @@ def _fill(path):
                 cpm_usd=5.0 if kind != "ai-render" else None,
             ))  # fmt: skip
         await store.record_hover(Hover("t1", "ad-1", 1.0, 900, "pub-1"))
+        await store.record_impression(Impression(
+            kind="url", dedupe_keys=("bot",), env="production", ad_id="ad-1",
+            campaign_id="cmp-1", at=1.0, publisher_id="pub-1",
+            invalid_reason="bot_user_agent",
+        ))  # fmt: skip
 
     asyncio.run(work())
     store.close_blocking()
@@ -51,6 +56,8 @@ def test_json_report(tmp_path, capsys):
     assert pub["impressions"] == 2 and pub["billable_usd"] == 0.01
     assert report["campaign"]["cmp-1"]["billable_usd"] == 0.015
     assert report["key"]["key_x"]["requests"] == 7
+    # Invalid events, by reason, under keys that start with "invalid"; never billed.
+    assert ad["invalid_bot_user_agent"] == 1 and pub["invalid_bot_user_agent"] == 1
 
 
 def test_text_report(tmp_path, capsys):
@@ -64,7 +71,8 @@ def test_text_report(tmp_path, capsys):
     pub_header = next(line for line in out.splitlines() if line.strip().startswith("publisher "))
     assert pub_header.split()[1:4] == ["requests", "matches", "no_matches"]
     row = next(line for line in out.splitlines() if line.strip().startswith("ad-1"))
-    assert row.split()[-1] == "0.0150"
+    cells = dict(zip(header.split(), row.split(), strict=True))
+    assert cells["billable_usd"] == "0.0150" and cells["invalid_bot_user_agent"] == "1"
 
 
 def test_empty_store_report(tmp_path, capsys):

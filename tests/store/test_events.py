@@ -187,3 +187,21 @@ def test_a_batch_applies_its_counter_bumps_summed_and_a_failed_job_drops_its_own
     assert c[("campaign", "cmp-1", "billable_usd")] == pytest.approx(0.080)
     conn = sqlite3.connect(store.path)
     assert conn.execute("SELECT count(*) FROM billing_events").fetchone()[0] == 40
+
+
+def test_an_invalid_impression_is_stored_with_its_reason_and_never_billed(store):
+    bot = imp(("tok:bot", "iid:bot"), cpm_usd=4.0, invalid_reason="bot_user_agent")
+    assert run(store.record_impression(bot)) is True
+    conn = sqlite3.connect(store.path)
+    assert conn.execute("SELECT invalid_reason FROM impressions").fetchall() == [
+        ("bot_user_agent",)
+    ]
+    assert conn.execute("SELECT count(*) FROM billing_events").fetchone()[0] == 0
+    c = counts(store)
+    assert c[("ad", "ad-1", "invalid_bot_user_agent")] == 1
+    assert c[("publisher", "pub-1", "invalid_bot_user_agent")] == 1
+    assert c[("campaign", "cmp-1", "invalid_bot_user_agent")] == 1
+    assert ("ad", "ad-1", "impressions") not in c and run(store.spend_by_campaign()) == {}
+    # Its keys are spent: the same token fired again is a replay, valid or not.
+    assert run(store.record_impression(imp(("tok:bot",), cpm_usd=4.0))) is False
+    assert run(store.spend_by_campaign()) == {}
