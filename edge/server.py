@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import hmac
 import ipaddress
 import logging
 import re
 import resource
+import secrets
 from typing import Any
 
 import uvicorn
@@ -164,7 +167,7 @@ def guarded_protocol(settings: Settings) -> type[GuardedHttpToolsProtocol]:
     )
 
 
-# -- access log: never a key, never a full client address ------------------------------------
+# -- access log: never a key, never a client address ------------------------------------
 
 _KEY = re.compile(r"(?:prod|sandbox)-(?:ugc|ai|ad-manager)-[A-Za-z0-9]{8,}(?:-[A-Za-z0-9]+)?")
 _SECRET_PARAM = re.compile(r"(?i)([?&](?:api[_-]?key|x-api-key|key|apikey|token|t|sig)=)[^&\s#]*")
@@ -175,25 +178,29 @@ def redact_path(path: str) -> str:
     return _SECRET_PARAM.sub(r"\1[redacted]", _KEY.sub("[key]", path))
 
 
-def _network_of(client: str) -> str:
-    """An address cut to its network (/24, /48), enough to tell traffic apart in a log."""
-    host, sep, _port = client.rpartition(":")
-    try:
-        ip = ipaddress.ip_address(host.strip("[]") if sep else client)
-    except ValueError:
-        return "-"
-    prefix = 24 if ip.version == 4 else 48
-    return str(ipaddress.ip_network(f"{ip}/{prefix}", strict=False))
-
-
 class AccessLogRedaction(logging.Filter):
-    """uvicorn's access line is (client, method, path+query, version, status)."""
+    """uvicorn's access line is (client, method, path+query, version, status): the client
+    becomes a keyed hash of its address (a key made per process: lines of one run can be
+    told apart and grouped, no address can be read back), the path loses its secrets."""
+
+    def __init__(self, key: bytes | None = None) -> None:
+        super().__init__()
+        self._key = key or secrets.token_bytes(32)
+
+    def client_tag(self, client: str) -> str:
+        host, sep, _port = client.rpartition(":")
+        try:
+            ip = ipaddress.ip_address(host.strip("[]") if sep else client)
+        except ValueError:
+            return "-"
+        mac = hmac.new(self._key, ip.packed, hashlib.sha256).hexdigest()
+        return f"client-{mac[:12]}"
 
     def filter(self, record: logging.LogRecord) -> bool:
         args = record.args
         if isinstance(args, tuple) and len(args) == 5:
             client, method, path, version, status = args
-            where = _network_of(str(client))
+            where = self.client_tag(str(client))
             record.args = (where, method, redact_path(str(path)), version, status)
         return True
 

@@ -174,7 +174,31 @@ def test_access_log_lines_hold_no_key_and_no_full_address():
         "uvicorn.access", logging.INFO, __file__, 1, '%s - "%s %s HTTP/%s" %d',
         ("203.0.113.77:5123", "GET", f"/v1/ugc/health?api_key={KEY}", "1.1", 200), None,
     )  # fmt: skip
-    assert AccessLogRedaction().filter(record)
+    redaction = AccessLogRedaction(b"k" * 32)
+    assert redaction.filter(record)
     line = record.getMessage()
-    assert KEY not in line and "203.0.113.77" not in line
-    assert line == '203.0.113.0/24 - "GET /v1/ugc/health?api_key=[redacted] HTTP/1.1" 200'
+    assert KEY not in line and "203.0.113" not in line
+    tag = redaction.client_tag("203.0.113.77:5123")
+    assert line == f'{tag} - "GET /v1/ugc/health?api_key=[redacted] HTTP/1.1" 200'
+    assert tag.startswith("client-") and tag == redaction.client_tag("203.0.113.77:9")
+    assert tag != redaction.client_tag("203.0.113.78:5123")
+    assert tag != AccessLogRedaction(b"o" * 32).client_tag("203.0.113.77:5123")  # keyed
+
+
+@pytest.mark.slow
+def test_a_served_access_log_holds_no_key_and_no_address(tmp_path):
+    settings = {"EDGE_ACCESS_LOG": "1"}
+    with EdgeProcess(db=tmp_path / "edge.db", settings=settings) as edge:
+        with socket.create_connection((edge.host, edge.port), timeout=10) as sock:
+            sock.sendall(
+                f"GET /v1/ugc/health?api_key={KEY} HTTP/1.1\r\nHost: e\r\n"
+                "Connection: close\r\n\r\n".encode()
+            )
+            assert _read_all(sock).startswith(b"HTTP/1.1 200")
+        deadline = time.monotonic() + 5
+        while "GET /v1/ugc/health" not in edge.output() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        log = edge.output()
+    line = next(x for x in log.splitlines() if "GET /v1/ugc/health" in x)
+    assert "api_key=[redacted]" in line and KEY not in log
+    assert "127.0.0.1" not in line and "client-" in line
