@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -57,6 +57,7 @@ CLICK_LIMITS = (
     RateLimit(10, 3600.0),
     RateLimit(25, 86400.0),
 )
+_RECENT_EVENTS = 100_000  # rate verdicts remembered for resends (tokens live a day)
 _MAX_UA = 512  # longer user agents are judged on their first 512 characters
 
 
@@ -169,6 +170,7 @@ class TrafficClassifier:
         self.bots = BotDetector()
         self._impressions = WindowLimiter((settings.ivt_impressions,), clock)
         self._clicks = WindowLimiter(CLICK_LIMITS, clock)
+        self._recent: OrderedDict[str, Verdict] = OrderedDict()  # event id -> its rate verdict
 
     def _common(
         self, client: Client, bound_to: str | None, binding: str | None, publisher_known: bool
@@ -190,15 +192,25 @@ class TrafficClassifier:
         binding: str | None = None,
         publisher_known: bool = True,
         rate_limited: bool = True,
+        event_id: str | None = None,
     ) -> Verdict:
         """``key``: ``client_key`` of the client; ``bound_to``: the binding sealed in the
         token (None: not bound, e.g. a partner's pixel); ``binding``: this client's
-        ``client_binding``; ``rate_limited``: whether the per-client rate applies."""
+        ``client_binding``; ``rate_limited``: whether the per-client rate applies;
+        ``event_id``: the token's id, so a resend of a beacon just judged does not spend
+        the client's rate a second time (the store still decides what is a replay)."""
         found = self._common(client, bound_to, binding, publisher_known)
         if found is not None:
             return found
-        if rate_limited and not self._impressions.allow(key):
-            return Verdict("rate_limited")
+        if rate_limited:
+            if event_id is not None and event_id in self._recent:
+                return self._recent[event_id]
+            verdict = VALID if self._impressions.allow(key) else Verdict("rate_limited")
+            if event_id is not None:
+                self._recent[event_id] = verdict
+                if len(self._recent) > _RECENT_EVENTS:
+                    self._recent.popitem(last=False)
+            return verdict
         return VALID
 
     def classify_click(

@@ -121,3 +121,13 @@ def test_click_day_limit_is_a_true_sliding_day():
     assert valid == 25
     clock.advance(86400)
     assert c.classify_click(USER, key=key).reason is None
+
+
+def test_a_resent_beacon_does_not_spend_the_clients_rate_again():
+    c = classifier(ivt_impressions=RateLimit(2, 300.0))
+    assert verdict(c, event_id="tok-1") is None
+    assert verdict(c, event_id="tok-1") is None  # a resend: same verdict, nothing spent
+    assert verdict(c, event_id="tok-1") is None
+    assert verdict(c, event_id="tok-2") is None
+    assert verdict(c, event_id="tok-3") == "rate_limited"
+    assert verdict(c, event_id="tok-3") == "rate_limited"  # and stays what it was

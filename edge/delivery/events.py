@@ -89,6 +89,7 @@ def _verdict(
     bound_to: str | None,
     publisher_id: str | None,
     per_client_rate: bool,
+    event_id: str | None = None,
 ) -> Verdict:
     assert ctx.signer is not None  # set at start-up
     client = _client(ctx, request)
@@ -99,6 +100,7 @@ def _verdict(
         binding=client_binding(ctx.signer, client) if bound_to is not None else None,
         publisher_known=publisher_id is None or ctx.publishers.get(publisher_id) is not None,
         rate_limited=per_client_rate,
+        event_id=event_id,
     )
 
 
@@ -135,6 +137,7 @@ async def _count(ctx: Context, request: Request, surface: Surface) -> bool:
         bound_to=claims.client,
         publisher_id=claims.publisher_id,
         per_client_rate=True,
+        event_id=claims.token_id,
     )
     return await _record(ctx, _impression(ctx, surface, claims, keys, verdict))
 
