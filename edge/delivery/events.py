@@ -104,6 +104,28 @@ def _verdict(
     )
 
 
+def click_verdict(
+    ctx: Context,
+    request: Request,
+    *,
+    bound_to: str | None,
+    publisher_id: str | None,
+    impression_seen: bool,
+) -> Verdict:
+    """The invalid-traffic verdict of a click beacon (the click routes call this): the
+    impression's rules, click-before-impression, then the per-client click rates."""
+    assert ctx.signer is not None  # set at start-up
+    client = _client(ctx, request)
+    return ctx.traffic.classify_click(
+        client,
+        key=client_key(ctx.signer, client),
+        bound_to=bound_to,
+        binding=client_binding(ctx.signer, client) if bound_to is not None else None,
+        publisher_known=publisher_id is None or ctx.publishers.get(publisher_id) is not None,
+        impression_seen=impression_seen,
+    )
+
+
 def _impression(
     ctx: Context,
     kind: ImpressionKind,

@@ -272,3 +272,31 @@ def test_the_partner_lane_is_not_queued_behind_the_tag_lane(shared_matcher):
     finally:
         release.set()
         blocker.result(timeout=30)
+
+
+def test_click_verdicts_for_the_click_routes(client, monkeypatch):
+    from starlette.requests import Request
+
+    from edge.delivery.events import click_verdict
+    from edge.ivt import Client, client_binding
+
+    ctx = client.app.state.ctx
+
+    def request(ua: str = CHROME) -> Request:
+        headers = [(b"user-agent", ua.encode())] if ua else []
+        return Request({"type": "http", "headers": headers, "client": ("203.0.113.9", 1)})
+
+    bound = client_binding(ctx.signer, Client("203.0.113.9", CHROME))
+
+    def judge(**kw: object) -> str | None:
+        args: dict = {"bound_to": bound, "publisher_id": PUB, "impression_seen": True, **kw}
+        return click_verdict(ctx, args.pop("req", request()), **args).reason
+
+    assert judge(req=request("Googlebot/2.1")) == "bot_user_agent"
+    assert judge(bound_to=client_binding(ctx.signer, Client("198.51.100.1", CHROME))) == (
+        "client_mismatch"
+    )
+    assert judge(publisher_id="gone") == "publisher_removed"
+    assert judge(impression_seen=False) == "click_before_impression"
+    assert judge() is None
+    assert judge() == "rate_limited"  # a second click within the minute
