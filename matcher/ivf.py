@@ -1,13 +1,14 @@
 """An inverted-file (IVF) index for large catalogues, in numpy alone.
 
-Above ~50k ads an exact scan reads the whole matrix per query (150 MB at 100k x 384) and
-costs more than the embedding forward pass itself. IVF clusters the ad vectors with
-spherical k-means (``nlist`` ~ 2 * sqrt(n) centroids), stores the rows cluster by cluster in
-one contiguous matrix (``matrix`` is in cluster order here; ``perm`` maps back), and at
-query time scans only the ``nprobe`` clusters whose centroids are nearest the query.
-Scores of the rows it scans are exact; what it can miss is a relevant ad in an unprobed
-cluster, which ``tests/matcher/test_index.py`` measures (recall of the above-floor
-candidates against exact search).
+Above ~50k ads a full scan reads every row per query and costs more than the embedding
+forward pass itself. IVF clusters the ad vectors with spherical k-means (``nlist`` ~ 2 *
+sqrt(n) centroids), stores the int8 codes cluster by cluster in one contiguous matrix
+(``codes`` is in cluster order here; ``perm`` maps back; the exact ``matrix`` stays in
+catalogue order), and at query time scans only the ``nprobe`` clusters whose centroids are
+nearest the query, then rescores what the scan keeps exactly, as the exact index does.
+Scores it returns are exact; what it can miss is a relevant ad in an unprobed cluster,
+which ``tests/matcher/test_index.py`` measures (recall of the above-floor candidates
+against exact search).
 
 Chosen over an HNSW library: no new dependency, a build of a few seconds instead of
 25-85 s (RECIPES 4), no extra memory beyond a permutation, and recall that is tunable by
@@ -21,7 +22,7 @@ import math
 import numpy as np
 
 from matcher.embeddings import normalise
-from matcher.index import VectorIndex, top_candidates
+from matcher.index import QUANT_BLOCK, VectorIndex, approx_scores, quantise
 
 KMEANS_SAMPLE = 16_384
 KMEANS_ITERATIONS = 8
@@ -33,49 +34,53 @@ class IVFIndex(VectorIndex):
     kind = "ivf"
 
     def __init__(self, vectors: np.ndarray, *, nlist: int | None = None, seed: int = 0) -> None:
-        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         n = len(vectors)
         self.nlist = nlist or max(1, min(n, int(2 * math.sqrt(n))))
         self.nprobe = min(self.nlist, max(MIN_PROBE, int(self.nlist * PROBE_SHARE)))
-        self.centroids = _spherical_kmeans(vectors, self.nlist, seed)
-        assign = _assign(vectors, self.centroids)
+        self._seed = seed
+        super().__init__(vectors)
+
+    def _build(self) -> None:
+        self.centroids = _spherical_kmeans(self.matrix, self.nlist, self._seed)
+        assign = _assign(self.matrix, self.centroids)
         order = np.argsort(assign, kind="stable")
         self.perm = order.astype(np.intp)  # clustered position -> original row
-        # Only the clustered copy is kept (the caller's matrix can be freed): at 100k x 384
-        # that is 150 MB not held twice.
-        self.matrix = np.ascontiguousarray(vectors[order])
+        codes, scales = quantise(self.matrix)
+        # Only the clustered codes are kept (a quarter of the float32 matrix).
+        self.codes, self.scales = codes[order], scales[order]
+        del codes, scales
+        self._max_scale = float(self.scales.max()) if len(self.scales) else 0.0
         counts = np.bincount(assign, minlength=self.nlist)
         self.offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.intp)
-
-    def scores(self, query: np.ndarray) -> np.ndarray:
-        """Exact cosines in the catalogue's row order (explanations only: a full scan)."""
-        out = np.empty(len(self.matrix), dtype=np.float32)
-        out[self.perm] = self.matrix @ query.astype(np.float32, copy=False)
-        return out
 
     def search(
         self, query: np.ndarray, live: np.ndarray, floor: float, k: int
     ) -> tuple[np.ndarray, np.ndarray]:
         q = query.astype(np.float32, copy=False)
         near = np.argpartition(-(self.centroids @ q), self.nprobe - 1)[: self.nprobe]
-        spans = [(self.offsets[c], self.offsets[c + 1]) for c in near]
+        spans = [(int(self.offsets[c]), int(self.offsets[c + 1])) for c in near]
         positions = (
             np.concatenate([np.arange(a, b) for a, b in spans]) if spans else np.zeros(0, np.intp)
         )
-        scores = np.concatenate([self.matrix[a:b] @ q for a, b in spans])
-        return top_candidates(self.perm[positions], scores, live, floor, k)
+        approx = np.concatenate(
+            [approx_scores(self.codes[a:b], self.scales[a:b], q) for a, b in spans]
+            or [np.zeros(0, np.float32)]
+        )
+        return self.rescore(self.perm[positions], approx, q, live, floor, k)
 
 
-def _assign(x: np.ndarray, centroids: np.ndarray, step: int = 16_384) -> np.ndarray:
+def _assign(x: np.ndarray, centroids: np.ndarray, step: int = QUANT_BLOCK) -> np.ndarray:
     out = np.empty(len(x), dtype=np.intp)
     for start in range(0, len(x), step):
-        out[start : start + step] = np.argmax(x[start : start + step] @ centroids.T, axis=1)
+        block = np.asarray(x[start : start + step], dtype=np.float32)
+        out[start : start + step] = np.argmax(block @ centroids.T, axis=1)
     return out
 
 
 def _spherical_kmeans(x: np.ndarray, k: int, seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
-    sample = x[rng.choice(len(x), size=min(len(x), KMEANS_SAMPLE), replace=False)]
+    picks = rng.choice(len(x), size=min(len(x), KMEANS_SAMPLE), replace=False)
+    sample = np.asarray(x[picks], dtype=np.float32)
     centroids = sample[rng.choice(len(sample), size=k, replace=False)].copy()
     for _ in range(KMEANS_ITERATIONS):
         assign = _assign(sample, centroids)
