@@ -8,16 +8,28 @@ no state we know) is skipped for the next one, never an error: geo is an optiona
 Expansion uses the offline ``zipcodes`` gazetteer (ZIP -> city, county, state, lat/lon) and
 a county -> DMA table (``data/dma_counties.csv``: the markets we test; DMA membership is
 licensed data, so a full table can be supplied as a file with the same columns).
+
+The gazetteer is held as columns (numpy arrays and one list of names per kind), not as a
+Python object per ZIP. The ``zipcodes`` package keeps every record it ever listed as a
+Python dict for the life of the process (~140 MiB), so the columns are built in a child
+process (``write_columns``) and read back from an ``.npz`` file, cached beside
+the ad vectors when there is a cache folder: a serving process never imports ``zipcodes``.
 """
 
 from __future__ import annotations
 
+import bisect
 import csv
+import functools
 import io
 import math
+import os
+import subprocess
+import sys
+import tempfile
 from collections import defaultdict
 from dataclasses import dataclass, field
-from importlib import resources
+from importlib import metadata, resources
 from pathlib import Path
 from typing import Any, TypeGuard
 
@@ -65,40 +77,151 @@ def haversine_km(lat1: float, lon1: float, lat2: float, lon2: float) -> float:
     return 2 * EARTH_KM * math.asin(min(1.0, math.sqrt(a)))
 
 
+class ZipCodes:
+    """The ZIP of each gazetteer row as a 5-digit string, from one int32 column."""
+
+    def __init__(self, numbers: np.ndarray) -> None:
+        self.numbers = numbers
+
+    def __len__(self) -> int:
+        return len(self.numbers)
+
+    def __getitem__(self, row: int) -> str:
+        return f"{int(self.numbers[row]):05d}"
+
+
+def build_columns() -> dict[str, np.ndarray]:
+    """The gazetteer's columns from the ``zipcodes`` package (run in a child process)."""
+    import zipcodes
+
+    numbers, lats, lons, city, state, county = [], [], [], [], [], []
+    names: dict[str, int] = {}
+    for z in zipcodes.list_all():
+        try:
+            lat, lon = float(z["lat"]), float(z["long"])
+        except (TypeError, ValueError):
+            continue
+        code = z["zip_code"]
+        if not (len(code) == 5 and code.isascii() and code.isdigit()):
+            continue
+        numbers.append(int(code))
+        lats.append(lat)
+        lons.append(lon)
+        city.append(names.setdefault(z["city"], len(names)))
+        state.append(names.setdefault(f"US-{z['state']}", len(names)))
+        county.append(names.setdefault(z["county"], len(names)))
+    return {
+        "zip": np.array(numbers, dtype=np.int32),
+        "lat": np.array(lats, dtype=np.float64),
+        "lon": np.array(lons, dtype=np.float64),
+        "city": np.array(city, dtype=np.int32),
+        "state": np.array(state, dtype=np.int32),
+        "county": np.array(county, dtype=np.int32),
+        "names": np.array(list(names), dtype=np.str_),
+    }
+
+
+def _zipcodes_version() -> str:
+    try:
+        return metadata.version("zipcodes")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+@functools.cache
+def load_columns(cache_dir: Path | None = None) -> dict[str, np.ndarray]:
+    """The columns from ``cache_dir`` (built there by a child process when missing)."""
+    folder = Path(cache_dir) if cache_dir is not None else None
+    if folder is not None:
+        path = folder / f"gazetteer-{_zipcodes_version()}.npz"
+        if not path.exists():
+            folder.mkdir(parents=True, exist_ok=True)
+            _build_in_child(path)
+        return _read_columns(path)
+    with tempfile.TemporaryDirectory(prefix="gazetteer-") as tmp:
+        path = Path(tmp) / "gazetteer.npz"
+        _build_in_child(path)
+        return _read_columns(path)
+
+
+_CHILD = "import sys; from matcher.geo import write_columns; write_columns(sys.argv[1])"
+
+
+def _build_in_child(path: Path) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=".gazetteer-", suffix=".npz", dir=path.parent)
+    os.close(fd)
+    try:
+        subprocess.run(  # noqa: S603 - this interpreter, this module, a path we made
+            [sys.executable, "-c", _CHILD, tmp], check=True, timeout=120
+        )
+        os.replace(tmp, path)  # whole or absent: a concurrent start never reads half
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _read_columns(path: Path) -> dict[str, np.ndarray]:
+    with np.load(path, allow_pickle=False) as npz:
+        return {k: npz[k] for k in npz.files}
+
+
 class Gazetteer:
-    """US ZIPs, cities, counties and DMAs, indexed once at load (~0.5 s, ~20 MB)."""
+    """US ZIPs, cities, counties and DMAs as columns (~3 MiB; see the module's note)."""
 
-    def __init__(self, dma_table: Path | None = None) -> None:
-        import zipcodes
-
-        self._zip: dict[str, tuple[str, str, str, float, float]] = {}
-        self._city: defaultdict[tuple[str, str], list[str]] = defaultdict(list)
-        self._city_states: defaultdict[str, set[str]] = defaultdict(set)
-        codes, lats, lons = [], [], []
-        for z in zipcodes.list_all():
-            state = f"US-{z['state']}"
-            try:
-                lat, lon = float(z["lat"]), float(z["long"])
-            except (TypeError, ValueError):
-                continue
-            self._zip[z["zip_code"]] = (z["city"], state, z["county"], lat, lon)
-            self._city[(z["city"].lower(), state)].append(z["zip_code"])
-            self._city_states[z["city"].lower()].add(state)
-            codes.append(z["zip_code"])
-            lats.append(lat)
-            lons.append(lon)
-        self._codes = codes
-        self._rad = np.radians(np.array([lats, lons], dtype=np.float64)).T.copy()
+    def __init__(self, dma_table: Path | None = None, cache_dir: Path | None = None) -> None:
+        cols = load_columns(cache_dir)
+        self._names: list[str] = cols["names"].tolist()
+        self._codes = ZipCodes(cols["zip"])
+        self._city_of, self._state_of, self._county_of = cols["city"], cols["state"], cols["county"]
+        self._lat, self._lon = cols["lat"], cols["lon"]
+        self._zip_order = np.argsort(cols["zip"], kind="stable")
+        self._zip_sorted = cols["zip"][self._zip_order]
+        # "lower city|US-XX" keys, sorted, with each key's rows: a city's ZIPs by bisection.
+        names = self._names
+        keys = [
+            f"{names[c].lower()}|{names[s]}"
+            for c, s in zip(self._city_of.tolist(), self._state_of.tolist(), strict=True)
+        ]
+        by_key = sorted(range(len(keys)), key=keys.__getitem__)
+        self._city_rows = np.array(by_key, dtype=np.int32)
+        self._city_keys = [keys[i] for i in by_key]
+        self._rad = np.radians(np.array([self._lat, self._lon], dtype=np.float64)).T.copy()
         # 1-degree cells: a cell is wider than NEAREST_ZIP_MAX_KM south of ~64 N, so the
         # nearest ZIP within reach is in the point's cell or one of its 8 neighbours (far
         # northern Alaska may miss a ZIP 36-40 km away; the point then stays a bare lat/lon).
         cells: defaultdict[tuple[int, int], list[int]] = defaultdict(list)
-        for i, (lat, lon) in enumerate(zip(lats, lons, strict=True)):
+        for i, (lat, lon) in enumerate(zip(self._lat.tolist(), self._lon.tolist(), strict=True)):
             cells[(math.floor(lat), math.floor(lon))].append(i)
         self._cells = {k: np.array(v, dtype=np.intp) for k, v in cells.items()}
         self.county_dma: dict[tuple[str, str], str] = {}
         self.dma_counties: defaultdict[str, set[tuple[str, str]]] = defaultdict(set)
         self._load_dmas(dma_table)
+
+    def _row(self, zipcode: str) -> int | None:
+        if not (len(zipcode) == 5 and zipcode.isascii() and zipcode.isdigit()):
+            return None
+        n = int(zipcode)
+        i = int(np.searchsorted(self._zip_sorted, n, side="right")) - 1  # the last, as a dict
+        if i < 0 or self._zip_sorted[i] != n:
+            return None
+        return int(self._zip_order[i])
+
+    def _record(self, row: int) -> tuple[str, str, str, float, float]:
+        """(city, US-XX, county, lat, lon) of one row."""
+        names = self._names
+        return (
+            names[self._city_of[row]],
+            names[self._state_of[row]],
+            names[self._county_of[row]],
+            float(self._lat[row]),
+            float(self._lon[row]),
+        )
+
+    def _city_span(self, key: str) -> list[int]:
+        a = bisect.bisect_left(self._city_keys, key)
+        b = bisect.bisect_right(self._city_keys, key)
+        rows: list[int] = self._city_rows[a:b].tolist()
+        return rows
 
     def _load_dmas(self, path: Path | None) -> None:
         if path is None:
@@ -116,7 +239,8 @@ class Gazetteer:
     def _from_zips(
         self, signal: str, zips: list[str], lat: float | None = None, lon: float | None = None
     ) -> Location:
-        recs = [self._zip[z] for z in zips if z in self._zip]
+        rows = [self._row(z) for z in zips]
+        recs = [self._record(r) for r in rows if r is not None]
         counties = {(state, county) for _, state, county, _, _ in recs}
         if lat is None and recs:  # an area's centroid, for radius targets
             lat = sum(r[3] for r in recs) / len(recs)
@@ -173,7 +297,7 @@ class Gazetteer:
 
     def _zipcode(self, geo: GeoSignal) -> Location | None:
         z = (geo.zipcode or "").strip()[:5]
-        if z in self._zip:
+        if self._row(z) is not None:
             return self._from_zips("zipcode", [z])
         return None
 
@@ -183,11 +307,14 @@ class Gazetteer:
         name = geo.city.strip().lower()
         state = normalise_state(geo.state) if geo.state else None
         if state is None:
-            states = self._city_states.get(name, set())
+            prefix = f"{name}|"
+            a = bisect.bisect_left(self._city_keys, prefix)
+            b = bisect.bisect_left(self._city_keys, f"{name}|\U0010ffff")
+            states = {k[len(prefix) :] for k in self._city_keys[a:b]}
             if len(states) != 1:  # "Springfield" alone names no one place
                 return None
             (state,) = states
-        zips = self._city.get((name, state))
+        zips = [self._codes[r] for r in self._city_span(f"{name}|{state}")]
         return self._from_zips("city", zips) if zips else None
 
     def _dma(self, geo: GeoSignal) -> Location | None:
@@ -244,3 +371,18 @@ def targets_match(geo: GeoTargets | None, loc: Location | None) -> tuple[bool, s
     if "US" in geo.countries and loc.states:
         return True, "country US"
     return False, f"user location ({loc.signal}) is in none of the targets"
+
+
+def write_columns(path: str) -> None:
+    """What the child process runs: the columns into an ``.npz`` file at ``path``."""
+    cols = build_columns()  # numbers and strings only: it loads without pickle
+    np.savez(
+        path,
+        zip=cols["zip"],
+        lat=cols["lat"],
+        lon=cols["lon"],
+        city=cols["city"],
+        state=cols["state"],
+        county=cols["county"],
+        names=cols["names"],
+    )

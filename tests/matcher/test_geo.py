@@ -111,3 +111,26 @@ def test_grid_nearest_zip_agrees_with_a_full_scan(gaz):
     for lat, lon in zip(rng.uniform(24, 49, 300), rng.uniform(-125, -66, 300), strict=True):
         got = gaz.nearest_zip(float(lat), float(lon))
         assert (got[0] if got else None) == full_scan(lat, lon)
+
+
+def test_columns_agree_with_zipcodes_and_are_built_in_a_child(tmp_path):
+    import subprocess
+    import sys
+
+    import zipcodes
+
+    gaz = Gazetteer(cache_dir=tmp_path)
+    assert list(tmp_path.glob("gazetteer-*.npz"))  # cached for the next start
+    for code in ("94107", "78701", "00501", "99501", "10001"):
+        (want,) = zipcodes.matching(code)
+        city, state, county, lat, lon = gaz._record(gaz._row(code))
+        assert (city, state, county) == (want["city"], f"US-{want['state']}", want["county"])
+        assert (lat, lon) == (float(want["lat"]), float(want["long"]))
+    assert gaz._row("9410") is None and gaz._row("٩٤١٠٧") is None  # five ASCII digits only
+    # The serving process never imports the package that keeps every record as a dict.
+    probe = (
+        "import sys; from matcher.geo import Gazetteer; "
+        f"Gazetteer(cache_dir={str(tmp_path)!r}); print('zipcodes' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
