@@ -14,6 +14,8 @@ forward pass as a ~130-token one.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import hashlib
 import threading
 from collections import OrderedDict
@@ -91,6 +93,7 @@ class MiniLM:
         self._cls, self._sep = cls, sep
         self.model_hash = digest
         self.model_id = f"minilm-l6-int8:{digest[:16]}:w{HEAD_TOKENS}+{TAIL_TOKENS}"
+        trim_heap()
 
     def token_ids(self, text: str) -> list[int]:
         """The windowed word-piece ids of ``text``, with [CLS] and [SEP]."""
@@ -131,6 +134,22 @@ class MiniLM:
         m = mask[:, :, None].astype(np.float32)
         pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1.0)
         return normalise(pooled)
+
+
+def trim_heap() -> None:
+    """Give the C heap's free pages back to the system (glibc only; elsewhere a no-op).
+
+    Building the onnxruntime session frees ~60 MiB of transient buffers that glibc keeps
+    mapped (resident) until asked; one call after a load returns them.
+    """
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name) if name else None
+        trim = getattr(libc, "malloc_trim", None)
+    except OSError:
+        return
+    if trim is not None:
+        trim(0)
 
 
 def normalise(vectors: np.ndarray) -> np.ndarray:

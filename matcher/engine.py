@@ -31,7 +31,7 @@ import numpy as np
 from matcher.catalogue import Catalogue, load_catalogue
 from matcher.ctr import CtrModel
 from matcher.eligibility import EligibilityMasks, static_gate
-from matcher.embeddings import CachedEmbedder, Embedder, MiniLM, normalise
+from matcher.embeddings import CachedEmbedder, Embedder, MiniLM, normalise, trim_heap
 from matcher.explain import Explainer
 from matcher.geo import Gazetteer, Location, has_targets, targets_match
 from matcher.index import ad_text, build_index, cache_path, load_or_embed
@@ -131,14 +131,17 @@ class Matcher:
         # Ad texts bypass the query LRU: they would only evict the posts it is there for.
         raw = model.inner if isinstance(model, CachedEmbedder) else model
         vectors, _ = load_or_embed(texts, raw.embed, model.dim, cache)
-        return cls(
+        del texts
+        matcher = cls(
             catalogue,
             model,
             vectors,
-            gazetteer=Gazetteer(dma_table),
+            gazetteer=Gazetteer(dma_table, cache_dir=cache_dir),
             safety=SafetyClassifier.load(),
             config=config,
         )
+        trim_heap()  # the catalogue parse and the index build leave free heap behind
+        return matcher
 
     @property
     def estimates(self) -> CtrModel:
