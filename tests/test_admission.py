@@ -3,9 +3,10 @@
 A real ``edge serve`` with the bundled catalogue; four clients post 10,000-character pages
 to /dea/url/placements as fast as they are answered, each a new page (the attack that
 pushed /v1's p50 from 13 ms to 1.8 s), keeping the tag lane's model thread busy, while one
-partner client sends posts one at a time. The tag lane has its
-own model thread and at most EDGE_TAG_MATCH_SLOTS matches in flight (503 past that), so
-/v1's median under the flood stays within twice its idle median. Medians of many requests,
+partner client sends posts one at a time. The tag lane has its own low-priority model
+thread that yields to partner jobs, and at most EDGE_TAG_MATCH_SLOTS matches in flight (503
+past that, which the flooding clients honour as the tag does), so /v1's median under the
+flood stays within twice its idle median. Medians of many requests,
 idle and flooded phases taken in turns, so a shared machine's drift hits both alike.
 """
 
@@ -54,11 +55,6 @@ WORDS = [
 PER_PHASE = 8
 ROUNDS = 8
 CHROME = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0"
-
-
-def _text(n_chars: int, seed: str) -> str:
-    words = [WORDS[(hash(seed) + i * 7) % len(WORDS)] for i in range(n_chars // 6)]
-    return (seed + " " + " ".join(words))[:n_chars]
 
 
 def _v1_once(port: int, key: str, i: int) -> float:
