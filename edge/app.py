@@ -90,7 +90,6 @@ def create_app(
         await ctx.start()
         frozen = False
         try:
-            log.info("edge %s environment ready on %s", settings.env, settings.base_url)
             # Everything loaded so far (model, gazetteer, catalogue, tables: ~260k tracked
             # objects) lives as long as the process; left in the collector's generations,
             # every full collection walks it, a ~200 ms stall of the event loop under load

@@ -21,8 +21,10 @@ from collections.abc import Awaitable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from edge.errors import BadGateway
+from edge.preflight import bad
 from edge.settings import Settings
 from matcher import Matcher
+from matcher.catalogue import CatalogueError
 from matcher.engine import Lane
 from matcher.state import Backoff, ThreadState
 from matcher.types import MatchRequest, MatchResult
@@ -125,14 +127,26 @@ async def _best_effort(what: str, write: Awaitable[None]) -> None:
 
 
 async def load_matcher(settings: Settings) -> Matcher:
-    """The catalogue and the model, loaded off the event loop (it takes seconds)."""
-    matcher = await asyncio.to_thread(
-        Matcher.load,
-        settings.catalogue,
-        threads=settings.model_threads,
-        cache_dir=settings.cache_dir,
-        dma_table=settings.dma_table,
-    )
+    """The catalogue and the model, loaded off the event loop (it takes seconds). A catalogue
+    file that does not validate is a ``SettingsError`` naming the setting and its first error."""
+    try:
+        matcher = await asyncio.to_thread(
+            Matcher.load,
+            settings.catalogue,
+            threads=settings.model_threads,
+            cache_dir=settings.cache_dir,
+            dma_table=settings.dma_table,
+        )
+    except CatalogueError as exc:
+        if settings.catalogue is None:
+            raise  # the bundled catalogue: a packaging fault, not a setting
+        first = ": ".join(exc.errors[0]) if exc.errors else "not valid"
+        raise bad(
+            "catalogue",
+            settings.catalogue,
+            f"{len(exc.errors)} error(s), the first: {first} "
+            "(`edge catalogue validate FILE` lists them all)",
+        ) from None
     log.info(
         "matcher ready: %d ads in %d campaigns",
         len(matcher.catalogue),

@@ -23,15 +23,18 @@ import logging
 import re
 import resource
 import secrets
+import socket
+import sys
 from typing import Any
 
 import uvicorn
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from edge.app import create_app
 from edge.errors import error_body
-from edge.settings import Settings
+from edge.preflight import check_files
+from edge.settings import Settings, SettingsError
 
 log = logging.getLogger("edge.server")
 
@@ -241,9 +244,59 @@ def configure_logging(level: str) -> None:
     )
 
 
+class StartupErrors:
+    """ASGI wrapper: a start-up that fails on a bad setting (``SettingsError``) is reported
+    as the setting's one line by ``serve``, instead of uvicorn logging the traceback."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.error: SettingsError | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "lifespan":
+            await self.app(scope, receive, send)
+            return
+
+        async def quiet_send(message: Message) -> None:
+            if message["type"] == "lifespan.startup.failed":
+                # Starlette sends this from inside its except block, so the exception being
+                # handled is the one that failed the start-up.
+                exc = sys.exc_info()[1]
+                if isinstance(exc, SettingsError):
+                    self.error = exc
+                    message = {**message, "message": ""}
+            await send(message)
+
+        await self.app(scope, receive, quiet_send)
+
+
+class EdgeServer(uvicorn.Server):
+    """uvicorn's server that says "ready" only once it is listening (a busy port ends with
+    the bind error instead)."""
+
+    def __init__(self, config: uvicorn.Config, settings: Settings) -> None:
+        super().__init__(config)
+        self.settings = settings
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started:
+            s = self.settings
+            log.info("edge %s environment ready on %s", s.env, s.base_url)
+
+
 def serve(settings: Settings) -> None:
+    """Check the file settings, then run until stopped. A bad setting raises
+    ``SettingsError`` (one line naming it); a failed start exits non-zero."""
+    check_files(settings)
     configure_logging(settings.log_level)
     _raise_open_files_limit(settings.max_connections + 256)  # + the store, model, logs
-    config = uvicorn_config(settings)  # configures uvicorn's loggers: the filter goes after
+    guard = StartupErrors(create_app(settings))
+    config = uvicorn_config(settings, guard)  # configures uvicorn's loggers: filter after
     logging.getLogger("uvicorn.access").addFilter(AccessLogRedaction())
-    uvicorn.Server(config).run()
+    try:
+        EdgeServer(config, settings).run()
+    except SystemExit:
+        if guard.error is not None:
+            raise guard.error from None
+        raise

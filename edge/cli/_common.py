@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeAlias, TypeVar
 
 from edge.context import Context
+from edge.preflight import check_db
 from edge.settings import Settings
 
 T = TypeVar("T")
@@ -20,7 +21,9 @@ def settings_from(args: argparse.Namespace) -> Settings:
 
 
 def with_context(settings: Settings, work: Callable[[Context], Awaitable[T]]) -> T:
-    """Open the store, run ``work(ctx)``, close the store (even on error)."""
+    """Open the store, run ``work(ctx)``, close the store (even on error). An unusable
+    database is a ``SettingsError`` (one line naming EDGE_DB), not a traceback."""
+    check_db(settings)
 
     async def run() -> T:
         ctx = Context.build(settings)

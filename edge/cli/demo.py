@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 from edge.cli._common import Subcommands, settings_from, with_context
 from edge.context import Context
 from edge.keys import PRODUCTS
+from edge.preflight import check_files
 from edge.routes.tag import DEMO_PUBLISHER
 from edge.server import serve
 from edge.settings import Settings, add_arguments
@@ -53,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     if args.allow_private_ips is None:
         settings = dataclasses.replace(settings, allow_private_ips=True)
+    check_files(settings)  # before the keys: a start that cannot succeed revokes nothing
     keys = with_context(settings, _fresh_keys)
     base = settings.base_url
     print(f"\nContextual ad edge ({settings.env}) on {base}\n")

@@ -1,0 +1,139 @@
+"""Check the file settings before anything starts, so a bad one is one line, not a traceback.
+
+``check_files(settings)`` looks at every setting that names a file or folder (the database,
+the catalogue, the geo database, the DMA table, the cache folder) the way the edge will use
+it, and raises ``SettingsError`` naming the variable, its flag, the path and the reason:
+
+    EDGE_CATALOGUE (--catalogue): /srv/ads.json: no such file
+
+The checks are cheap (no model, no catalogue parse); a catalogue that exists but does not
+validate is reported by the matcher's start-up in the same one-line form.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import sqlite3
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from edge.settings import Settings, SettingsError
+from geoip import GeoDatabaseError, open_reader
+
+
+def where(name: str) -> str:
+    """``EDGE_DB (--db)`` for the setting ``db``."""
+    return f"EDGE_{name.upper()} (--{name.replace('_', '-')})"
+
+
+def bad(name: str, path: Path | str, reason: str) -> SettingsError:
+    return SettingsError(f"{where(name)}: {path}: {reason}")
+
+
+def _reason(exc: OSError | sqlite3.Error) -> str:
+    if isinstance(exc, OSError):
+        return (exc.strerror or str(exc)).lower()
+    return str(exc)
+
+
+def check_files(settings: Settings) -> None:
+    check_db(settings)
+    _readable_file("catalogue", settings.catalogue)
+    _readable_file("dma_table", settings.dma_table)
+    _geo_db(settings.geoip_db)
+    _writable_dir("cache_dir", settings.cache_dir)
+
+
+def check_db(settings: Settings) -> None:
+    """The database can be created (with its folder), opened and written."""
+    path = settings.db
+    if "://" in str(path):  # a server URL, not a file: its own client reports its errors
+        return
+    if path.is_dir():
+        raise bad("db", path, "is a folder, not a database file")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise bad("db", path, "cannot create its folder: a part of the path is a file") from None
+    except OSError as exc:
+        raise bad("db", path, f"cannot create its folder: {_reason(exc)}") from None
+    existed = path.exists()
+    try:
+        with contextlib.closing(sqlite3.connect(path, timeout=5.0)) as conn:
+            # The edge writes from start-up on (migrations, keys); a read-only file, folder
+            # or file system must stop it here, not on the first beacon.
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("CREATE TEMP TABLE _edge_preflight (x)")
+            conn.execute("ROLLBACK")
+            conn.execute("PRAGMA schema_version").fetchone()
+    except sqlite3.Error as exc:
+        raise bad("db", path, _sqlite_reason(exc, path)) from None
+    except OSError as exc:
+        raise bad("db", path, _reason(exc)) from None
+    finally:
+        if not existed:
+            # An empty file left by the probe is fine for SQLite, but leave no trace of a
+            # failed start.
+            with contextlib.suppress(OSError):
+                if path.exists() and path.stat().st_size == 0:
+                    path.unlink()
+
+
+def _sqlite_reason(exc: sqlite3.Error, path: Path) -> str:
+    text = str(exc)
+    if "readonly" in text or "read-only" in text:
+        return "read-only: the edge must write to its database"
+    if "not a database" in text:
+        return "not an SQLite database"
+    if "unable to open" in text:
+        folder = path.parent
+        if not os.access(folder, os.W_OK):
+            return f"cannot open: the folder {folder} is not writable"
+        return "cannot open it as an SQLite database"
+    return text
+
+
+def _readable_file(name: str, path: Path | None) -> None:
+    if path is None:
+        return
+    if not path.exists():
+        raise bad(name, path, "no such file")
+    if path.is_dir():
+        raise bad(name, path, "is a folder, not a file")
+    try:
+        with path.open("rb") as f:
+            f.read(1)
+    except OSError as exc:
+        raise bad(name, path, f"cannot read: {_reason(exc)}") from None
+
+
+def _geo_db(path: Path | None) -> None:
+    if path is None:
+        return
+    _readable_file("geoip_db", path)
+    try:
+        open_reader(path).close()
+    except GeoDatabaseError as exc:
+        raise bad("geoip_db", path, str(exc).removeprefix(f"{path} ")) from None
+
+
+def _writable_dir(name: str, path: Path) -> None:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with _probe(path):
+            pass
+    except FileExistsError:
+        raise bad(name, path, "is a file, not a folder") from None
+    except OSError as exc:
+        if exc.errno == errno.ENOTDIR:
+            raise bad(name, path, "a part of it is a file, not a folder") from None
+        raise bad(name, path, f"not writable: {_reason(exc)}") from None
+
+
+@contextlib.contextmanager
+def _probe(folder: Path) -> Iterator[None]:
+    with tempfile.TemporaryFile(dir=folder):
+        yield

@@ -1,0 +1,141 @@
+"""An operator's bad file setting is one line naming the setting, the path and the reason,
+with a non-zero exit and no traceback; "ready" is logged only once the edge listens.
+
+Every case runs the command line as a subprocess, as an operator would.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from edge.qa import EdgeProcess, free_port
+
+PR_CAPBSET_DROP = 24  # <linux/prctl.h>
+CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH = 1, 2  # <linux/capability.h>
+
+
+def drop_root_file_override() -> None:
+    """In the child, before exec: root loses its power to write files it has no permission
+    to write (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH), so a 0o444 file is read-only to it."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    for cap in (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH):
+        if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+
+
+def edge(
+    tmp_path: Path, *args: str, timeout: float = 120, as_plain_user: bool = False
+) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EDGE_")}
+    env.update(EDGE_PORT=str(free_port()), EDGE_CACHE_DIR=str(tmp_path / "cache"))
+    return subprocess.run(
+        [sys.executable, "-m", "edge", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=tmp_path,
+        preexec_fn=drop_root_file_override if as_plain_user and os.geteuid() == 0 else None,
+        check=False,
+    )
+
+
+def one_line(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode != 0, result
+    assert "Traceback" not in result.stderr + result.stdout, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.startswith("edge: ")]
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("command", ["serve", "demo"])
+def test_missing_catalogue(tmp_path: Path, command: str) -> None:
+    line = one_line(
+        edge(tmp_path, command, "--db", str(tmp_path / "e.db"), "--catalogue", "nope.json")
+    )
+    assert line == "edge: EDGE_CATALOGUE (--catalogue): nope.json: no such file"
+
+
+def test_missing_geo_database(tmp_path: Path) -> None:
+    line = one_line(edge(tmp_path, "serve", "--db", "e.db", "--geoip-db", "/nope/geo.mmdb"))
+    assert line == "edge: EDGE_GEOIP_DB (--geoip-db): /nope/geo.mmdb: no such file"
+
+
+def test_geo_database_that_is_not_one(tmp_path: Path) -> None:
+    (tmp_path / "geo.mmdb").write_text("not a database")
+    line = one_line(edge(tmp_path, "serve", "--db", "e.db", "--geoip-db", "geo.mmdb"))
+    assert line.startswith("edge: EDGE_GEOIP_DB (--geoip-db): geo.mmdb: ")
+    assert "MaxMind" in line
+
+
+@pytest.mark.parametrize(
+    ("make", "db", "reason"),
+    [
+        (lambda p: (p / "f").touch(), "f/e.db", "a part of the path is a file"),
+        (lambda p: (p / "d.db").mkdir(), "d.db", "is a folder, not a database file"),
+        (lambda p: (p / "x.db").write_text("hello"), "x.db", "not an SQLite database"),
+    ],
+    ids=["folder-is-a-file", "db-is-a-folder", "not-a-database"],
+)
+def test_unusable_database(tmp_path: Path, make, db: str, reason: str) -> None:
+    make(tmp_path)
+    line = one_line(edge(tmp_path, "serve", "--db", db))
+    assert line.startswith(f"edge: EDGE_DB (--db): {db}: ") and reason in line, line
+
+
+def test_unusable_database_for_a_state_command(tmp_path: Path) -> None:
+    (tmp_path / "d.db").mkdir()
+    line = one_line(edge(tmp_path, "keys", "list", "--db", "d.db"))
+    assert line == "edge: EDGE_DB (--db): d.db: is a folder, not a database file"
+
+
+def test_read_only_database(tmp_path: Path) -> None:
+    # A database the edge may read but not write. Root writes any file, so as root the edge
+    # runs without that privilege.
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    db = folder / "e.db"
+    one = edge(tmp_path, "keys", "list", "--db", str(db))
+    assert one.returncode == 0, one.stderr
+    db.chmod(0o444)
+    folder.chmod(0o555)
+    try:
+        line = one_line(edge(tmp_path, "serve", "--db", str(db), as_plain_user=True))
+    finally:
+        folder.chmod(0o755)
+    assert line == f"edge: EDGE_DB (--db): {db}: read-only: the edge must write to its database"
+
+
+def test_catalogue_that_does_not_validate(tmp_path: Path) -> None:
+    (tmp_path / "ads.json").write_text('{"campaigns": [{"id": "c"}]}')
+    line = one_line(edge(tmp_path, "serve", "--db", "e.db", "--catalogue", "ads.json"))
+    assert line.startswith("edge: EDGE_CATALOGUE (--catalogue): ads.json: 3 error(s), the first: ")
+    assert "edge catalogue validate" in line
+
+
+@pytest.mark.slow
+def test_busy_port_gives_the_bind_error_not_ready(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = edge(tmp_path, "serve", "--db", "e.db", "--port", str(port))
+    assert result.returncode != 0
+    assert "address already in use" in result.stderr.lower(), result.stderr
+    assert "environment ready" not in result.stderr + result.stdout
+
+
+@pytest.mark.slow
+def test_ready_is_logged_once_listening(tmp_path: Path) -> None:
+    with EdgeProcess(db=tmp_path / "e.db") as proc:
+        out = proc.output()
+    assert f"environment ready on {proc.url}" in out
+    # uvicorn reports the bound address before our line: the socket existed first.
+    assert out.index("Uvicorn running on") < out.index("environment ready")
