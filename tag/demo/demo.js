@@ -1,16 +1,43 @@
-// Demo page helper (not part of the tag): shows window.edgeTag events and adds a slot after
-// load the way a single-page app would. DOM APIs only, so it runs under the page's CSP.
+// Demo page helper (not part of the tag): logs window.edgeTag events with the time since the
+// page started loading, marks each slot with when it was filled and when its ad became
+// viewable, and adds a slot after load the way a single-page app would. DOM APIs only, so it
+// runs under the page's CSP (the labels are drawn by demo.css from data attributes).
 (() => {
   const tag = (window.edgeTag = window.edgeTag || new EventTarget());
-  const show = (event) => {
+  const seconds = () => (performance.now() / 1000).toFixed(1) + " s";
+  const slotOf = (id) =>
+    id ? document.querySelector(`[data-ad-slot="${CSS.escape(String(id))}"]`) : null;
+
+  const log = (event) => {
     const list = document.getElementById("tag-events");
     if (!list) return;
-    const item = document.createElement("li");
     const d = event.detail || {};
-    item.textContent = [event.type, d.slot_id, d.ad_id, d.reason].filter(Boolean).join(" ");
+    const item = document.createElement("li");
+    item.className = "events__item events__item--" + event.type;
+    const when = document.createElement("span");
+    when.className = "events__time";
+    when.textContent = seconds();
+    const what = [event.type, d.slot_id, d.ad_id, d.reason].filter(Boolean).join(" ");
+    item.append(when, " " + what);
     list.append(item);
+    list.scrollTop = list.scrollHeight; // the newest event stays in sight
   };
-  for (const type of ["filled", "empty", "viewable", "error"]) tag.addEventListener(type, show);
+
+  const mark = (event) => {
+    const d = event.detail || {};
+    const slot = slotOf(d.slot_id);
+    if (!slot) return;
+    if (event.type === "filled") slot.dataset.demoFilledAt = seconds();
+    if (event.type === "viewable") {
+      const share = Math.round((d.visible_ratio || 0) * 100);
+      slot.dataset.demoViewableAt = `${seconds()} (${share}% in view)`;
+    }
+  };
+
+  for (const type of ["filled", "empty", "viewable", "error"]) {
+    tag.addEventListener(type, log);
+    tag.addEventListener(type, mark);
+  }
 
   let added = 0;
   document.addEventListener("click", (event) => {
