@@ -109,6 +109,7 @@ SPEC_7 = {
     },
     "sandbox": {
         ("/ugc/v1/process", "post"): {200, 400, 401, 429, 502},
+        ("/v1/ugc/process", "post"): {200, 400, 401, 429, 502},
         ("/v1/ad-manager/campaigns", "get"): {200, 401},
     },
 }
@@ -142,7 +143,7 @@ MATCHED_ID = next(
     f"p-{i}" for i in range(50) if not sandbox_no_match(f"p-{i}")
 )  # reaches the matcher
 PARTNER = {  # path -> (product, a valid body or query, an invalid one)
-    "/v1/ugc/process": ("ugc", {"post_id": "p-1", "message": "kibble for a picky pup"}, {}),
+    "/v1/ugc/process": ("ugc", {"post_id": MATCHED_ID, "message": "kibble for a picky pup"}, {}),
     "/ugc/v1/process": ("ugc", {"post_id": MATCHED_ID, "message": "kibble for a picky pup"}, {}),
     "/v1/ai/process": ("ai", {"message_id": "m-1", "content": "grain-free kibble"}, {}),
     "/v1/ad-manager/campaigns": ("ad-manager", {}, {"limit": "0"}),
@@ -238,6 +239,7 @@ OPERATIONS = [
         ("sandbox+legacy", method, path)
         for path, method in [
             ("/ugc/v1/process", "post"),
+            ("/v1/ugc/process", "post"),
             ("/v1/ad-manager/campaigns", "get"),
             ("/v1/ad-manager/ad-sets", "get"),
             ("/ugc/process", "post"),

@@ -1,4 +1,6 @@
-"""The sandbox host's UGC match, POST /ugc/v1/process (SPEC 4.5, DESIGN 4.4).
+"""The sandbox host's UGC match, POST /ugc/v1/process (SPEC 4.5, DESIGN 4.4), also answered
+at production's path /v1/ugc/process so that moving to production changes only the host and
+the key.
 
 Same body and response schema as production's /v1/ugc/process, on the static catalogue the
 sandbox process loads at start-up; about one post_id in five gets the no-match body, by a
@@ -30,12 +32,14 @@ from edge.partner.render import ugc_body
 from matcher.types import MatchResult
 
 PATH = "/ugc/v1/process"
+PRODUCTION_PATH = "/v1/ugc/process"  # the same route, so partner code needs no path change
+PATHS = (PATH, PRODUCTION_PATH)
 
 
 def routes(ctx: Context) -> list[BaseRoute]:
     if ctx.settings.is_production:
         return []
-    return [Route(PATH, partial(process, ctx), methods=["POST"])]
+    return [Route(path, partial(process, ctx), methods=["POST"]) for path in PATHS]
 
 
 async def process(ctx: Context, request: Request) -> Response:
@@ -79,4 +83,11 @@ def _explain(result: MatchResult) -> dict[str, Any]:
 def openapi(ctx: Context) -> dict[str, Any]:
     if ctx.settings.is_production:
         return {}
-    return schemas.ugc_process_doc(ctx, PATH, sandbox=True)
+    doc = schemas.ugc_process_doc(ctx, PATH, sandbox=True)
+    op = doc["paths"][PATH]["post"]
+    op["description"] = (
+        f"Served at {PATH} and at production's {PRODUCTION_PATH}: the same route, so moving "
+        "to production changes only the host and the key."
+    )
+    doc["paths"][PRODUCTION_PATH] = {"post": op}
+    return doc

@@ -1,5 +1,5 @@
-"""The sandbox host (SPEC 4.5, 1 Environments, 9; DESIGN 4.4): /ugc/v1/process on the
-static catalogue, 1 in 5 no-match by post_id, 400/401, no billing, no AI, explain."""
+"""The sandbox host: /ugc/v1/process (and production's /v1/ugc/process) on the static
+catalogue, 1 in 5 no-match by post_id, 400/401, no billing, no AI, explain."""
 
 from __future__ import annotations
 
@@ -122,10 +122,23 @@ def test_no_billing_from_sandbox_pixels(make_client, script):
     assert claims.env == "sandbox" and claims.cpm_usd is None
 
 
-def test_sandbox_paths_only(make_client, sandbox):
+def test_the_production_path_is_the_same_route(sandbox):
+    # Moving from the sandbox to production changes only the host and the key.
     client, key = sandbox
+    for post_id in (MATCHING_IDS[2], NO_MATCH_ID):
+        body = {"post_id": post_id, "message": DOG, "explain": True}
+        here, there = (post_json(client, p, body, key) for p in (PATH, "/v1/ugc/process"))
+        assert here.status_code == there.status_code == 200
+        a, b = here.json(), there.json()
+        assert set(a) == set(b) and a["explain"]["outcome"] == b["explain"]["outcome"]
+        assert [ad["ad_id"] for ad in a.get("ads", [])] == [ad["ad_id"] for ad in b.get("ads", [])]
+    assert_error_shape(post_json(client, "/v1/ugc/process", {"post_id": "p"}, key), 400)
+    assert_error_shape(post_json(client, "/v1/ugc/process", {"post_id": "p"}, None), 401)
+
+
+def test_sandbox_paths_only(make_client, sandbox):
+    client, _key = sandbox
     body = {"post_id": "p", "message": DOG}
-    assert_error_shape(post_json(client, "/v1/ugc/process", body, key), 404)
     assert_error_shape(post_json(client, "/v1/ai/process", body, issue_key(client, "ai")), 404)
     assert client.get("/ugc/health").status_code == 200
     prod = make_client()
@@ -148,6 +161,11 @@ def test_sandbox_through_real_http(tmp_path):
         assert r.json()["ads"][0]["ad_id"] in {"ad-dog-food", "ad-dog-treats"}
         r = http.post(PATH, json={"post_id": NO_MATCH_ID, "message": DOG})
         assert r.json() == {"no_ad_retry_after_seconds": 900}
+        r = http.post("/v1/ugc/process", json={"post_id": MATCHING_IDS[0], "message": DOG})
+        assert r.status_code == 200 and r.json()["ads"][0]["ad_id"] in {
+            "ad-dog-food",
+            "ad-dog-treats",
+        }
         assert_error_shape(
             http.post(PATH, content=b"{", headers={"Content-Type": "application/json"}), 400
         )
