@@ -36,13 +36,18 @@ class EdgeProcess:
         port: int | None = None,
         settings: dict[str, str] | None = None,
         start_timeout: float = 90.0,
+        subcommand: str = "serve",
     ) -> None:
+        """``subcommand``: the ``edge`` sub-command to run (``serve``, or ``demo``)."""
         self.db = Path(db)
         self.env = env
         self.host = host
         self.port = port or free_port(host)
         self.settings = dict(settings or {})
         self.start_timeout = start_timeout
+        if subcommand not in ("serve", "demo"):
+            raise ValueError(f"subcommand is serve or demo, got {subcommand!r}")
+        self.subcommand = subcommand
         self.proc: subprocess.Popen[bytes] | None = None
         self._log = tempfile.NamedTemporaryFile(  # noqa: SIM115 (kept open while it runs)
             prefix="edge-", suffix=".log", delete=False
@@ -73,8 +78,8 @@ class EdgeProcess:
         return env
 
     def start(self) -> EdgeProcess:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "edge", "serve"],
+        self.proc = subprocess.Popen(  # noqa: S603 (our interpreter, a checked sub-command)
+            [sys.executable, "-m", "edge", self.subcommand],
             env=self.environ(),
             stdout=self._log,
             stderr=subprocess.STDOUT,
