@@ -22,7 +22,7 @@ README = (Path(__file__).parents[2] / "README.md").read_text()
 def demo(tmp_path: Path, env: str, db: str, port: int | None = None) -> EdgeProcess:
     settings = {"EDGE_CACHE_DIR": str(tmp_path / "cache"), "EDGE_ENV": env}
     return EdgeProcess(
-        db=tmp_path / "var" / db, env=env, port=port, settings=settings, command="demo"
+        db=tmp_path / "var" / db, env=env, port=port, settings=settings, subcommand="demo"
     )
 
 
