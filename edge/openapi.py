@@ -55,6 +55,15 @@ RETRY_AFTER = {
 }
 
 
+# Every operation also documents "default": any other status has the error shape too, so a
+# generated client parses it instead of failing on an undeclared status.
+DEFAULT_ERROR = {
+    "description": "Any other error status, in the one error shape",
+    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+}
+_METHODS = {"get", "put", "post", "delete", "options", "head", "patch", "trace"}
+
+
 def error_for(status: int) -> dict[str, Any]:
     """The response object of an error status, from ``ERRORS`` (Retry-After where sent)."""
     resp = error_response(ERRORS[status])
@@ -98,9 +107,21 @@ def build_document(ctx: Context, fragments: Iterable[dict[str, Any]]) -> dict[st
         "paths": {},
         "components": {
             "schemas": {"Error": ERROR_SCHEMA},
-            "securitySchemes": {"ApiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key"}},
+            "securitySchemes": {
+                "ApiKey": {
+                    "type": "apiKey",
+                    "in": "header",
+                    "name": "X-API-Key",
+                    "description": "A key of the route's product (UGC, AI or Ad Manager) and "
+                    "this environment, sent as is in X-API-Key (not as a bearer token)",
+                }
+            },
         },
     }
     for fragment in fragments:
         _merge(doc, fragment, "")
+    for ops in doc["paths"].values():
+        for method, op in ops.items():
+            if method in _METHODS:
+                op["responses"].setdefault("default", DEFAULT_ERROR)
     return doc

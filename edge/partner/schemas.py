@@ -86,10 +86,18 @@ CREATIVE = {
 _CREATIVE_REQ = list(CREATIVE)
 UGC_AD = {
     "type": "object",
-    "description": "SPEC 2.1 plus ad_id. pixel_trackers also holds the edge's own pixel "
+    "description": "A matched ad, with ad_id. pixel_trackers also holds the edge's own pixel "
     "(vendor `edge`, /dea/ugc/impression), which counts the impression when fired.",
     "required": [*_CREATIVE_REQ, "ad_id"],
-    "properties": {**CREATIVE, "ad_id": {"type": "string"}},
+    "properties": {
+        **CREATIVE,
+        "ad_id": {
+            "type": "string",
+            "description": "The catalogue ad's id, a string. Note: AI answers "
+            "(/v1/ai/process) carry `ad_id` as an integer instead; keep the two types apart "
+            "in a typed client.",
+        },
+    },
 }
 GEO_TARGET = {
     "type": ["object", "null"],
@@ -121,13 +129,13 @@ UGC_REQUEST: dict[str, Any] = {
 }
 UGC_MATCHED: dict[str, Any] = {
     "type": "object",
-    "description": "Matched (ads ordered by relevance) or empty (ads: [], SPEC 2.5)",
+    "description": "Matched (ads ordered by relevance) or empty (ads: [])",
     "required": ["post_id", "ads"],
     "properties": {"post_id": {"type": "string"}, "ads": {"type": "array", "items": ref("UgcAd")}},
 }
 NO_MATCH: dict[str, Any] = {
     "type": "object",
-    "description": "No match (SPEC 2.4): no `ads` field; do not ask again before this",
+    "description": "No match: no `ads` field; do not ask again before this many seconds",
     "required": ["no_ad_retry_after_seconds"],
     "additionalProperties": False,
     "properties": {"no_ad_retry_after_seconds": {"type": "integer", "minimum": 1}},
@@ -225,7 +233,14 @@ AI_AD = {
     "type": "object",
     "required": ["ad_id", "placement", *_CREATIVE_REQ, "render_impression_url"],
     "properties": {
-        "ad_id": {"type": "integer", "minimum": 1, "description": "Stable per ad"},
+        "ad_id": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 2**53 - 1,
+            "description": "An integer, stable per ad, derived from the catalogue ad's string "
+            "id (below 2^53, so exact in JavaScript). Note: UGC answers carry the string id "
+            "as `ad_id` instead; keep the two types apart in a typed client.",
+        },
         "placement": {"type": "string", "enum": ["after_message"]},
         **CREATIVE,
         "render_impression_url": {"type": "string", "format": "uri"},

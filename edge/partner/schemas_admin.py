@@ -32,15 +32,41 @@ _GEO = {
         "countries": {"type": "array", "items": {"type": "string"}},
         "states": {"type": "array", "items": {"type": "string"}},
         "dmas": {"type": "array", "items": {"type": "string"}},
-        "cities": {"type": "array", "items": {"type": "object"}},
+        "cities": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["city", "state"],
+                "properties": {
+                    "city": {"type": "string"},
+                    "state": {"type": "string", "examples": ["US-TX"]},
+                },
+            },
+        },
         "zipcodes": {"type": "array", "items": {"type": "string"}},
-        "radius": {"type": "array", "items": {"type": "object"}},
+        "radius": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["lat", "lon", "km"],
+                "properties": {
+                    "lat": {"type": "number"},
+                    "lon": {"type": "number"},
+                    "km": {"type": "number"},
+                },
+            },
+        },
     },
 }
 _CATALOGUE_AD = {
     "type": "object",
+    "required": ["id", "title", "cta", "description", "click_through_url", "ttl_seconds"],
     "properties": {
-        "id": {"type": "string"},
+        "id": {
+            "type": "string",
+            "description": "The ad's id: a string, as in UGC answers' `ad_id` (AI answers carry "
+            "an integer `ad_id` derived from it instead)",
+        },
         "title": {"type": "string"},
         "cta": {"type": "string"},
         "description": {"type": "string"},
@@ -50,22 +76,28 @@ _CATALOGUE_AD = {
         "pixel_trackers": {"type": "array", "items": ref("PixelTracker")},
     },
 }
+_AD_SET_FIELDS = {
+    "id": {"type": "string"},
+    "products": {"type": "array", "items": {"enum": ["ugc", "ai"]}},
+    "pricing_model": _PRICING,
+    "geo": _GEO,
+    "ads": {"type": "array", "items": ref("CatalogueAd")},
+}
+CAMPAIGN_AD_SET = {
+    "type": "object",
+    "description": "An ad set inside its campaign, in the catalogue file's format",
+    "required": ["id", "products", "pricing_model", "ads"],
+    "properties": _AD_SET_FIELDS,
+}
 AD_SET = {
     "type": "object",
-    "description": "A catalogue ad set (DESIGN 3) and the campaign it belongs to",
+    "description": "A catalogue ad set and the id of the campaign it belongs to",
     "required": ["id", "campaign_id", "products", "pricing_model", "ads"],
-    "properties": {
-        "id": {"type": "string"},
-        "campaign_id": {"type": "string"},
-        "products": {"type": "array", "items": {"enum": ["ugc", "ai"]}},
-        "pricing_model": _PRICING,
-        "geo": _GEO,
-        "ads": {"type": "array", "items": _CATALOGUE_AD},
-    },
+    "properties": {**_AD_SET_FIELDS, "campaign_id": {"type": "string"}},
 }
 CAMPAIGN = {
     "type": "object",
-    "description": "A catalogue campaign with its ad sets (DESIGN 3)",
+    "description": "A catalogue campaign with its ad sets, in the catalogue file's format",
     "required": ["id", "advertiser_name", "status", "ad_sets"],
     "properties": {
         "id": {"type": "string"},
@@ -83,7 +115,7 @@ CAMPAIGN = {
             "type": ["number", "null"],
             "description": "Most USD billed per UTC day; null: no daily cap",
         },
-        "ad_sets": {"type": "array", "items": {"type": "object"}},
+        "ad_sets": {"type": "array", "items": ref("CampaignAdSet")},
     },
 }
 
@@ -149,6 +181,8 @@ def ad_manager_doc(
                 "PixelTracker": PIXEL,
                 "Campaign": CAMPAIGN,
                 "AdSet": AD_SET,
+                "CampaignAdSet": CAMPAIGN_AD_SET,
+                "CatalogueAd": _CATALOGUE_AD,
                 "CampaignPage": _page("Campaign", "campaigns"),
                 "AdSetPage": _page("AdSet", "ad_sets"),
             }
@@ -156,15 +190,15 @@ def ad_manager_doc(
     }
 
 
-# -- earlier-described routes (SPEC 4.8, 4.9) ------------------------------------------------------
+# -- earlier-described routes (behind EDGE_LEGACY_API) ---------------------------------------
 
 LEGACY_AD = {
     "type": "object",
-    "description": "SPEC 2.1 + 2.2",
+    "description": "The UGC ad fields plus pricing_model and relevancy_score",
     "required": [*UGC_AD["required"], "pricing_model", "relevancy_score"],
     "properties": {
         **CREATIVE,
-        "ad_id": {"type": "string"},
+        "ad_id": {"type": "string", "description": "The catalogue ad's id (a string)"},
         "pricing_model": _PRICING,
         "relevancy_score": {"type": "number", "minimum": 0, "maximum": 1},
     },

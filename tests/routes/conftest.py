@@ -44,7 +44,9 @@ def operation(doc: dict[str, Any], method: str, path: str) -> dict[str, Any] | N
 def documented_statuses(doc: dict[str, Any], method: str, path: str) -> set[int] | None:
     """Statuses the document gives for an operation; None when it has no such operation."""
     op = operation(doc, method, path)
-    return None if op is None else {int(code) for code in op["responses"]}
+    if op is None:
+        return None
+    return {int(code) for code in op["responses"] if code != "default"}
 
 
 def body_schema(doc: dict[str, Any], method: str, path: str, status: int) -> dict | None:
