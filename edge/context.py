@@ -24,6 +24,7 @@ from edge.housekeeping import Housekeeping
 from edge.ivt import TrafficClassifier
 from edge.keys import Keyring
 from edge.matching import StateWrites
+from edge.partner.idempotency import ReplayCache
 from edge.partner.listing import Listing
 from edge.ratelimit import RateLimits
 from edge.settings import Settings, SettingsError
@@ -51,6 +52,7 @@ class Context:
     spend: SpendLedger  # billed USD per campaign: the pacing gate's and billing's input
     estimates: EstimatesRefresher  # keeps the matcher's click-through estimates fresh
     state_writes: StateWrites  # the matcher's post-decision writes in flight
+    ugc_replays: ReplayCache  # recent UGC match answers, so a retry is answered once
     housekeeping: Housekeeping  # prunes expired matcher state, a background task
     traffic: TrafficClassifier  # invalid traffic: bots, client binding, per-client rates
     tag_limits: TagLimits  # the tag routes' per-client and per-publisher request limits
@@ -89,6 +91,7 @@ class Context:
             spend=SpendLedger(clock),
             estimates=EstimatesRefresher(settings.estimates_refresh_seconds),
             state_writes=StateWrites(),
+            ugc_replays=ReplayCache(),
             housekeeping=Housekeeping(),
             traffic=TrafficClassifier(settings, clock),
             tag_limits=TagLimits(settings, clock),

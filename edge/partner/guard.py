@@ -18,10 +18,12 @@ class Admission:
     headers: dict[str, str]  # the RateLimit fields, sent on the answer too
 
 
-async def admit(ctx: Context, request: Request, product: str) -> Admission:
+async def admit(ctx: Context, request: Request, product: str, *, count: bool = True) -> Admission:
     """The caller's key if it is valid for ``product`` and within its rate; else 401/429.
 
-    The key is checked first so an unknown caller cannot spend a real key's budget.
+    The key is checked first so an unknown caller cannot spend a real key's budget. With
+    ``count=False`` the route counts the request itself (``count_request``): a retry it
+    answers from memory is not a new request.
     """
     try:
         key = await require_key(ctx, request, product)
@@ -35,5 +37,11 @@ async def admit(ctx: Context, request: Request, product: str) -> Admission:
     # Errors raised after this point (a bad body: 400/413/415/422, a 502) carry them too;
     # the error handler reads them from here.
     request.state.rate_limit_headers = headers
-    ctx.counters.add("key", key.key_id, "requests")
-    return Admission(key, headers)
+    admission = Admission(key, headers)
+    if count:
+        count_request(ctx, admission)
+    return admission
+
+
+def count_request(ctx: Context, admission: Admission) -> None:
+    ctx.counters.add("key", admission.key.key_id, "requests")

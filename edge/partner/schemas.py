@@ -176,6 +176,16 @@ UGC_COMPONENTS = {
 }
 
 
+RETRIES = (
+    "Retries are safe. The same call (same key, body and X-Forwarded-For) within 120 s of "
+    "an answer gets that answer again, marked `Idempotent-Replayed: true`, without a second "
+    "match, request count or serve; a retry sent while the first call is still being "
+    "matched waits for it. On a timeout or a dropped connection, retry the same body. On a "
+    "502, wait `Retry-After` seconds and retry the same body: a 502 is not remembered, so "
+    "the retry is matched afresh. After 120 s the same body is a new request."
+)
+
+
 def ugc_process_doc(ctx: Context, path: str, *, sandbox: bool) -> dict[str, Any]:
     components: dict[str, Any] = dict(UGC_COMPONENTS)
     response: dict[str, Any] = {"oneOf": [ref("UgcMatched"), ref("NoMatch")]}
@@ -209,7 +219,17 @@ def ugc_process_doc(ctx: Context, path: str, *, sandbox: bool) -> dict[str, Any]
     op = operation(
         ctx,
         summary,
-        json_body(response, "Matched, empty or no match"),
+        {
+            **json_body(response, "Matched, empty or no match"),
+            "headers": {
+                "Idempotent-Replayed": {
+                    "description": "`true` when this answers a retry of the same call (same "
+                    "key, body and X-Forwarded-For) within 120 s: the first call's answer "
+                    "again, counted once",
+                    "schema": {"const": "true"},
+                }
+            },
+        },
         (400, 401, 413, 415, 429, 502),
         tag="ugc",
         body=request,
@@ -224,6 +244,7 @@ def ugc_process_doc(ctx: Context, path: str, *, sandbox: bool) -> dict[str, Any]
             }
         ],
     )
+    op["description"] = RETRIES
     return {"paths": {path: {"post": op}}, "components": {"schemas": components}}
 
 

@@ -18,7 +18,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from edge.context import Context
-from edge.http import json_response, read_json
+from edge.http import read_json
 from edge.partner import schemas
 from edge.partner.bodies import parse_ugc
 from edge.partner.flow import (
@@ -27,7 +27,8 @@ from edge.partner.flow import (
     match_ugc,
     sandbox_no_match,
 )
-from edge.partner.guard import admit
+from edge.partner.guard import admit, count_request
+from edge.partner.idempotency import answer_once
 from edge.partner.render import ugc_body
 from matcher.types import MatchResult
 
@@ -43,25 +44,34 @@ def routes(ctx: Context) -> list[BaseRoute]:
 
 
 async def process(ctx: Context, request: Request) -> Response:
-    admission = await admit(ctx, request, "ugc")
-    data = await read_json(request, max_bytes=ctx.settings.max_body_bytes)
-    body = parse_ugc(data, sandbox=True)
-    if sandbox_no_match(body.post_id):
-        out: dict[str, Any] = {"no_ad_retry_after_seconds": SANDBOX_NO_MATCH_SECONDS}
-        ctx.counters.add("key", admission.key.key_id, "no_matches")
-        why = {
-            "outcome": "no_match",
-            "reason": "sandbox_sample",
-            "detail": f"about one post_id in {SANDBOX_NO_MATCH_ONE_IN} gets the no-match "
-            "body in the sandbox, chosen by a hash of post_id; change post_id to match",
-        }
-    else:
-        result = await match_ugc(ctx, request, body, admission.key.key_id)
-        out = ugc_body(ctx, result, body.post_id)
-        why = _explain(result)
-    if body.explain:
-        out["explain"] = why
-    return json_response(out, headers={**admission.headers, "Cache-Control": "no-store"})
+    admission = await admit(ctx, request, "ugc", count=False)
+    try:
+        data = await read_json(request, max_bytes=ctx.settings.max_body_bytes)
+        body = parse_ugc(data, sandbox=True)
+    except Exception:
+        count_request(ctx, admission)  # a refused body is a request, never a retry
+        raise
+
+    async def answer() -> dict[str, Any]:
+        count_request(ctx, admission)
+        if sandbox_no_match(body.post_id):
+            out: dict[str, Any] = {"no_ad_retry_after_seconds": SANDBOX_NO_MATCH_SECONDS}
+            ctx.counters.add("key", admission.key.key_id, "no_matches")
+            why = {
+                "outcome": "no_match",
+                "reason": "sandbox_sample",
+                "detail": f"about one post_id in {SANDBOX_NO_MATCH_ONE_IN} gets the no-match "
+                "body in the sandbox, chosen by a hash of post_id; change post_id to match",
+            }
+        else:
+            result = await match_ugc(ctx, request, body, admission.key.key_id)
+            out = ugc_body(ctx, result, body.post_id)
+            why = _explain(result)
+        if body.explain:
+            out["explain"] = why
+        return out
+
+    return await answer_once(ctx, request, admission, data, answer)
 
 
 def _explain(result: MatchResult) -> dict[str, Any]:
@@ -87,7 +97,7 @@ def openapi(ctx: Context) -> dict[str, Any]:
     op = doc["paths"][PATH]["post"]
     op["description"] = (
         f"Served at {PATH} and at production's {PRODUCTION_PATH}: the same route, so moving "
-        "to production changes only the host and the key."
+        f"to production changes only the host and the key. {op['description']}"
     )
     doc["paths"][PRODUCTION_PATH] = {"post": op}
     return doc

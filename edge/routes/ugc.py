@@ -11,11 +11,12 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from edge.context import Context
-from edge.http import json_response, read_json
+from edge.http import read_json
 from edge.partner import schemas
 from edge.partner.bodies import parse_ugc
 from edge.partner.flow import match_ugc
-from edge.partner.guard import admit
+from edge.partner.guard import admit, count_request
+from edge.partner.idempotency import answer_once
 from edge.partner.render import ugc_body
 
 PATH = "/v1/ugc/process"
@@ -28,13 +29,20 @@ def routes(ctx: Context) -> list[BaseRoute]:
 
 
 async def process(ctx: Context, request: Request) -> Response:
-    admission = await admit(ctx, request, "ugc")
-    body = parse_ugc(await read_json(request, max_bytes=ctx.settings.max_body_bytes))
-    result = await match_ugc(ctx, request, body, admission.key.key_id)
-    return json_response(
-        ugc_body(ctx, result, body.post_id),
-        headers={**admission.headers, "Cache-Control": "no-store"},
-    )
+    admission = await admit(ctx, request, "ugc", count=False)
+    try:
+        data = await read_json(request, max_bytes=ctx.settings.max_body_bytes)
+        body = parse_ugc(data)
+    except Exception:
+        count_request(ctx, admission)  # a refused body is a request, never a retry
+        raise
+
+    async def answer() -> dict[str, Any]:
+        count_request(ctx, admission)
+        result = await match_ugc(ctx, request, body, admission.key.key_id)
+        return ugc_body(ctx, result, body.post_id)
+
+    return await answer_once(ctx, request, admission, data, answer)
 
 
 def openapi(ctx: Context) -> dict[str, Any]:

@@ -271,7 +271,7 @@ def test_outcomes_are_counted_per_key_and_ad(prod, script):
     client, _ = prod
     call(prod, POST)
     script.outcome, script.retry_after = "no_match", 600
-    call(prod, POST)
+    call(prod, {**POST, "post_id": "p-43"})  # another post: the same one would be a retry
     rows = {(s, c): n for s, _i, c, n in client.app.state.ctx.counters.take()}
     assert rows[("key", "requests")] == 2
     assert rows[("key", "matches")] == 1 and rows[("key", "no_matches")] == 1
