@@ -17,7 +17,19 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from edge.context import Context
 from edge.errors import exception_handlers
 from edge.middleware import CORSMiddleware, GeofenceMiddleware, SecurityHeadersMiddleware
-from edge.routes import RouteModule, ad_manager, ai, dea, health, legacy, meta, sandbox, tag, ugc
+from edge.routes import (
+    RouteModule,
+    ad_manager,
+    ai,
+    dea,
+    health,
+    impressions,
+    legacy,
+    meta,
+    sandbox,
+    tag,
+    ugc,
+)
 from edge.settings import Settings
 from edge.store import Store
 
@@ -26,7 +38,17 @@ TAG_SCRIPT_PREFIX = "/dea/tag."  # /dea/tag.js and the versioned /dea/tag.<versi
 
 
 # Every route family, each with `routes(ctx)` and `openapi(ctx)`.
-ROUTE_MODULES: tuple[RouteModule, ...] = (health, ugc, ai, ad_manager, sandbox, legacy, dea, tag)
+ROUTE_MODULES: tuple[RouteModule, ...] = (
+    health,
+    ugc,
+    ai,
+    ad_manager,
+    impressions,
+    sandbox,
+    legacy,
+    dea,
+    tag,
+)
 
 
 def build_routes(ctx: Context) -> list[BaseRoute]:

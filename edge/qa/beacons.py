@@ -11,10 +11,11 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from edge.keys import Keyring
 from edge.settings import Settings
 from edge.store import open_store
 
@@ -69,6 +70,18 @@ class BeaconReader:
             f"{scope} {scope_id} {counter} == {expected}",
             timeout,
         )
+
+    def impressions(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """What the edge recorded for the tag's impression ids (as ``EdgeEvents`` reads it
+        over HTTP): ``{impression_id: record}``, ids not recorded absent."""
+        found = self._run(self._store.impressions_by_tag_id(list(dict.fromkeys(ids))))
+        return {iid: {**record, "impression_id": iid} for iid, record in found.items()}
+
+    def issue_key(self, env: str, product: str, name: str = "qa kit") -> str:
+        """A new key of this edge (``edge keys issue``); printed nowhere, stored hashed."""
+        keyring = Keyring(self._store, time.time, 0)
+        key, _record = self._run(keyring.issue(env, product, name))
+        return key
 
     def register_publisher(self, publisher_id: str, origins: list[str]) -> None:
         """Let pages on ``origins`` embed the tag as ``publisher_id`` (``edge publishers add``).

@@ -165,6 +165,11 @@ class EventStore(abc.ABC):
         """Impressions stored (of one kind); what fault tests compare acknowledgements with."""
 
     @abc.abstractmethod
+    async def impressions_by_tag_id(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The impression recorded for each of the tag's impression ids that has one:
+        ``{id: {kind, ad_id, campaign_id, publisher_id, slot_id, post_id, at}}``."""
+
+    @abc.abstractmethod
     async def upsert_publisher(self, publisher_id: str, origins: list[str], at: float) -> None:
         """Register a publisher or add origins to it (never removes one)."""
 
@@ -205,6 +210,11 @@ class SQLiteEventStore(SQLitePrimitives, EventStore):
 
     async def impression_count(self, kind: ImpressionKind | None = None) -> int:
         return await self.read(_impression_count, kind)
+
+    async def impressions_by_tag_id(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        if not ids:
+            return {}
+        return await self.read(_impressions_by_tag_id, list(ids))
 
     async def upsert_publisher(self, publisher_id: str, origins: list[str], at: float) -> None:
         if not valid_publisher_id(publisher_id):
@@ -384,6 +394,21 @@ def _impression_count(conn: sqlite3.Connection, kind: str | None) -> int:
         return int(conn.execute("SELECT count(*) FROM impressions").fetchone()[0])
     sql = "SELECT count(*) FROM impressions WHERE kind = ?"
     return int(conn.execute(sql, (kind,)).fetchone()[0])
+
+
+_TAG_ID = "iid:"  # the dedupe key the tag's impression id is stored under
+
+
+def _impressions_by_tag_id(conn: sqlite3.Connection, ids: list[str]) -> dict[str, dict[str, Any]]:
+    marks = ",".join("?" * len(ids))
+    rows = conn.execute(
+        "SELECT k.dedupe_key, i.kind, i.ad_id, i.campaign_id, i.publisher_id, i.slot_id,"
+        " i.post_id, i.at FROM impression_keys k JOIN impressions i ON i.id = k.impression_id"
+        f" WHERE k.dedupe_key IN ({marks})",
+        [_TAG_ID + i for i in ids],
+    )
+    names = ("kind", "ad_id", "campaign_id", "publisher_id", "slot_id", "post_id", "at")
+    return {key[len(_TAG_ID) :]: dict(zip(names, rest, strict=True)) for key, *rest in rows}
 
 
 def _upsert_publisher(
