@@ -1,5 +1,5 @@
 """Synthetic demand and content for the benchmarks: catalogues of any size in the catalogue
-file format (DESIGN 3), their ad vectors without embedding every ad, and posts.
+file format, their ad vectors without embedding every ad, and posts.
 
 Ads are variations on a few dozen real topics; each ad's vector is the real embedding of its
 topic's ad text plus a little Gaussian noise, so a post about dog food is near the dog-food
@@ -252,7 +252,7 @@ def ad_text(topic: Topic, variant: int) -> tuple[str, str]:
 
 
 def catalogue_dict(ads: int, seed: int = 7) -> dict:
-    """A valid catalogue file (DESIGN 3) of ``ads`` ads in campaigns of ten."""
+    """A valid catalogue file of ``ads`` ads in campaigns of ten."""
     rng = random.Random(seed)
     campaigns = []
     for c in range((ads + ADS_PER_CAMPAIGN - 1) // ADS_PER_CAMPAIGN):

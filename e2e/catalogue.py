@@ -1,4 +1,4 @@
-"""The e2e edge's own small catalogue (DESIGN 3): one clear ad per topic of the test pages.
+"""The e2e edge's own small catalogue: one clear ad per topic of the test pages.
 
 Pixel trackers point at the page server, which counts each fire per publisher (it reads
 the publisher from the page URL in the pixel request's Referer).

@@ -32,7 +32,7 @@ READER_UA = (
 def browser_type_launch_args(browser_type_launch_args):
     return {
         **browser_type_launch_args,
-        "executable_path": CHROMIUM,  # the real binary, not Debian's sh wrapper (RECIPES 1)
+        "executable_path": CHROMIUM,  # the real binary, not Debian's sh wrapper
         "args": [
             "--disable-gpu",
             "--disable-dev-shm-usage",

@@ -65,7 +65,7 @@ def build_middleware(ctx: Context) -> list[Middleware]:
     Headers outermost, so every answer (CORS refusals, geofence 403s) carries them; CORS
     before the geofence, so preflights are answered without a geo decision and a 403 from
     the geofence still carries the CORS grant the tag needs to read it; the geofence only
-    in production (SPEC 1: the sandbox does not apply it).
+    in production (the sandbox has no US-only rule).
     """
     stack = [
         Middleware(

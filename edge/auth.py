@@ -1,4 +1,4 @@
-"""Key check for partner routes (SPEC 5): one product per key, one environment per process."""
+"""Key check for partner routes: one product per key, one environment per process."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """Signed beacon material shared by the routes that hand it out and those that take it back.
 
-- AI beacon URLs (SPEC 2.6, DESIGN 4.7): built by ``/v1/ai/process``, verified by
+- AI beacon URLs: built by ``/v1/ai/process``, verified by
   ``/dea/ai/impressions/{render,view}``. ``sig`` covers kind, ad, message and conversation.
-- Impression tokens (DESIGN 4.8): issued with every filled ``/dea`` placement and inside the
+- Impression tokens: issued with every filled ``/dea`` placement and inside the
   edge's own pixel of a ``/v1/ugc/process`` ad; single-use (the token id is the dedupe key)
   and valid for ``IMPRESSION_TOKEN_TTL_SECONDS``.
 """

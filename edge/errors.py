@@ -1,4 +1,4 @@
-"""The error family and the one JSON error shape every route answers with (DESIGN 4.9).
+"""The error family and the one JSON error shape every route answers with.
 
 ``{"error": {"code": "...", "message": "...", "field": "..."}}``; ``field`` only where one
 field is at fault. Handlers below turn our errors, Starlette's HTTP errors (404, 405) and

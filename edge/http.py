@@ -50,7 +50,7 @@ async def read_json(
 
     ``allow_text_plain`` admits ``text/plain`` bodies (``navigator.sendBeacon`` sends them
     without a CORS preflight). ``invalid`` is the error for unparsable JSON: 400 on most
-    routes, 422 on ``/v1/ai/process`` (SPEC 7).
+    routes, 422 on ``/v1/ai/process``.
     """
     ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
     accepted = ("application/json", "text/plain") if allow_text_plain else ("application/json",)

@@ -1,4 +1,4 @@
-"""Product-scoped API keys (SPEC 5, DESIGN 4.5).
+"""Product-scoped API keys.
 
 A key reads ``prod-ugc-<32 base62>-<6 base62 checksum>`` (``sandbox-`` for the sandbox;
 products ``ugc``, ``ai``, ``ad-manager``). The checksum (CRC32 of what precedes it) lets a
@@ -24,7 +24,7 @@ from edge.store.base import KeyRecord, Store
 PRODUCTS = ("ugc", "ai", "ad-manager")
 ENV_PREFIX = {"production": "prod", "sandbox": "sandbox"}
 PREFIX_ENV = {v: k for k, v in ENV_PREFIX.items()}
-SECONDARY_TTL_SECONDS = 24 * 3600  # SPEC 4.8 and 8: the previous key lives 24 hours
+SECONDARY_TTL_SECONDS = 24 * 3600  # after a rotation the previous key lives 24 hours
 _ALPHABET = string.digits + string.ascii_letters
 _RANDOM_LEN = 32  # ~190 bits
 _CHECK_LEN = 6

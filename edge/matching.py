@@ -1,7 +1,7 @@
 """The edge's one way into the matcher: loaded once at start-up, called with a deadline.
 
 Both the partner routes (/v1) and the delivery routes (/dea) call ``match`` here, so they
-share the one in-process matcher instance (DESIGN 1). This module also adapts the store to
+share the one in-process matcher instance. This module also adapts the store to
 the matcher's ``MatchState`` protocol (the matcher never imports edge) and feeds it the
 spend per campaign for the pacing gate from the in-memory ledger (``edge.spend``), so no
 request waits on a billing query.

@@ -1,4 +1,4 @@
-"""Per-key request rate limits (SPEC 7: 429), one GCRA limiter per product.
+"""Per-key request rate limits (429 past them), one GCRA limiter per product.
 
 GCRA (the generic cell rate algorithm) is a token bucket kept as one number per key, the
 "theoretical arrival time" (TAT): each request pushes it ``period / requests`` seconds on,

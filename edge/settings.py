@@ -310,7 +310,7 @@ class Settings:
                 raise SettingsError(f"{source}: {exc}") from None
         settings = cls(**values)
         if settings.catalogue is not None and not settings.is_production:
-            # DESIGN 4.4: the sandbox answers from the static catalogue shipped in the package,
+            # The sandbox answers from the static catalogue shipped in the package,
             # so a partner's test results do not depend on how the host was started.
             raise SettingsError(
                 "EDGE_CATALOGUE: the sandbox always serves its bundled catalogue; "

@@ -1,4 +1,4 @@
-"""HMAC signing of what the edge hands out and later takes back (DESIGN 4.7, 4.8).
+"""HMAC signing of what the edge hands out and later takes back.
 
 Two things are signed: AI beacon URLs (``sig`` over kind, ad, message and conversation) and
 impression tokens (a compact payload the tag or a pixel sends back when an ad is seen).

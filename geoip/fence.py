@@ -1,4 +1,4 @@
-"""The US-only decision of the production geofence (SPEC 1, 5.11; DESIGN 4.6).
+"""The US-only decision of the production geofence.
 
 Fail closed: an address the database does not place, or that is not an address at all, is
 refused like a non-US one. Loopback and private ranges pass only when the operator allows

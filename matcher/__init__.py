@@ -1,6 +1,6 @@
 """In-process matching engine: catalogue, embeddings, brand safety, geo, eligibility, ranking.
 
-Never imports ``edge``; the edge calls ``Matcher.match`` in-process (DESIGN 1).
+Never imports ``edge``; the edge calls ``Matcher.match`` in-process.
 """
 
 from matcher.catalogue import Catalogue, CatalogueError, load_catalogue, parse_catalogue

@@ -1,4 +1,4 @@
-"""The catalogue (DESIGN 3): loaded, validated, and indexed by ad id and ad number.
+"""The catalogue: loaded, validated, and indexed by ad id and ad number.
 
 The file's shape is checked by ``matcher.catalogue_schema`` (every error with its JSON
 path); this module turns a valid file into the ``Catalogue`` the matcher and the edge use.

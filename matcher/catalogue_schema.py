@@ -1,4 +1,4 @@
-"""Validation of the catalogue file's shape (DESIGN 3), every error with its JSON path.
+"""Validation of the catalogue file's shape, every error with its JSON path.
 
 Unknown fields are errors, not ignored: a typo such as ``"budget"`` for ``"budget_usd"``
 would otherwise silently drop the advertiser's cap. The walk collects every problem
@@ -157,7 +157,7 @@ def normalise_state(code: str) -> str | None:
     return f"US-{code}" if code in STATES else None
 
 
-# -- the walk over DESIGN 3's shape -----------------------------------------------------------
+# -- the walk over the file's shape (docs/catalogue.md) ----------------------------------------
 
 
 def _campaign(c: _Checker, raw: Any, path: str, seen: dict[str, set[str]]) -> Campaign | None:

@@ -5,7 +5,7 @@ its SHA-256 before onnxruntime sees it (a young package; a swapped file must not
 silently). The tokenizer is the project's own copy (``data/minilm_tokenizer.json``, Apache-2.0,
 see ``data/NOTICE``). Nothing is downloaded at run time.
 
-Cost is linear in tokens (RECIPES 4: ~12 ms for 32 tokens on one core), so every text goes
+Cost is linear in tokens (~12 ms for 32 tokens on one core, measured here), so every text goes
 through a bounded token window: the first ``HEAD_TOKENS`` and the last ``TAIL_TOKENS``
 word pieces. The head carries the topic of nearly every post; the tail keeps the sign-off
 or the question at the end of a long one. A 10,000-character post therefore costs the same

@@ -5,7 +5,7 @@ thread's state, the clock and the spend); ``match`` wraps it with the state read
 writes and runs the model work on the matcher's own single worker thread, never on the
 caller's event loop.
 
-Outcomes (DESIGN 4.3): ``no_match`` when the content is unsafe or nothing eligible is
+Outcomes: ``no_match`` when the content is unsafe or nothing eligible is
 relevant (with a growing retry window per post); ``empty`` when relevant, eligible ads
 exist but none may be shown now (disabled in this thread, frequency-capped, out of budget);
 ``matched`` otherwise, best first.

@@ -1,4 +1,4 @@
-"""Geo targeting (SPEC 4.2 geo rules): resolve the user's richest signal, expand it to every
+"""Geo targeting: resolve the user's richest signal, expand it to every
 containing granularity, and test an ad set's targets against it.
 
 Precedence: lat+lon, then ZIP, then city (+state), then DMA, then state. A country alone and
@@ -348,7 +348,7 @@ def has_targets(geo: GeoTargets | None) -> bool:
 
 
 def targets_match(geo: GeoTargets | None, loc: Location | None) -> tuple[bool, str]:
-    """(matches, why): any target containing the user matches (SPEC 4.2 rule 1)."""
+    """(matches, why): any target containing the user matches."""
     if not has_targets(geo):
         return True, "untargeted (all of the US)"
     assert geo is not None

@@ -11,7 +11,7 @@ which ``tests/matcher/test_index.py`` measures (recall of the above-floor candid
 against exact search).
 
 Chosen over an HNSW library: no new dependency, a build of a few seconds instead of
-25-85 s (RECIPES 4), no extra memory beyond a permutation, and recall that is tunable by
+25-85 s, no extra memory beyond a permutation, and recall that is tunable by
 ``nprobe`` alone.
 """
 

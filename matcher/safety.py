@@ -1,4 +1,5 @@
-"""Brand safety (SPEC 1: news or tragedy gets no ad): a lexicon plus an embedding classifier.
+"""Brand safety: a lexicon plus an embedding classifier. Content about news or tragedy gets
+no ad, whatever the demand.
 
 Two layers, either one blocks:
 

@@ -7,9 +7,10 @@ out-of-fold probabilities (so it is not tuned on the rows it was fitted to), and
 precision and recall on the ``heldout`` rows, which neither the weights nor the threshold saw;
 ``make bench`` prints it and a test holds it to floors.
 
-The threshold aims at SPEC 1's asymmetry: missing news next to an ad is worse than a lost
-impression, so it is the highest threshold that keeps out-of-fold recall >= ``TARGET_RECALL``
-with the lexicon's help, provided at most ``MAX_SAFE_BLOCKED`` of safe texts are blocked.
+The threshold aims at the rule's asymmetry (news or tragedy never gets an ad): missing news
+next to an ad is worse than a lost impression, so it is the highest threshold that keeps
+out-of-fold recall >= ``TARGET_RECALL`` with the lexicon's help, provided at most
+``MAX_SAFE_BLOCKED`` of safe texts are blocked.
 """
 
 from __future__ import annotations

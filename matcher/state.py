@@ -1,4 +1,4 @@
-"""Suppression and backoff state (DESIGN 4.3), behind a small protocol the caller supplies.
+"""Suppression and backoff state, behind a small protocol the caller supplies.
 
 The matcher decides; the state only remembers. The edge adapts its store to ``MatchState``
 (``edge/matching.py``); unit tests use ``MemoryState``. Three kinds of memory:

@@ -1,8 +1,9 @@
 """The matcher's public data: the catalogue model, a match request and its result.
 
 These are the contract between ``matcher`` and its callers (``edge``'s /v1 and /dea routes,
-the sandbox, the CLI). Field names of the catalogue follow DESIGN 3 exactly, so
-``as_dict()`` gives back the file's shape (the Ad Manager routes serve it).
+the sandbox, the CLI). Field names of the catalogue follow the file format
+(docs/catalogue.md) exactly, so ``as_dict()`` gives back the file's shape (the Ad Manager
+routes serve it).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ ProductName = Literal["ugc", "ai"]
 Outcome = Literal["matched", "empty", "no_match"]
 
 
-# -- catalogue (DESIGN 3) --------------------------------------------------------------------
+# -- catalogue --------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +108,7 @@ class GeoSignal:
     """What is known of the user's location; any field may be missing.
 
     ``state`` is ISO 3166-2 (``US-CA``) or a bare code (``CA``); the matcher resolves the
-    richest usable signal (SPEC 4.2 geo rules) and ignores a lone lat or lon.
+    richest usable signal and ignores a lone lat or lon.
     """
 
     lat: float | None = None

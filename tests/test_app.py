@@ -1,4 +1,4 @@
-"""Health routes, path rules (SPEC 4.4, 4.7) and the one error shape (DESIGN 4.9)."""
+"""Health routes, path rules and the one error shape."""
 
 import pytest
 

@@ -18,7 +18,7 @@ LINK = re.compile(r"\]\(([^)\s]+)\)")
 CODE = re.compile(r"`([^`\s]+)`")
 # Text files of the project (not data sets): where a citation could hide.
 TEXT = {".py", ".md", ".js", ".mjs", ".sql", ".toml", ".j2", ".css", ".html", ".cfg", ".txt"}
-SKIP_DIRS = {".git", ".venv", "var", "node_modules", "__pycache__", ".ruff_cache", ".mypy_cache"}
+SKIP_DIRS = {".git", ".venv", "var", "build", "dist", "node_modules", "__pycache__"}
 
 
 def doc_id(path: Path) -> str:
@@ -60,7 +60,8 @@ def project_text_files() -> list[Path]:
     out = []
     for path in ROOT.rglob("*"):
         rel = path.relative_to(ROOT)
-        if any(part in SKIP_DIRS or part.endswith(".egg-info") for part in rel.parts):
+        skipped = (p in SKIP_DIRS or p.endswith((".egg-info", "_cache")) for p in rel.parts)
+        if any(skipped):
             continue
         if path.is_file() and path.suffix in TEXT:
             out.append(path)

@@ -1,5 +1,5 @@
 """/openapi.json stays true: every served route is documented, nothing documented is
-missing, every $ref resolves, the partner statuses of SPEC part 7 are all there, and every
+missing, every $ref resolves, the partner contract's error statuses are all there, and every
 status documented for a keyed (partner) operation is produced by that operation here.
 
 That each status a route test observes is documented, with a body valid against its
@@ -95,7 +95,8 @@ def test_every_ref_resolves(app_doc):
     assert doc["openapi"] == "3.1.0"
 
 
-# SPEC part 7 (and 5.11's 403 in production), per partner operation and environment.
+# The partner contract's statuses (and the 403 of production's geofence), per partner
+# operation and environment.
 SPEC_7 = {
     "production+legacy": {
         ("/v1/ugc/process", "post"): {200, 400, 401, 403, 429, 502},
@@ -126,7 +127,7 @@ def test_spec_part_7_statuses_are_documented(make_client, config):
     if config == "sandbox":
         assert 403 not in {
             int(c) for c in doc["paths"]["/ugc/v1/process"]["post"]["responses"] if c != "default"
-        }  # the sandbox has no geofence (SPEC 1)
+        }  # the sandbox has no geofence
 
 
 def test_rate_limit_and_retry_headers_are_documented(make_client):

@@ -1,4 +1,4 @@
-"""``edge keys issue|rotate|revoke|list``: operator key management (SPEC 5, DESIGN 2)."""
+"""``edge keys issue|rotate|revoke|list``: operator key management."""
 
 from __future__ import annotations
 

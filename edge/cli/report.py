@@ -1,4 +1,4 @@
-"""``edge report [--json]``: the durable counters per ad and per publisher (DESIGN 2).
+"""``edge report [--json]``: the durable counters per ad and per publisher.
 
 Counters are only ever added to (never reset). Impressions, viewable impressions, hovers,
 failures and billable amounts are written with their events; requests, matches and

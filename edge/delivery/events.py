@@ -1,6 +1,6 @@
 """Beacon handlers: impressions (billing-grade), hovers, placement failures, AI beacons.
 
-Every counted beacon is committed before its 2xx (DESIGN 4.8). Impressions count once per
+Every counted beacon is committed before its 2xx. Impressions count once per
 signed token and once per the tag's ``impression_id`` (a replay sharing either counts
 nothing); AI beacons count once per ``(kind, ad_id, message_id)``. A forged, tampered,
 expired or misdirected token is a 400 and counts nothing.

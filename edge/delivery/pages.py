@@ -258,7 +258,7 @@ def _why_empty(result: MatchResult | None) -> tuple[str, int | None]:
     if result.reason == "unsafe":
         return "unsafe", None  # the page itself is the problem: no window to wait out
     if result.outcome == "no_match":
-        # The post's no-match window (SPEC 2.4): the tag does not ask again before it ends.
+        # The post's no-match window: the tag does not ask again before it ends.
         retry = result.retry_after_seconds
         seconds = None if retry is None else max(0, int(retry))
         return ("backoff" if result.reason == "backoff" else "no_relevant_demand"), seconds

@@ -1,11 +1,11 @@
-"""CORS for the tag's calls to /dea (SPEC 4.6 rule 1): registered publisher origins only.
+"""CORS for the tag's calls to /dea: registered publisher origins only.
 
 Preflights (OPTIONS with ``Access-Control-Request-Method``) to the listed paths are answered
 here, before the geofence and the routes: granted with ``Access-Control-Max-Age: 7200`` for
 a registered origin asking for a method the route has, refused with a 403 in the error
 shape otherwise. Actual responses on /dea get ``Vary: Origin`` always and the grant only
 for a registered origin. Credentials are never allowed: the tag sends no cookies, and
-``sendBeacon`` with a JSON Blob (which would need them) is not used (RECIPES 1).
+``sendBeacon`` with a JSON Blob (which would need them) is not used.
 """
 
 from __future__ import annotations

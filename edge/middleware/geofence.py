@@ -1,4 +1,4 @@
-"""US-only geofence for production (SPEC 1, 5.11; DESIGN 4.6). Never installed in the sandbox.
+"""US-only geofence for production. Never installed in the sandbox.
 
 Every path is fenced except the ``open_paths`` (health checks for load balancers, the
 OpenAPI document, the tag script): default-deny, so a route added later is fenced without

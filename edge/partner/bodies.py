@@ -1,8 +1,8 @@
-"""The partner request bodies (SPEC 4.2, 4.3, 4.5, 4.9), validated into typed values.
+"""The partner request bodies, validated into typed values.
 
 Unknown fields are refused (a misspelt ``geo_taget`` must not silently drop targeting),
-like the ``/dea`` payloads. Limits are ours where SPEC is silent and are documented in
-docs/decisions.md and the OpenAPI document.
+like the ``/dea`` payloads. Limits are ours where the partner contract names none and are
+documented in docs/decisions.md and the OpenAPI document.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from edge.partner.geo import parse_geo_target, parse_location
 from matcher.catalogue import parse_timestamp
 from matcher.types import GeoSignal
 
-MAX_MESSAGE_CHARS = 10_000  # SPEC 8 (earlier description); kept for /v1 too (SPEC 7's 400)
+MAX_MESSAGE_CHARS = 10_000  # the earlier routes' limit, kept for /v1 too (a longer one: 400)
 MAX_ID_CHARS = 256
 MAX_AI_TEXT_CHARS = 20_000  # assistant answers run longer than posts
 MAX_DISABLE_PAIRS = 100
@@ -49,7 +49,7 @@ class DisablePair:
 
 
 def _message(f: Fields, key: str, max_len: int) -> str:
-    # "must be non-empty" (SPEC 4.2): whitespace alone carries nothing to match either.
+    # "must be non-empty": whitespace alone carries nothing to match either.
     return f.required(key, max_len=max_len)
 
 
@@ -80,7 +80,7 @@ def parse_ugc(data: Any, *, sandbox: bool = False) -> UgcBody:
 
 
 def parse_ai(data: Any) -> AiBody:
-    """``/v1/ai/process``; every failure is a 422 (SPEC 7)."""
+    """``/v1/ai/process``; every failure is a 422."""
     f = Fields(data, Unprocessable)
     f.only(["message_id", "content", "conversation_id", "location", "prompt"])
     message_id = f.required("message_id", max_len=MAX_ID_CHARS, ident=True)
@@ -94,7 +94,7 @@ def parse_ai(data: Any) -> AiBody:
 
 
 def parse_legacy_process(data: Any) -> UgcBody:
-    """Earlier ``/ugc/process`` (SPEC 4.9): ``meta.location`` instead of ``geo_target``."""
+    """Earlier ``/ugc/process``: ``meta.location`` instead of ``geo_target``."""
     f = Fields(data, BadRequest)
     f.only(["post_id", "message", "meta"])
     post_id = f.required("post_id", max_len=MAX_ID_CHARS, ident=True)
@@ -121,7 +121,7 @@ def json_depth(value: Any) -> int:
 
 
 def parse_disable(data: Any) -> list[DisablePair]:
-    """Earlier ``/ugc/disable``: a JSON array of suppression pairs (SPEC 2.8)."""
+    """Earlier ``/ugc/disable``: a JSON array of suppression pairs."""
     if not isinstance(data, list):
         raise BadRequest(
             f"the body must be a JSON array of {{post_id, ad_id}} pairs, not {kind(data)}",

@@ -1,6 +1,6 @@
 """Typed reads of JSON request fields, each failure an error naming the field.
 
-The UGC routes answer a bad body with 400 and ``/v1/ai/process`` with 422 (SPEC 7), so a
+The UGC routes answer a bad body with 400 and ``/v1/ai/process`` with 422, so a
 ``Fields`` reader is made with the error class to raise. Field names in errors are JSON
 paths as a partner would write them: ``geo_target.lat``, ``[2].ad_id``.
 """

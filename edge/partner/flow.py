@@ -14,14 +14,14 @@ from edge.partner.bodies import UgcBody
 from edge.partner.geo import end_user_ip
 from matcher.types import GeoSignal, MatchRequest, MatchResult
 
-# Sandbox (SPEC 4.5 rule 1, DESIGN 4.4): about one post_id in five gets the no-match body,
+# Sandbox: about one post_id in five gets the no-match body,
 # chosen by a hash of post_id so a partner's test gets the same answer every run.
 SANDBOX_NO_MATCH_ONE_IN = 5
 SANDBOX_NO_MATCH_SECONDS = 900
 
 
 def request_geo(ctx: Context, request: Request, signal: GeoSignal | None) -> GeoSignal | None:
-    """The body's geo signal, else the end user's IP from ``X-Forwarded-For`` (SPEC 4.2)."""
+    """The body's geo signal, else the end user's IP from ``X-Forwarded-For``."""
     if signal is not None:
         return signal
     return locate_ip(ctx.geo, end_user_ip(request.headers.get("x-forwarded-for")))

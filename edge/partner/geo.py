@@ -2,7 +2,7 @@
 ``meta.location``) or, failing those, the end user's IP in ``X-Forwarded-For``.
 
 Malformed values are refused with the field named (a partner wants to know its geo code is
-wrong); well-formed values that carry no usable signal are ignored as SPEC 4.2 says:
+wrong); well-formed values that carry no usable signal are ignored:
 a country alone, or a lat without a lon. Which of several signals wins (lat+lon, then ZIP,
 city, DMA, state) and falling back to the next when the richest is unknown to the
 gazetteer is the matcher's geo resolution; the edge passes every usable signal on.
@@ -50,14 +50,14 @@ def parse_geo_target(f: Fields | None) -> GeoSignal | None:
         if country is not None and prefix != country:
             raise f.fail("state", f"is in {prefix}, but geo_target.country is {country}")
         state, country = f"{prefix}-{m.group(2).upper()}", prefix
-    country = country or "US"  # SPEC 4.2: defaults to US when omitted
+    country = country or "US"  # an omitted country means US
     dma = f.text("dma", max_len=3)
     if dma is not None and not _DMA.fullmatch(dma):
         raise f.fail("dma", "must be a three-digit Nielsen DMA code such as 807")
     city = f.text("city", max_len=100)
     lat = f.number("lat", lo=-90, hi=90)
     lon = f.number("lon", lo=-180, hi=180)
-    if lat is None or lon is None:  # SPEC 4.2 rule 4: a lone lat or lon is no signal
+    if lat is None or lon is None:  # a lone lat or lon is no signal
         lat = lon = None
     return usable(
         GeoSignal(
@@ -90,7 +90,7 @@ def end_user_ip(header: str | None) -> str | None:
 
     The leftmost entry is the originating client when the partner forwards a chain. A value
     that is not an IP address is ignored (it is an optional signal, never a 400). This is
-    not the geofence's client address (DESIGN 4.6): that is the partner's own peer.
+    not the geofence's client address: that is the partner's own peer.
     """
     if not header:
         return None

@@ -1,8 +1,9 @@
-"""MatchResult -> the response bodies of SPEC 2.1, 2.2, 2.4, 2.5 and 2.6.
+"""MatchResult -> the partner response bodies: UGC ads (and the earlier routes' extra
+fields), the no-match and empty answers, AI ads.
 
 The creative fields come from the catalogue exactly as written (``click_through_url`` is
 used exactly as given). UGC ads also carry the edge's own impression pixel, so a partner
-that fires ``pixel_trackers`` (SPEC 1, step 5) has the impression counted by the edge.
+that fires ``pixel_trackers`` once the ad is visible has the impression counted by the edge.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def ugc_ad(ctx: Context, scored: ScoredAd, post_id: str) -> dict[str, Any]:
 
 
 def ugc_body(ctx: Context, result: MatchResult, post_id: str) -> dict[str, Any]:
-    """One of the three 200 shapes of SPEC 4.2."""
+    """One of the three 200 shapes: matched, empty (``ads: []``) or no-match."""
     if result.outcome == "no_match":
         return {"no_ad_retry_after_seconds": no_match_seconds(result)}
     return {"post_id": post_id, "ads": [ugc_ad(ctx, s, post_id) for s in result.ads]}
@@ -53,13 +54,14 @@ def ugc_body(ctx: Context, result: MatchResult, post_id: str) -> dict[str, Any]:
 
 def no_match_seconds(result: MatchResult) -> int:
     # The matcher always sets it for a no-match; a floor of one minute keeps a caller that
-    # honours it (SPEC 2.4) from hammering the edge should it ever be missing or zero.
+    # honours it from hammering the edge should it ever be missing or zero.
     return max(60, int(result.retry_after_seconds or 0))
 
 
 def legacy_ad(scored: ScoredAd) -> dict[str, Any]:
-    """SPEC 2.1 + 2.2: the earlier description's fields (no edge pixel: that API reports
-    impressions through ``POST /ugc/impression``, and counting both would double-count)."""
+    """The UGC ad fields plus the earlier routes' ``pricing_model`` and ``relevancy_score``
+    (no edge pixel: that API reports impressions through ``POST /ugc/impression``, and
+    counting both would double-count)."""
     p = scored.placement
     ad = creative(p)
     ad["ad_id"] = p.ad.id
@@ -86,7 +88,7 @@ def ai_ad(ctx: Context, scored: ScoredAd, message_id: str, conv: str | None) -> 
 
 
 def ai_body(ctx: Context, result: MatchResult, message_id: str, conv: str | None) -> dict[str, Any]:
-    """Always ``{"message_id", "ads"}``; with no ad, ``no_ad_reason`` says why (SPEC 4.3
+    """Always ``{"message_id", "ads"}``; with no ad, ``no_ad_reason`` says why (
     keeps one schema for no-match and brand safety)."""
     body: dict[str, Any] = {
         "message_id": message_id,

@@ -1,7 +1,7 @@
-"""GET /v1/ad-manager/campaigns and /v1/ad-manager/ad-sets (SPEC 4.1, 4.5, 9).
+"""GET /v1/ad-manager/campaigns and /v1/ad-manager/ad-sets.
 
-Both environments, same paths (SPEC 9): production lists the live catalogue, the sandbox
-its static one. Items have the catalogue file's fields (DESIGN 3); an ad set also names its
+Both environments, same paths: production lists the live catalogue, the sandbox
+its static one. Items have the catalogue file's fields; an ad set also names its
 ``campaign_id``. Pages are ordered by id and the cursor is the last id seen, so a
 catalogue reload between pages neither repeats nor skips what is still there.
 """

@@ -1,5 +1,5 @@
-"""POST /v1/ai/process (SPEC 4.3): match an ad to an assistant turn. Production only: the
-AI product has no sandbox (SPEC 1, DESIGN 4.4), so the sandbox answers 404 here."""
+"""POST /v1/ai/process: match an ad to an assistant turn. Production only: the
+AI product has no sandbox, so the sandbox answers 404 here."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The /dea delivery routes called by the tag and pixels (SPEC 4.6, 2.6).
+"""The /dea delivery routes called by the tag and pixels.
 
 Handlers live in ``edge.delivery`` (pages: the match routes; events: the beacons); this
 module lists the routes, their preflight methods for the CORS middleware and their OpenAPI
@@ -41,7 +41,7 @@ TIMING_PATHS = (KEYWORDS, PLACEMENTS)
 
 
 def _ai_enabled(ctx: Context) -> bool:
-    return ctx.settings.is_production  # the AI product has no sandbox (DESIGN 4.4)
+    return ctx.settings.is_production  # the AI product has no sandbox
 
 
 def routes(ctx: Context) -> list[BaseRoute]:

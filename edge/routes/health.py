@@ -1,4 +1,4 @@
-"""Liveness checks (SPEC 4.4): no key, 200, on both environments."""
+"""Liveness checks: no key, 200, on both environments."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ async def health(ctx: Context, request: Request) -> Response:
 def _paths(ctx: Context) -> list[str]:
     paths = ["/v1/ugc/health", "/v1/ai/health", "/dea/health"]
     if not ctx.settings.is_production:
-        paths.append("/ugc/health")  # the sandbox's UGC health path (SPEC 4.5)
+        paths.append("/ugc/health")  # the sandbox's UGC health path
     return paths
 
 

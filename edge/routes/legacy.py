@@ -1,8 +1,9 @@
-"""Earlier-described unprefixed routes (SPEC 4.8, 4.9; DESIGN 4.1), served only with
-EDGE_LEGACY_API=1; without it these paths are 404 as SPEC 4.7 says.
+"""Earlier-described unprefixed routes, served only with
+EDGE_LEGACY_API=1; without it these paths are 404 (partner paths carry the /v1 prefix).
 
-- POST /ugc/process: the UGC match with ``meta.location``; ads carry SPEC 2.1 + 2.2 fields;
-  an empty ``ads`` array (never the no-match body) when nothing passes.
+- POST /ugc/process: the UGC match with ``meta.location``; ads carry the UGC fields plus
+  pricing_model and relevancy_score; an empty ``ads`` array (never the no-match body) when
+  nothing passes.
 - POST /ugc/disable: thread-scoped, idempotent disables of (post_id, ad_id) pairs.
 - POST /ugc/impression: a billing-grade impression; ``Idempotency-Key`` makes retries count once.
 - GET /keys/apiKey: self-service rotation through the same Keyring.rotate as ``edge keys rotate``.
@@ -43,7 +44,7 @@ _NO_STORE = {"Cache-Control": "no-store"}
 
 def _store_down(what: str, error: type[EdgeError] = ServiceUnavailable) -> EdgeError:
     """503 like the /dea beacons when the store cannot commit; the rotation's 502 is
-    SPEC 4.8's own ("rotation infrastructure unavailable")."""
+    the rotation endpoint's own ("rotation infrastructure unavailable")."""
     return error(
         f"the store could not commit the {what}; nothing was changed, retry shortly",
         headers={"Retry-After": STORE_RETRY_AFTER},

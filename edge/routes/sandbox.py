@@ -1,4 +1,4 @@
-"""The sandbox host's UGC match, POST /ugc/v1/process (SPEC 4.5, DESIGN 4.4), also answered
+"""The sandbox host's UGC match, POST /ugc/v1/process, also answered
 at production's path /v1/ugc/process so that moving to production changes only the host and
 the key.
 

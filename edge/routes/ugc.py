@@ -1,4 +1,4 @@
-"""POST /v1/ugc/process (SPEC 4.2): match an ad to a post. Production only: the sandbox
+"""POST /v1/ugc/process: match an ad to a post. Production only: the sandbox
 serves the same contract at /ugc/v1/process (edge.routes.sandbox, docs/decisions.md)."""
 
 from __future__ import annotations

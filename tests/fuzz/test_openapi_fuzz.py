@@ -69,7 +69,7 @@ def fuzzed_edge(request, tmp_path_factory) -> Iterator[tuple[EdgeProcess, dict[s
 
 
 def error_shape(ctx, response, case) -> bool | None:
-    """Every 4xx body is ``{"error": {"code", "message", "field"?}}`` (DESIGN 4.9)."""
+    """Every 4xx body is ``{"error": {"code", "message", "field"?}}``."""
     if not 400 <= response.status_code < 500:
         return None
     body = orjson.loads(response.content)

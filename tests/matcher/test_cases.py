@@ -1,6 +1,6 @@
 """Data-driven match cases: one JSON file per scenario in tests/data/match_cases/.
 
-Each file has a ``description``, a ``catalogue`` (DESIGN 3 format), the clock (``now``),
+Each file has a ``description``, a ``catalogue`` (the catalogue file format), the clock (``now``),
 optional ``spend`` per campaign and seeded ``state`` (disables), and ``steps``: requests run
 in order against one in-memory state, each with its ``expected`` result and an optional
 ``advance_seconds`` before it. ``expected`` may give ``outcome``, ``reason``, ``ads`` (ids in

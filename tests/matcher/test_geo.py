@@ -1,4 +1,4 @@
-"""Geo resolution (SPEC 4.2): precedence, expansion to containing granularities, targets."""
+"""Geo resolution: precedence, expansion to containing granularities, targets."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""CORS on /dea (SPEC 4.6 rule 1): registered publisher origins only, no credentials."""
+"""CORS on /dea: registered publisher origins only, no credentials."""
 
 import pytest
 

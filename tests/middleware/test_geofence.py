@@ -1,4 +1,4 @@
-"""The production geofence through HTTP (SPEC 1, 5.11; DESIGN 4.6): the address matrix."""
+"""The production geofence through HTTP: the address matrix."""
 
 import ipaddress
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import venv
@@ -19,6 +20,8 @@ from edge.qa import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 DOC = (REPO / "docs" / "qa.md").read_text()
+NOT_SOURCE = (".git", ".venv", "var", "build", "dist", "node_modules", "*.egg-info", "__pycache__",
+              ".*_cache")  # fmt: skip
 
 PAGE = """<!doctype html>
 <html lang="en">
@@ -70,9 +73,12 @@ def test_the_documented_example_passes_in_a_fresh_venv_with_the_qa_extra(tmp_pat
     python = env_dir / "bin" / "python"
     clean = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     clean = {k: v for k, v in clean.items() if not k.startswith("EDGE_")}
-    # The local wheel cache and mirrors pip is configured with; no network needed.
+    # Built from a copy: building in place would leave build/ in the checkout. The local
+    # wheel cache and mirrors pip is configured with serve the dependencies.
+    source = tmp_path / "src"
+    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(*NOT_SOURCE))
     install = subprocess.run(
-        [str(python), "-m", "pip", "install", "-q", f"{REPO}[qa]"],
+        [str(python), "-m", "pip", "install", "-q", f"{source}[qa]"],
         capture_output=True, text=True, timeout=900, env=clean, check=False,
     )  # fmt: skip
     assert install.returncode == 0, install.stderr[-4000:]

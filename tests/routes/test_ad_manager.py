@@ -1,4 +1,4 @@
-"""GET /v1/ad-manager/campaigns and /ad-sets (SPEC 4.1, 4.5, 9): keys, fields, paging."""
+"""GET /v1/ad-manager/campaigns and /ad-sets: keys, fields, paging."""
 
 from __future__ import annotations
 

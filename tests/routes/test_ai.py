@@ -1,4 +1,4 @@
-"""POST /v1/ai/process (SPEC 4.3, 2.6, 7): 422 validation, AI ads, signed beacon URLs."""
+"""POST /v1/ai/process: 422 validation, AI ads, signed beacon URLs."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Earlier-described routes behind EDGE_LEGACY_API (SPEC 4.8, 4.9, 2.2, 2.8, 7)."""
+"""Earlier-described routes behind EDGE_LEGACY_API."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""POST /v1/ugc/process (SPEC 4.2, 2.1-2.5, 7): body rules, geo, the three 200 shapes."""
+"""POST /v1/ugc/process: body rules, geo, the three 200 shapes."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def call(prod, body, **headers):
     return post_json(client, PATH, body, key, **headers)
 
 
-# -- keys (SPEC 5, 7: 401) ------------------------------------------------------------------------
+# -- keys (401) ------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("product", [None, "ai", "ad-manager", "bogus"])
@@ -51,7 +51,7 @@ def test_sandbox_key_is_401_in_production(prod):
     assert_error_shape(post_json(client, PATH, POST, key), 401)
 
 
-# -- body rules (SPEC 4.2, 7: 400) ----------------------------------------------------------------
+# -- body rules (400) ----------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -141,7 +141,7 @@ def test_bad_created_at_is_400(prod, value):
     )
 
 
-# -- geo (SPEC 4.2 geo rules; X-Forwarded-For) ------------------------------------------------
+# -- geo (geo_target rules; X-Forwarded-For) --------------------------------------------------
 
 
 def geo_of(prod, script, geo_target=None, **headers):
@@ -211,7 +211,7 @@ def test_geo_target_wins_over_x_forwarded_for_unless_it_carries_no_signal(prod, 
     assert geo_of(prod, script, {"country": "US"}, **xff).state == "US-CA"
 
 
-# -- the three 200 shapes (SPEC 4.2, 2.1, 2.4, 2.5) ------------------------------------------------
+# -- the three 200 shapes ------------------------------------------------
 
 
 def test_matched_ads_carry_the_spec_fields_and_the_edge_pixel(prod, script):
@@ -278,7 +278,7 @@ def test_outcomes_are_counted_per_key_and_ad(prod, script):
     assert rows[("ad", "matches")] == 1
 
 
-# -- 429 and 502 (SPEC 7) -------------------------------------------------------------------
+# -- 429 and 502 -------------------------------------------------------------------
 
 
 def test_rate_limit_is_per_key_with_ietf_headers(make_client, script):
@@ -314,7 +314,7 @@ def test_matcher_past_its_deadline_is_502_not_a_hang(make_client, script):
     assert int(r.headers["Retry-After"]) >= 1
 
 
-# -- geofence (SPEC 1, 5.11, 7: 403 for non-US callers in production) ------------------------
+# -- geofence (403 for non-US callers in production) ----------------------------------------
 
 GB_CLIENT = ("81.2.69.160", 40000)  # GB in the bundled test geo database
 
@@ -330,7 +330,7 @@ def test_non_us_caller_is_403_in_production(make_client, script, path, product):
     abroad = TestClient(client.app, client=GB_CLIENT, raise_server_exceptions=False)
     assert_error_shape(post_json(abroad, path, body, key), 403)
     assert script.requests == []
-    # The end user's X-Forwarded-For is targeting, not the caller's address (DESIGN 4.6).
+    # The end user's X-Forwarded-For is targeting, not the caller's address.
     r = post_json(client, PATH, POST, issue_key(client, "ugc"), **{"X-Forwarded-For": GB_CLIENT[0]})
     assert r.status_code == 200
 
@@ -344,7 +344,7 @@ def test_sandbox_has_no_geofence(make_client, script):
     assert r.status_code == 200
 
 
-# -- path rules (SPEC 4.7) ------------------------------------------------------------------
+# -- path rules ------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("path", ["/ugc/process", "/ugc/v1/process", "/v1/ugc/processes"])

@@ -1,4 +1,4 @@
--- Matcher state (DESIGN 4.3). Thread-scoped disables: the ad is never shown in that thread
+-- Matcher state. Thread-scoped disables: the ad is never shown in that thread
 -- (UGC: the post) again. Idempotent by the primary key; the first meta_data is kept.
 CREATE TABLE thread_disables (
     thread_id  TEXT NOT NULL,
