@@ -31,6 +31,8 @@ def repo_path(token: str) -> str | None:
     head = token.split("/", 1)[0]
     if head not in TOP or any(c in token for c in "*{}<>$="):
         return None
+    if any(part in SKIP_DIRS for part in token.split("/")):
+        return None  # made by an install (tools/eslint/node_modules), not kept in the repository
     if "/" not in token and "." not in token:
         return None  # a bare word such as `edge` or `tag`: a command or package, not a path
     return token
@@ -85,4 +87,5 @@ def test_the_checks_see_a_missing_path() -> None:
     # The checks above would pass vacuously if the patterns matched nothing.
     assert repo_path("docs/nope.md") == "docs/nope.md"
     assert repo_path("var/edge.db") is None and repo_path("/dea/tag.js") is None
+    assert repo_path("tools/eslint/node_modules") is None
     assert CITATION.search("as SPEC 4.2 says") and not CITATION.search("the spec says")
