@@ -142,9 +142,9 @@ def expect_viewable_once(
     """The ad rendered in ``slot_id`` (``ad_id``; default: the ad the slot was filled with)
     became viewable exactly once in this page, and, with ``beacons`` (``edge_events`` or
     ``edge_beacons``), the edge recorded exactly that impression, for this slot and this ad
-    (and ``publisher_id`` when given). Only this slot of this page view counts: other ads on
-    the page and other tests change nothing. Returns the ``viewable`` event's detail, with
-    the edge's record under ``"recorded"``."""
+    (and ``publisher_id`` when given), as a valid impression. Only this slot of this page
+    view counts: other ads on the page and other tests change nothing. Returns the
+    ``viewable`` event's detail, with the edge's record under ``"recorded"``."""
     if ad_id is None:
         filled = wait_until(
             lambda: monitor.events("filled", slot_id),
@@ -177,6 +177,8 @@ def expect_viewable_once(
         record: dict[str, Any] = found
         got = (record.get("slot_id"), record.get("ad_id"))
         assert got == (slot_id, ad), f"the edge recorded {iid} for {got}, not {(slot_id, ad)}"
+        reason = record.get("invalid_reason")
+        assert reason is None, f"the edge stored {iid} as invalid traffic ({reason}), uncounted"
         if publisher_id is not None:
             assert record.get("publisher_id") == publisher_id, record
         event["recorded"] = record

@@ -86,7 +86,7 @@ async def impressions(ctx: Context, request: Request) -> Response:
 
 IMPRESSION = {
     "type": "object",
-    "required": ["impression_id", "kind", "ad_id", "recorded_at"],
+    "required": ["impression_id", "kind", "ad_id", "invalid_reason", "recorded_at"],
     "properties": {
         "impression_id": {"type": "string", "description": "As the tag made it"},
         "kind": {
@@ -98,6 +98,11 @@ IMPRESSION = {
         "publisher_id": {"type": ["string", "null"]},
         "slot_id": {"type": ["string", "null"]},
         "post_id": {"type": ["string", "null"]},
+        "invalid_reason": {
+            "type": ["string", "null"],
+            "description": "null: a valid impression, counted (and billed where it bills); "
+            "else why the edge classified it as invalid traffic (stored, never counted)",
+        },
         "recorded_at": {"type": "string", "format": "date-time"},
     },
 }

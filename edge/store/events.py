@@ -167,7 +167,8 @@ class EventStore(abc.ABC):
     @abc.abstractmethod
     async def impressions_by_tag_id(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         """The impression recorded for each of the tag's impression ids that has one:
-        ``{id: {kind, ad_id, campaign_id, publisher_id, slot_id, post_id, at}}``."""
+        ``{id: {kind, ad_id, campaign_id, publisher_id, slot_id, post_id, invalid_reason,
+        at}}`` (``invalid_reason`` None for a valid, counted impression)."""
 
     @abc.abstractmethod
     async def upsert_publisher(self, publisher_id: str, origins: list[str], at: float) -> None:
@@ -403,11 +404,15 @@ def _impressions_by_tag_id(conn: sqlite3.Connection, ids: list[str]) -> dict[str
     marks = ",".join("?" * len(ids))
     rows = conn.execute(
         "SELECT k.dedupe_key, i.kind, i.ad_id, i.campaign_id, i.publisher_id, i.slot_id,"
-        " i.post_id, i.at FROM impression_keys k JOIN impressions i ON i.id = k.impression_id"
+        " i.post_id, i.invalid_reason, i.at"
+        " FROM impression_keys k JOIN impressions i ON i.id = k.impression_id"
         f" WHERE k.dedupe_key IN ({marks})",
         [_TAG_ID + i for i in ids],
     )
-    names = ("kind", "ad_id", "campaign_id", "publisher_id", "slot_id", "post_id", "at")
+    names = (
+        "kind", "ad_id", "campaign_id", "publisher_id", "slot_id", "post_id", "invalid_reason",
+        "at",
+    )  # fmt: skip
     return {key[len(_TAG_ID) :]: dict(zip(names, rest, strict=True)) for key, *rest in rows}
 
 

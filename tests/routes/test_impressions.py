@@ -13,7 +13,14 @@ from tests.conftest import assert_error_shape, issue_key
 PATH = "/v1/ad-manager/impressions"
 
 
-def record(client: Any, iid: str, *, slot: str = "sidebar", ad: str = "ad-dog-food") -> None:
+def record(
+    client: Any,
+    iid: str,
+    *,
+    slot: str = "sidebar",
+    ad: str = "ad-dog-food",
+    invalid: str | None = None,
+) -> None:
     ctx = client.app.state.ctx
     imp = Impression(
         kind="url",
@@ -24,8 +31,9 @@ def record(client: Any, iid: str, *, slot: str = "sidebar", ad: str = "ad-dog-fo
         at=ctx.clock(),
         publisher_id="pub-1",
         slot_id=slot,
+        invalid_reason=invalid,
     )
-    assert client.portal.call(ctx.store.record_impression, imp)
+    client.portal.call(ctx.store.record_impression, imp)
 
 
 @pytest.fixture
@@ -52,6 +60,7 @@ def test_recorded_ids_come_back_with_their_slot_and_ad(edge: tuple[Any, str]) ->
     first = body["impressions"][0]
     assert (first["slot_id"], first["ad_id"], first["kind"]) == ("sidebar", "ad-trail-shoes", "url")
     assert first["publisher_id"] == "pub-1" and first["recorded_at"].endswith("+00:00")
+    assert first["invalid_reason"] is None
     assert body["missing"] == ["iid-never-seen"]
     assert r.headers["Cache-Control"] == "no-store"
 
@@ -93,3 +102,10 @@ def test_the_sandbox_answers_too(make_client: Any) -> None:
     key = issue_key(client, "ad-manager")
     r = client.get(PATH, params={"impression_id": "iid-aaaa-1111"}, headers={"X-API-Key": key})
     assert r.status_code == 200 and r.json() == {"impressions": [], "missing": ["iid-aaaa-1111"]}
+
+
+def test_invalid_traffic_is_reported_as_such(edge: tuple[Any, str]) -> None:
+    client, key = edge
+    record(client, "iid-bot-4444", invalid="known_bot")
+    r = client.get(PATH, params={"impression_id": "iid-bot-4444"}, headers={"X-API-Key": key})
+    assert r.json()["impressions"][0]["invalid_reason"] == "known_bot"
