@@ -3,20 +3,24 @@ resident memory is that size's alone): ``python -m bench.matcher_worker ADS RUNS
 
 Prints one JSON object: per run, the p50/p99 of the model's own forward pass (the floor) and
 of the matcher's whole decision (embedding, safety, vector search, gates, ranking) for the
-same texts, a 40-word post and a 10,000-character post; and the memory before and after the
-catalogue and its vectors were loaded.
+same texts, a 40-word post and a 10,000-character post; and the memory (resident and unique)
+before and after the catalogue and its vectors were loaded. The vectors are written to a
+vector cache file and mapped back, as ``Matcher.load`` does with the edge's cache folder.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import tempfile
 import time
+from pathlib import Path
 
+import numpy as np
 import orjson
 
 from bench import synthetic
-from bench.servers import SERVER_CPU, rss_mib
+from bench.servers import SERVER_CPU, rss_mib, uss_mib
 from bench.stats import percentile
 from matcher import perf
 from matcher.catalogue import parse_catalogue
@@ -36,9 +40,12 @@ def main(ads: int, runs: int, count: int) -> dict:
     pid = os.getpid()
     model = MiniLM(threads=1)
     rss_model = rss_mib(pid)
+    uss_model = uss_mib(pid)
     t0 = time.perf_counter()
     catalogue = parse_catalogue(orjson.dumps(synthetic.catalogue_dict(ads)))
-    vectors = synthetic.ad_vectors(model.embed, catalogue.placements)
+    cache = Path(tempfile.mkdtemp(prefix="bench-vectors-")) / "ad-vectors.npy"
+    np.save(cache, synthetic.ad_vectors(model.embed, catalogue.placements))
+    vectors = np.load(cache, mmap_mode="r")
     matcher = Matcher(
         catalogue,
         CachedEmbedder(model),
@@ -46,10 +53,17 @@ def main(ads: int, runs: int, count: int) -> dict:
         gazetteer=Gazetteer(),
         safety=SafetyClassifier.load(),
     )
+    del vectors
     build_s = time.perf_counter() - t0
     rss_loaded = rss_mib(pid)
     now = time.time()
-    out: dict = {"ads": ads, "build_s": build_s, "rss_model_mib": rss_model, "runs": []}
+    out: dict = {
+        "ads": ads,
+        "build_s": build_s,
+        "rss_model_mib": rss_model,
+        "uss_model_mib": uss_model,
+        "runs": [],
+    }
     for r in range(runs):
         run: dict = {}
         for kind, shape in KINDS.items():
@@ -77,8 +91,11 @@ def main(ads: int, runs: int, count: int) -> dict:
             }
         out["runs"].append(run)
     out["rss_mib"] = rss_mib(pid)
+    out["uss_mib"] = uss_mib(pid)
     out["rss_loaded_mib"] = rss_loaded
     matcher.close()
+    cache.unlink()
+    cache.parent.rmdir()
     out["perf"] = _matcher_perf(ads, model, runs, max(10, count // 4))
     return out
 

@@ -39,6 +39,16 @@ def rss_mib(pid: int) -> float:
     raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
+def uss_mib(pid: int) -> float:
+    """Unique memory of a process (private pages, clean and dirty) in MiB: what it costs
+    beyond what it shares with other processes (the model file, the vector cache)."""
+    kib = 0
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        if line.startswith(("Private_Clean:", "Private_Dirty:")):
+            kib += int(line.split()[1])
+    return kib / 1024
+
+
 def thread_cpu_s(pid: int) -> dict[str, float]:
     """CPU seconds (user + system) used so far by ``pid``: its main thread (the event loop)
     as "main", every other thread (Python does not name them for the OS) as "threads"."""
