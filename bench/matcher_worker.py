@@ -24,7 +24,7 @@ from bench.servers import SERVER_CPU, rss_mib, uss_mib
 from bench.stats import percentile
 from matcher import perf
 from matcher.catalogue import parse_catalogue
-from matcher.embeddings import CachedEmbedder, MiniLM
+from matcher.embeddings import CachedEmbedder, MiniLM, trim_heap
 from matcher.engine import Matcher
 from matcher.geo import Gazetteer
 from matcher.safety import SafetyClassifier
@@ -54,6 +54,7 @@ def main(ads: int, runs: int, count: int) -> dict:
         safety=SafetyClassifier.load(),
     )
     del vectors
+    trim_heap()  # as ``Matcher.load`` does after a load
     build_s = time.perf_counter() - t0
     rss_loaded = rss_mib(pid)
     now = time.time()
