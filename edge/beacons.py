@@ -20,7 +20,7 @@ from edge.signing import Signer
 AI_BEACON_PURPOSE = "ai-beacon/v2"  # v2: length-prefixed parts
 IMPRESSION_PURPOSE = "impression/v2"
 IMPRESSION_TOKEN_TTL_SECONDS = 24 * 3600
-AiBeaconKind = Literal["render", "view"]
+AiBeaconKind = Literal["render", "view", "click"]
 Surface = Literal["url", "ugc"]
 
 
@@ -49,6 +49,18 @@ def ai_beacon_urls(
         query["sig"] = signer.sign(AI_BEACON_PURPOSE, *_ai_parts(kind, ad_id, message_id, conv))
         urls.append(f"{base_url}/dea/ai/impressions/{kind}?{urlencode(query)}")
     return urls[0], urls[1]
+
+
+def ai_click_url(
+    signer: Signer, base_url: str, ad_id: int, message_id: str, conversation_id: str | None
+) -> str:
+    """The click beacon URL of an AI ad: fired once when the user clicks it. The partner may
+    append ``&click_id=...`` (its own id for the click, unsigned)."""
+    conv = conversation_id or ""
+    query: dict[str, str | int] = {"ad_id": ad_id, "message_id": message_id}
+    query["conversation_id"] = conv
+    query["sig"] = signer.sign(AI_BEACON_PURPOSE, *_ai_parts("click", ad_id, message_id, conv))
+    return f"{base_url}/dea/ai/click?{urlencode(query)}"
 
 
 @dataclass(frozen=True, slots=True)

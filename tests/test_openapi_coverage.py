@@ -158,6 +158,7 @@ PARTNER = {  # path -> (product, a valid body or query, an invalid one)
     "/ugc/disable": ("ugc", [{"post_id": "p-1", "ad_id": "ad-dog-food"}], []),
     "/ugc/impression": ("ugc", {"post_id": "p-1", "ad_id": "ad-dog-food"}, {}),
     "/keys/apiKey": ("ugc", None, None),
+    "/v1/ad-manager/conversions": ("ad-manager", {"click_id": "clk-valid-0001"}, {}),
 }
 GB_CLIENT = ("81.2.69.160", 40000)
 
@@ -169,6 +170,7 @@ class Provoker:
     def __init__(self, client, script, monkeypatch) -> None:
         self.client, self.script, self.monkeypatch = client, script, monkeypatch
         self.ctx = client.app.state.ctx
+        self.clicks: list[str] = []
 
     def key(self, product: str) -> str:
         return issue_key(self.client, product)
@@ -187,10 +189,28 @@ class Provoker:
         self.monkeypatch.setattr(self.ctx.store, method_name, down)
         self.ctx.keyring._cache.clear()
 
+    def convert(self, status: int, key: str):
+        """A conversion of a stored valid click (200), of an invalid one (422), or of a
+        click id never stored (404)."""
+        from edge.store import Click
+
+        n = len(self.clicks)
+        click_id = f"clk-{status}-{n:04d}"
+        self.clicks.append(click_id)
+        if status != 404:
+            reason = None if status == 200 else "duplicate"
+            click = Click(click_id, f"tok:t{n}", "url", "production", "ad-dog-food",
+                          "cmp-happy-hound", 1.0, invalid_reason=reason)  # fmt: skip
+            self.client.portal.call(self.ctx.store.record_click, click)
+        path = "/v1/ad-manager/conversions"
+        return self.send("post", path, {"click_id": click_id}, key)
+
     def __call__(self, method: str, path: str, status: int):
         product, valid, invalid = PARTNER[path]
         key = self.key(product)
         send = self.send
+        if path == "/v1/ad-manager/conversions" and status in (200, 404, 422):
+            return self.convert(status, key)
         if status == 200:
             return send(method, path, valid, key)
         if status in (400, 422):
@@ -222,7 +242,8 @@ class Provoker:
                 self.outage("key_by_lookup")
             return send(method, path, valid, key)
         if status == 503:
-            self.outage("disable_ads" if path == "/ugc/disable" else "record_impression")
+            outages = {"/ugc/disable": "disable_ads", "/v1/ad-manager/conversions": "click_by_id"}
+            self.outage(outages.get(path, "record_impression"))
             return send(method, path, valid, key)
         raise AssertionError(f"no way to provoke {status} on {method} {path}: add one")
 
@@ -236,6 +257,7 @@ OPERATIONS = [
             ("/v1/ad-manager/campaigns", "get"),
             ("/v1/ad-manager/ad-sets", "get"),
             ("/v1/ad-manager/impressions", "get"),
+            ("/v1/ad-manager/conversions", "post"),
             ("/ugc/process", "post"),
             ("/ugc/disable", "post"),
             ("/ugc/impression", "post"),

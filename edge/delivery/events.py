@@ -44,7 +44,7 @@ from matcher.types import Campaign
 log = logging.getLogger("edge.delivery.events")
 
 
-def _claims(ctx: Context, token: object, surface: Surface, field: str) -> ImpressionClaims:
+def read_claims(ctx: Context, token: object, surface: Surface, field: str) -> ImpressionClaims:
     assert ctx.signer is not None  # set at start-up, before any request
     try:
         return read_impression_token(
@@ -54,7 +54,7 @@ def _claims(ctx: Context, token: object, surface: Surface, field: str) -> Impres
         raise BadRequest(str(exc), field=field, code="invalid_token") from None
 
 
-def _campaign(ctx: Context, campaign_id: str | None) -> Campaign | None:
+def campaign_of(ctx: Context, campaign_id: str | None) -> Campaign | None:
     if ctx.matcher is None or campaign_id is None:
         return None
     return ctx.matcher.catalogue.campaign(campaign_id)
@@ -63,7 +63,7 @@ def _campaign(ctx: Context, campaign_id: str | None) -> Campaign | None:
 def _billed_cpm(ctx: Context, campaign_id: str | None, cpm: float | None) -> float | None:
     """The CPM to bill, or None when the campaign has reached its budget or daily cap: the
     impression is still stored and counted, never billed past the cap."""
-    if cpm is None or ctx.spend.billable(_campaign(ctx, campaign_id)):
+    if cpm is None or ctx.spend.billable(campaign_of(ctx, campaign_id)):
         return cpm
     return None
 
@@ -151,7 +151,7 @@ def _impression(
 
 async def _count(ctx: Context, request: Request, surface: Surface) -> bool:
     body = await json_body(ctx, request, schemas.IMPRESSION_REQUEST)
-    claims = _claims(ctx, body["impression_token"], surface, "impression_token")
+    claims = read_claims(ctx, body["impression_token"], surface, "impression_token")
     keys = (f"tok:{claims.token_id}", f"iid:{body['impression_id']}")
     verdict = _verdict(
         ctx,
@@ -180,7 +180,7 @@ async def _ugc_pixel(ctx: Context, request: Request) -> Response:
     # The pixel form fired from an ad's pixel_trackers: no body, no impression id; the
     # token alone is the dedupe key, and a replay is answered 204 like the first.
     query = strict_query(request, ["t"], required=["t"])
-    claims = _claims(ctx, query["t"], "ugc", "t")
+    claims = read_claims(ctx, query["t"], "ugc", "t")
     verdict = _verdict(
         ctx,
         request,
@@ -211,9 +211,9 @@ async def hover(ctx: Context, request: Request) -> Response:
 
 def _any_surface(ctx: Context, token: Any) -> ImpressionClaims:
     try:
-        return _claims(ctx, token, "url", "impression_token")
+        return read_claims(ctx, token, "url", "impression_token")
     except BadRequest:
-        return _claims(ctx, token, "ugc", "impression_token")
+        return read_claims(ctx, token, "ugc", "impression_token")
 
 
 async def failure(ctx: Context, request: Request) -> Response:
@@ -263,7 +263,7 @@ async def _ai(ctx: Context, request: Request, kind: AiBeaconKind) -> Response:
         beacon = verify_ai_beacon(ctx.signer, kind, query)
     except InvalidToken as exc:
         raise BadRequest(str(exc), field="sig", code="invalid_signature") from None
-    ad_id, campaign_id, cpm = _ai_attribution(ctx, beacon.ad_id)
+    ad_id, campaign_id, cpm = ai_attribution(ctx, beacon.ad_id)
     verdict = _verdict(ctx, request, bound_to=None, publisher_id=None, per_client_rate=False)
     imp = Impression(
         kind="ai-render" if kind == "render" else "ai-view",
@@ -281,7 +281,7 @@ async def _ai(ctx: Context, request: Request, kind: AiBeaconKind) -> Response:
     return Response(status_code=204)
 
 
-def _ai_attribution(ctx: Context, number: int) -> tuple[str, str | None, float | None]:
+def ai_attribution(ctx: Context, number: int) -> tuple[str, str | None, float | None]:
     """(catalogue ad id, campaign id, CPM bid) of an AI integer ad id, when known."""
     matcher = ctx.matcher
     placement = matcher.catalogue.placement_by_number(number) if matcher is not None else None

@@ -113,6 +113,31 @@ FAILURE_REQUEST = _object(
 
 AI_BEACON_QUERY = ("ad_id", "message_id", "conversation_id", "sig")
 
+CLICK_ID = {
+    "type": "string",
+    "pattern": r"^[A-Za-z0-9_\-]{8,64}$",
+    "description": "Unique per rendered ad, made by the tag (a UUID); a resent click reuses it. "
+    "It is the id a conversion reports, and what a {click_id} macro in click_through_url "
+    "becomes.",
+}
+CLICK_REQUEST = _object(
+    ["impression_token", "click_id", "v"],
+    impression_token=TOKEN,
+    click_id=CLICK_ID,
+    v=TAG_VERSION,
+)
+AI_CLICK_QUERY = (*AI_BEACON_QUERY, "click_id")
+CONVERSION_REQUEST = _object(
+    ["click_id"],
+    click_id=CLICK_ID,
+    value_usd={
+        "type": "number",
+        "minimum": 0,
+        "maximum": 1e9,
+        "description": "What the conversion was worth to the advertiser (reported, not billed).",
+    },
+)
+
 # -- responses (documentation; the tests check answers against them) ---------------------------
 
 PIXEL_TRACKER = _object(
@@ -156,3 +181,18 @@ IMPRESSION_RESPONSE = _object(
     counted={"type": "boolean", "description": "False for a replay: nothing was counted."},
 )
 ACK_RESPONSE = _object(["acknowledged"], acknowledged={"type": "boolean"})
+CLICK_RESPONSE = _object(
+    ["acknowledged", "counted"],
+    acknowledged={"type": "boolean"},
+    counted={
+        "type": "boolean",
+        "description": "False for a replay of a stored click_id: nothing was counted. A new "
+        "click is counted even when it is invalid (stored with its reason, never billed).",
+    },
+)
+CONVERSION_RESPONSE = _object(
+    ["acknowledged", "counted", "billed_usd"],
+    acknowledged={"type": "boolean"},
+    counted={"type": "boolean", "description": "False when this click had converted already."},
+    billed_usd={"type": "number", "description": "What this call billed (0 unless CPA)."},
+)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from edge.beacons import ai_beacon_urls, issue_impression_token
+from edge.beacons import ai_beacon_urls, ai_click_url, issue_impression_token
 from edge.context import Context
 from edge.creative import cpm_usd, creative
 from matcher.types import MatchResult, Placement, ScoredAd
@@ -84,6 +84,7 @@ def ai_ad(ctx: Context, scored: ScoredAd, message_id: str, conv: str | None) -> 
         **creative(p),
         "render_impression_url": render,
         "view_impression_url": view,
+        "click_url": ai_click_url(ctx.signer, ctx.settings.base_url, number, message_id, conv),
     }
 
 

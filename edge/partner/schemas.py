@@ -266,6 +266,13 @@ AI_AD = {
         **CREATIVE,
         "render_impression_url": {"type": "string", "format": "uri"},
         "view_impression_url": {"type": "string", "format": "uri"},
+        "click_url": {
+            "type": "string",
+            "format": "uri",
+            "description": "Signed click beacon: fire it (GET) once when the user clicks the "
+            "ad, beside opening click_through_url; append &click_id=ID to name the click "
+            "(the id a CPA conversion later reports)",
+        },
     },
 }
 AI_REQUEST = {

@@ -14,7 +14,7 @@ from typing import Any
 from starlette.routing import BaseRoute, Route
 
 from edge.context import Context
-from edge.delivery import events, pages, schemas
+from edge.delivery import clicks, events, pages, schemas
 from edge.http import counting_route
 from edge.openapi import error_for, error_response, json_body
 
@@ -26,6 +26,9 @@ HOVER = "/dea/url/hover"
 UGC_IMPRESSION = "/dea/ugc/impression"
 AI_RENDER = "/dea/ai/impressions/render"
 AI_VIEW = "/dea/ai/impressions/view"
+URL_CLICK = "/dea/url/click"
+UGC_CLICK = "/dea/ugc/click"
+AI_CLICK = "/dea/ai/click"
 
 # Paths a browser preflights (its POSTs carry JSON), with the methods a preflight may ask for.
 PREFLIGHT_PATHS = {
@@ -35,6 +38,8 @@ PREFLIGHT_PATHS = {
     FAILURES: frozenset({"POST"}),
     HOVER: frozenset({"POST"}),
     UGC_IMPRESSION: frozenset({"GET", "POST"}),
+    URL_CLICK: frozenset({"POST"}),
+    UGC_CLICK: frozenset({"POST"}),
 }
 # Where a publisher's performance monitoring may see timings (Timing-Allow-Origin).
 TIMING_PATHS = (KEYWORDS, PLACEMENTS)
@@ -52,11 +57,14 @@ def routes(ctx: Context) -> list[BaseRoute]:
         Route(FAILURES, partial(events.failure, ctx), methods=["POST"]),
         Route(HOVER, partial(events.hover, ctx), methods=["POST"]),
         counting_route(UGC_IMPRESSION, partial(events.ugc_impression, ctx), ["GET", "POST"]),
+        Route(URL_CLICK, partial(clicks.url_click, ctx), methods=["POST"]),
+        Route(UGC_CLICK, partial(clicks.ugc_click, ctx), methods=["POST"]),
     ]
     if _ai_enabled(ctx):
         out += [
             counting_route(AI_RENDER, partial(events.ai_render, ctx), ["GET"]),
             counting_route(AI_VIEW, partial(events.ai_view, ctx), ["GET"]),
+            counting_route(AI_CLICK, partial(clicks.ai_click, ctx), ["GET"]),
         ]
     return out
 
@@ -152,12 +160,21 @@ def openapi(ctx: Context) -> dict[str, Any]:
                 },
             },
         },
+        URL_CLICK: {
+            "post": _post(ctx, "A person clicked a page-level ad (billing-grade)",
+                          s.CLICK_REQUEST, s.CLICK_RESPONSE, 503),
+        },
+        UGC_CLICK: {
+            "post": _post(ctx, "A person clicked a UGC ad (billing-grade)",
+                          s.CLICK_REQUEST, s.CLICK_RESPONSE, 503),
+        },
     }  # fmt: skip
     for path, methods in PREFLIGHT_PATHS.items():
         paths[path]["options"] = _preflight(methods)
     if _ai_enabled(ctx):
         for path, kind in ((AI_RENDER, "rendered"), (AI_VIEW, "viewable")):
             paths[path] = {"get": _ai_beacon(ctx, kind)}
+        paths[AI_CLICK] = {"get": _ai_click(ctx)}
     return {"paths": paths}
 
 
@@ -177,3 +194,23 @@ def _ai_beacon(ctx: Context, kind: str) -> dict[str, Any]:
             **_errors(ctx, 400, 503),
         },
     }
+
+
+def _ai_click(ctx: Context) -> dict[str, Any]:
+    op = _ai_beacon(ctx, "clicked")
+    op["summary"] = "A person clicked an AI ad; the click_url from /v1/ai/process"
+    op["parameters"].append(
+        {
+            "name": "click_id",
+            "in": "query",
+            "required": False,
+            "schema": schemas.CLICK_ID,
+            "description": "The partner's id for this click (8-64 of A-Z a-z 0-9 _ -); "
+            "without it, one id per (ad_id, message_id)",
+        }
+    )
+    op["responses"]["204"] = {
+        "description": "Stored (a click with no stored impression, or a second one of the "
+        "same ad and message, is stored invalid and never billed); a replay counts nothing"
+    }
+    return op

@@ -5,13 +5,25 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from edge.store.base import KeyRecord, Store, StoreUnavailable
-from edge.store.events import Hover, Impression, PlacementFailure, Publisher
+from edge.store.events import (
+    Click,
+    ClickConflict,
+    Conversion,
+    Hover,
+    Impression,
+    PlacementFailure,
+    Publisher,
+    StoredClick,
+)
 from edge.store.sqlite import SQLiteStore
 
 if TYPE_CHECKING:
     from edge.settings import Settings
 
 __all__ = [
+    "Click",
+    "ClickConflict",
+    "Conversion",
     "Hover",
     "Impression",
     "KeyRecord",
@@ -20,6 +32,7 @@ __all__ = [
     "SQLiteStore",
     "Store",
     "StoreUnavailable",
+    "StoredClick",
     "open_store",
 ]
 

@@ -66,6 +66,53 @@ class Impression:
     invalid_reason: str | None = None
 
 
+ClickKind = Literal["url", "ugc", "ai"]
+
+
+class ClickConflict(Exception):
+    """The impression already has a valid click (another one committed first)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Click:
+    """A click as the edge judged it: valid (``invalid_reason`` None) or invalid, and what
+    it bills (``charge_usd``, CPC only; None: nothing)."""
+
+    click_id: str  # a replay shares it
+    impression_key: str  # the impression's dedupe key: 'tok:<token id>' or 'ai:<ad>:<message>'
+    kind: ClickKind
+    env: str
+    ad_id: str
+    campaign_id: str | None
+    at: float
+    publisher_id: str | None = None
+    slot_id: str | None = None
+    invalid_reason: str | None = None
+    charge_usd: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredClick:
+    row: int
+    click_id: str
+    impression_key: str
+    kind: str
+    env: str
+    ad_id: str
+    campaign_id: str | None
+    publisher_id: str | None
+    invalid_reason: str | None
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Conversion:
+    click: StoredClick
+    at: float
+    value_usd: float | None = None  # what the advertiser reports it was worth (not billed)
+    charge_usd: float | None = None  # CPA: what it bills; None: nothing
+
+
 @dataclass(frozen=True, slots=True)
 class Hover:
     token_id: str  # once per impression token
@@ -151,6 +198,32 @@ class EventStore(abc.ABC):
         """Billed USD per campaign id, in total or from ``since`` (epoch seconds) on."""
 
     @abc.abstractmethod
+    async def record_click(self, click: Click) -> bool:
+        """Store ``click`` with its charge and counter bumps in one commit; False (nothing
+        stored) when its ``click_id`` is stored already. ``ClickConflict`` when it is valid
+        and its impression has a valid click already."""
+
+    @abc.abstractmethod
+    async def click_by_id(self, click_id: str) -> StoredClick | None: ...
+
+    @abc.abstractmethod
+    async def impression_stored(self, dedupe_key: str) -> bool:
+        """Whether an impression with this dedupe key is stored."""
+
+    @abc.abstractmethod
+    async def valid_click_stored(self, impression_key: str) -> bool:
+        """Whether this impression has a valid click stored."""
+
+    @abc.abstractmethod
+    async def record_conversion(self, conversion: Conversion) -> bool:
+        """Store it with its charge and counter bumps in one commit; False when its click
+        has a conversion already."""
+
+    @abc.abstractmethod
+    async def click_count(self, valid: bool | None = None) -> int:
+        """Clicks stored (valid ones, invalid ones, or all)."""
+
+    @abc.abstractmethod
     async def add_counts(self, rows: list[tuple[str, str, str, float]]) -> None:
         """Add ``(scope, scope_id, counter, amount)`` rows to the durable counters."""
 
@@ -199,6 +272,24 @@ class SQLiteEventStore(SQLitePrimitives, EventStore):
         if since is None:
             return await self.read(_spend_by_campaign)
         return await self.read(_spend_since, since)
+
+    async def record_click(self, click: Click) -> bool:
+        return await self.write(_record_click, click)
+
+    async def click_by_id(self, click_id: str) -> StoredClick | None:
+        return await self.read(_click_by_id, click_id)
+
+    async def impression_stored(self, dedupe_key: str) -> bool:
+        return await self.read(_impression_stored, dedupe_key)
+
+    async def valid_click_stored(self, impression_key: str) -> bool:
+        return await self.read(_valid_click_stored, impression_key)
+
+    async def record_conversion(self, conversion: Conversion) -> bool:
+        return await self.write(_record_conversion, conversion)
+
+    async def click_count(self, valid: bool | None = None) -> int:
+        return await self.read(_click_count, valid)
 
     async def add_counts(self, rows: list[tuple[str, str, str, float]]) -> None:
         if rows:
@@ -313,6 +404,8 @@ def _record_impression(conn: sqlite3.Connection, imp: Impression) -> bool:
             bumps.append(("ad", imp.ad_id, counter, 1))
             if imp.publisher_id:
                 bumps.append(("publisher", imp.publisher_id, counter, 1))
+            if imp.campaign_id:
+                bumps.append(("campaign", imp.campaign_id, counter, 1))
     if imp.env == "production" and imp.cpm_usd is not None and imp.cpm_usd > 0:
         amount = imp.cpm_usd / 1000.0
         conn.execute(
@@ -320,13 +413,109 @@ def _record_impression(conn: sqlite3.Connection, imp: Impression) -> bool:
             "amount_usd, at) VALUES (?, ?, ?, ?, ?, ?)",
             (impression_id, imp.campaign_id, imp.ad_id, imp.publisher_id, amount, imp.at),
         )
-        bumps.append(("ad", imp.ad_id, "billable_usd", amount))
-        if imp.publisher_id:
-            bumps.append(("publisher", imp.publisher_id, "billable_usd", amount))
-        if imp.campaign_id:
-            bumps.append(("campaign", imp.campaign_id, "billable_usd", amount))
+        bumps += _billed(imp.ad_id, imp.campaign_id, imp.publisher_id, "cpm", amount)
     _bump(conn, bumps)
     return True
+
+
+def _billed(
+    ad_id: str, campaign_id: str | None, publisher_id: str | None, pricing: str, amount: float
+) -> list[CountRow]:
+    """Counter bumps of one billed amount: in total and by pricing model."""
+    rows: list[CountRow] = []
+    for scope, scope_id in (("ad", ad_id), ("campaign", campaign_id), ("publisher", publisher_id)):
+        if scope_id:
+            rows.append((scope, scope_id, "billable_usd", amount))
+            rows.append((scope, scope_id, f"billable_usd_{pricing}", amount))
+    return rows
+
+
+def _record_click(conn: sqlite3.Connection, c: Click) -> bool:
+    try:
+        cur = conn.execute(
+            "INSERT INTO clicks (click_id, impression_key, kind, env, ad_id, campaign_id, "
+            "publisher_id, slot_id, invalid_reason, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (click_id) DO NOTHING",
+            (c.click_id, c.impression_key, c.kind, c.env, c.ad_id, c.campaign_id,
+             c.publisher_id, c.slot_id, c.invalid_reason, c.at),
+        )  # fmt: skip
+    except sqlite3.IntegrityError:  # a second valid click of one impression
+        raise ClickConflict(c.impression_key) from None
+    if cur.rowcount != 1:
+        return False  # a replay of a stored click id
+    row = cur.lastrowid
+    counter = "clicks" if c.invalid_reason is None else f"invalid_clicks_{c.invalid_reason}"
+    bumps: list[CountRow] = [
+        (scope, scope_id, counter, 1)
+        for scope, scope_id in (
+            ("ad", c.ad_id), ("campaign", c.campaign_id), ("publisher", c.publisher_id)
+        )
+        if scope_id
+    ]  # fmt: skip
+    if c.charge_usd is not None:
+        conn.execute(
+            "INSERT INTO charges (pricing, click_row, campaign_id, ad_id, publisher_id, "
+            "amount_usd, at) VALUES ('cpc', ?, ?, ?, ?, ?, ?)",
+            (row, c.campaign_id, c.ad_id, c.publisher_id, c.charge_usd, c.at),
+        )
+        bumps += _billed(c.ad_id, c.campaign_id, c.publisher_id, "cpc", c.charge_usd)
+    _bump(conn, bumps)
+    return True
+
+
+def _click_by_id(conn: sqlite3.Connection, click_id: str) -> StoredClick | None:
+    row = conn.execute(
+        "SELECT id, click_id, impression_key, kind, env, ad_id, campaign_id, publisher_id, "
+        "invalid_reason, at FROM clicks WHERE click_id = ?",
+        (click_id,),
+    ).fetchone()
+    return None if row is None else StoredClick(*row)
+
+
+def _impression_stored(conn: sqlite3.Connection, key: str) -> bool:
+    found = conn.execute("SELECT 1 FROM impression_keys WHERE dedupe_key = ?", (key,))
+    return found.fetchone() is not None
+
+
+def _valid_click_stored(conn: sqlite3.Connection, impression_key: str) -> bool:
+    found = conn.execute(
+        "SELECT 1 FROM clicks WHERE impression_key = ? AND invalid_reason IS NULL",
+        (impression_key,),
+    )
+    return found.fetchone() is not None
+
+
+def _record_conversion(conn: sqlite3.Connection, v: Conversion) -> bool:
+    cur = conn.execute(
+        "INSERT INTO conversions (click_row, ad_id, campaign_id, value_usd, at) "
+        "VALUES (?, ?, ?, ?, ?) ON CONFLICT (click_row) DO NOTHING",
+        (v.click.row, v.click.ad_id, v.click.campaign_id, v.value_usd, v.at),
+    )
+    if cur.rowcount != 1:
+        return False  # this click has converted already
+    c = v.click
+    bumps: list[CountRow] = [
+        (scope, scope_id, "conversions", 1)
+        for scope, scope_id in (("ad", c.ad_id), ("campaign", c.campaign_id))
+        if scope_id
+    ]
+    if v.charge_usd is not None:
+        conn.execute(
+            "INSERT INTO charges (pricing, click_row, conversion_row, campaign_id, ad_id, "
+            "publisher_id, amount_usd, at) VALUES ('cpa', ?, ?, ?, ?, ?, ?, ?)",
+            (c.row, cur.lastrowid, c.campaign_id, c.ad_id, c.publisher_id, v.charge_usd, v.at),
+        )
+        bumps += _billed(c.ad_id, c.campaign_id, c.publisher_id, "cpa", v.charge_usd)
+    _bump(conn, bumps)
+    return True
+
+
+def _click_count(conn: sqlite3.Connection, valid: bool | None) -> int:
+    sql = "SELECT count(*) FROM clicks"
+    if valid is not None:
+        sql += " WHERE invalid_reason IS NULL" if valid else " WHERE invalid_reason IS NOT NULL"
+    count: int = conn.execute(sql).fetchone()[0]
+    return count
 
 
 def _record_hover(conn: sqlite3.Connection, h: Hover) -> bool:
@@ -366,9 +555,11 @@ def _spend_by_campaign(conn: sqlite3.Connection) -> dict[str, float]:
 
 def _spend_since(conn: sqlite3.Connection, since: float) -> dict[str, float]:
     rows = conn.execute(
-        "SELECT campaign_id, sum(amount_usd) FROM billing_events "
-        "WHERE at >= ? AND campaign_id IS NOT NULL GROUP BY campaign_id",
-        (since,),
+        "SELECT campaign_id, sum(amount_usd) FROM ("
+        " SELECT campaign_id, amount_usd FROM billing_events WHERE at >= ?"
+        " UNION ALL SELECT campaign_id, amount_usd FROM charges WHERE at >= ?"
+        ") WHERE campaign_id IS NOT NULL GROUP BY campaign_id",
+        (since, since),
     )
     return {campaign_id: amount for campaign_id, amount in rows}
 

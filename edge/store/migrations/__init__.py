@@ -10,6 +10,7 @@ add migrations without renumbering. The files, in order:
 - ``0004_events``: impressions and their dedupe keys, billing, hovers, placement failures,
   report counters, publishers;
 - ``0210_billing_by_time``: billing rows by time (today's spend per campaign, daily caps);
+- ``0211_clicks``: clicks (one valid per impression), conversions and their charges;
 - ``0230_key_family``: the rotation family of each key (limits and idempotency scopes);
 - ``0231_matcher_state_pruning``: indexes for pruning old no-match windows and serves;
 - ``0232_invalid_events``: the invalid-traffic reason of an impression.

@@ -1,0 +1,165 @@
+"""Click beacons: the tag's (page and UGC slots) and the AI product's signed click URL.
+
+Every click with a genuine token or signature is stored before its 2xx, valid or not; what
+makes it billable is decided here, never in the store:
+
+- a replay (a ``click_id`` already stored) counts nothing;
+- the invalid-traffic rules judge it (``edge.ivt``: bot user agents, a token used by
+  another client, per-client click rates), and a click whose impression was never stored
+  is invalid (``click_before_impression``): the ad was not seen viewable (the tag reports
+  an impression after 1 s at 50%), so a click before that mark, or without any rendering,
+  is not paid for and does not record the impression;
+- a second click on one impression is invalid (``duplicate``): at most one billable click
+  per impression, whatever the number of click ids;
+- a valid click of a CPC ad bills its bid, in the same commit, unless the campaign has
+  reached its budget or today's cap.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, replace
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from edge.beacons import InvalidToken, Surface, verify_ai_beacon
+from edge.context import Context
+from edge.delivery import schemas
+from edge.delivery.events import ai_attribution, campaign_of, click_verdict, read_claims
+from edge.delivery.requests import json_body, store_errors, strict_query
+from edge.errors import BadRequest
+from edge.http import json_response
+from edge.store import Click, ClickConflict
+
+_CLICK_ID = re.compile(r"[A-Za-z0-9_\-]{8,64}")
+
+
+async def url_click(ctx: Context, request: Request) -> Response:
+    return await _tag_click(ctx, request, "url")
+
+
+async def ugc_click(ctx: Context, request: Request) -> Response:
+    return await _tag_click(ctx, request, "ugc")
+
+
+async def _tag_click(ctx: Context, request: Request, surface: Surface) -> Response:
+    body = await json_body(ctx, request, schemas.CLICK_REQUEST)
+    claims = read_claims(ctx, body["impression_token"], surface, "impression_token")
+    key = f"tok:{claims.token_id}"
+    judge = _Judge(request, claims.client, claims.publisher_id)
+    counted = await record_click(
+        judge,
+        ctx,
+        Click(
+            click_id=body["click_id"],
+            impression_key=key,
+            kind=surface,
+            env=claims.env,
+            ad_id=claims.ad_id,
+            campaign_id=claims.campaign_id,
+            at=ctx.clock(),
+            publisher_id=claims.publisher_id,
+            slot_id=claims.slot_id,
+        ),
+        (key,),
+    )
+    return json_response({"acknowledged": True, "counted": counted})
+
+
+async def ai_click(ctx: Context, request: Request) -> Response:
+    query = strict_query(request, schemas.AI_CLICK_QUERY)
+    try:
+        assert ctx.signer is not None  # set at start-up, before any request
+        beacon = verify_ai_beacon(ctx.signer, "click", query)
+    except InvalidToken as exc:
+        raise BadRequest(str(exc), field="sig", code="invalid_signature") from None
+    click_id = query.get("click_id")
+    if click_id is None:  # one id per (ad, message): a refired URL is a replay
+        digest = hashlib.sha256(f"{beacon.ad_id}\n{beacon.message_id}".encode()).hexdigest()
+        click_id = "ai-" + digest[:32]
+    elif not _CLICK_ID.fullmatch(click_id):
+        raise BadRequest("click_id is 8 to 64 of A-Z a-z 0-9 _ -", field="click_id")
+    ad_id, campaign_id, _cpm = ai_attribution(ctx, beacon.ad_id)
+    seen = tuple(f"ai:{k}:{beacon.ad_id}:{beacon.message_id}" for k in ("render", "view"))
+    await record_click(
+        _Judge(request, None, None),
+        ctx,
+        Click(
+            click_id=click_id,
+            impression_key=f"ai:{beacon.ad_id}:{beacon.message_id}",
+            kind="ai",
+            env=ctx.settings.env,
+            ad_id=ad_id,
+            campaign_id=campaign_id,
+            at=ctx.clock(),
+        ),
+        seen,
+    )
+    return Response(status_code=204)
+
+
+@dataclass(frozen=True, slots=True)
+class _Judge:
+    """What the invalid-traffic rules need of the click's request."""
+
+    request: Request
+    bound_to: str | None  # the client the token was issued to
+    publisher_id: str | None
+
+
+async def record_click(
+    judge: _Judge, ctx: Context, click: Click, impression_keys: tuple[str, ...]
+) -> bool:
+    """Judge the click, store it durably, and count its charge toward the campaign's spend.
+
+    ``impression_keys``: dedupe keys of which any one stored means the impression was.
+    """
+    async with store_errors():
+        reason = await _invalid_reason(judge, ctx, click.impression_key, impression_keys)
+        judged = _with_charge(ctx, click, reason)
+        try:
+            counted = await ctx.store.record_click(judged)
+        except ClickConflict:  # another click of this impression committed first
+            judged = _with_charge(ctx, click, "duplicate")
+            counted = await ctx.store.record_click(judged)
+    if counted and judged.charge_usd:
+        ctx.spend.add(judged.campaign_id, judged.charge_usd, judged.at)
+    return counted
+
+
+async def _invalid_reason(
+    judge: _Judge, ctx: Context, impression_key: str, impression_keys: tuple[str, ...]
+) -> str | None:
+    seen = False
+    for key in impression_keys:
+        if await ctx.store.impression_stored(key):
+            seen = True
+            break
+    verdict = click_verdict(
+        ctx,
+        judge.request,
+        bound_to=judge.bound_to,
+        publisher_id=judge.publisher_id,
+        impression_seen=seen,
+    )
+    if verdict.reason is not None:
+        return verdict.reason
+    if await ctx.store.valid_click_stored(impression_key):
+        return "duplicate"
+    return None
+
+
+def _with_charge(ctx: Context, click: Click, reason: str | None) -> Click:
+    charge = None
+    placement = ctx.matcher.catalogue.placement(click.ad_id) if ctx.matcher else None
+    if (
+        reason is None
+        and click.env == "production"
+        and placement is not None
+        and placement.ad_set.pricing_model.type == "cpc"
+        and ctx.spend.billable(campaign_of(ctx, click.campaign_id))
+    ):
+        charge = placement.ad_set.pricing_model.bid_amount
+    return replace(click, invalid_reason=reason, charge_usd=charge)

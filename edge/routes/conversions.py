@@ -1,0 +1,101 @@
+"""POST /v1/ad-manager/conversions: an advertiser's server reports a conversion of a click.
+
+Authenticated with an Ad Manager key (``X-API-Key``), the same key that reads the
+catalogue: a conversion moves money, so it comes from the account's server, never from a
+browser. The body names the ``click_id`` the advertiser received through the ``{click_id}``
+macro of its own ``click_through_url``. Rules:
+
+- an unknown click id (never stored, or forged) is refused: 404 ``unknown_click``;
+- an invalid click (no impression, a duplicate) is refused: 422 ``invalid_click``;
+- one conversion per click: a second report answers ``counted: false`` and bills nothing;
+- a conversion of a CPA ad bills its bid in the same commit, unless the campaign has
+  reached its budget or today's cap; other pricing models count it without billing.
+
+Production only: the sandbox bills nothing, so it has no conversions.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any, cast
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from edge.context import Context
+from edge.delivery import schemas
+from edge.delivery.events import campaign_of
+from edge.delivery.requests import store_errors
+from edge.delivery.validate import validate
+from edge.errors import NotFound, Unprocessable
+from edge.http import json_response, read_json
+from edge.openapi import error_for, error_response
+from edge.openapi import json_body as json_doc
+from edge.partner.guard import admit
+from edge.store import Conversion
+
+PATH = "/v1/ad-manager/conversions"
+
+
+def routes(ctx: Context) -> list[BaseRoute]:
+    if not ctx.settings.is_production:
+        return []
+    return [Route(PATH, partial(convert, ctx), methods=["POST"])]
+
+
+async def convert(ctx: Context, request: Request) -> Response:
+    admission = await admit(ctx, request, "ad-manager")
+    raw = await read_json(request, max_bytes=ctx.settings.max_body_bytes)
+    validate(raw, schemas.CONVERSION_REQUEST)
+    body = cast(dict[str, Any], raw)
+    async with store_errors():
+        click = await ctx.store.click_by_id(body["click_id"])
+    if click is None or click.env != ctx.settings.env:
+        raise NotFound("no click with this click_id", field="click_id", code="unknown_click")
+    if click.invalid_reason is not None:
+        raise Unprocessable(
+            f"this click is invalid ({click.invalid_reason}) and cannot convert",
+            field="click_id",
+            code="invalid_click",
+        )
+    charge = None
+    placement = ctx.matcher.catalogue.placement(click.ad_id) if ctx.matcher else None
+    if (
+        placement is not None
+        and placement.ad_set.pricing_model.type == "cpa"
+        and ctx.spend.billable(campaign_of(ctx, click.campaign_id))
+    ):
+        charge = placement.ad_set.pricing_model.bid_amount
+    conversion = Conversion(click, ctx.clock(), body.get("value_usd"), charge)
+    async with store_errors():
+        counted = await ctx.store.record_conversion(conversion)
+    billed = charge if counted and charge else 0.0
+    if billed:
+        ctx.spend.add(click.campaign_id, billed, conversion.at)
+    return json_response(
+        {"acknowledged": True, "counted": counted, "billed_usd": billed},
+        headers={**admission.headers, "Cache-Control": "no-store"},
+    )
+
+
+def openapi(ctx: Context) -> dict[str, Any]:
+    if not ctx.settings.is_production:
+        return {}
+    content = {"schema": schemas.CONVERSION_REQUEST}
+    op = {
+        "summary": "Report a conversion of a click (CPA billing)",
+        "description": __doc__,
+        "tags": ["ad-manager"],
+        "security": [{"ApiKey": []}],
+        "requestBody": {"required": True, "content": {"application/json": content}},
+        "responses": {
+            "200": json_doc(schemas.CONVERSION_RESPONSE),
+            **{str(s): error_for(s) for s in (400, 401, 403, 413, 415, 429, 503)},
+            "404": error_response("unknown_click: no click with this click_id (or a forged one)"),
+            "422": error_response(
+                "Body failed validation, or invalid_click: the click is invalid and cannot convert"
+            ),
+        },
+    }
+    return {"paths": {PATH: {"post": op}}}
