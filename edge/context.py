@@ -113,7 +113,8 @@ class Context:
                 # The sandbox never explores: a partner's test gets the same answer each time.
                 explore = self.settings.explore and self.settings.is_production
                 self.matcher.config = replace(self.matcher.config, explore=explore)
-            await self._start_estimates(self.matcher)
+            if isinstance(self.matcher, Matcher):  # a test's stand-in has no estimates
+                await self._start_estimates(self.matcher)
             if self.geo is None:
                 # Opened once (mmap, C extension); lookups take microseconds on the event loop.
                 try:

@@ -1,0 +1,261 @@
+"""Clicks and conversions through HTTP: stored before the 2xx, one billable click per
+impression, CPC billed once per valid click, CPA billed on an authenticated conversion."""
+
+from urllib.parse import urlsplit
+
+import orjson
+import pytest
+
+from edge.beacons import ai_beacon_urls, ai_click_url, issue_impression_token
+from tests.conftest import assert_error_shape, issue_key
+from tests.delivery.helpers import PUB
+
+CPC_AD, CPC_CAMPAIGN, CPC_BID = "ad-dog-food", "cmp-happy-hound", 1.4  # bundled catalogue
+CPA_AD, CPA_CAMPAIGN, CPA_BID = "ad-meal-kit", "cmp-weeknight", 18.0
+CONVERSIONS = "/v1/ad-manager/conversions"
+
+
+def token(client, ad_id=CPC_AD, campaign_id=CPC_CAMPAIGN, surface="url"):
+    ctx = client.app.state.ctx
+    return issue_impression_token(
+        ctx.signer, surface=surface, env=ctx.settings.env, ad_id=ad_id,
+        campaign_id=campaign_id, now=ctx.clock(), publisher_id=PUB, slot_id="side",
+    )[0]  # fmt: skip
+
+
+def seen(client, tok, iid, surface="url"):
+    body = {"impression_token": tok, "impression_id": iid, "v": "1.0.0"}
+    assert client.post(f"/dea/{surface}/impression", json=body).json()["counted"] is True
+
+
+def click(client, tok, click_id, surface="url", **kw):
+    body = {"impression_token": tok, "click_id": click_id, "v": "1.0.0"}
+    return client.post(f"/dea/{surface}/click", json=body, **kw)
+
+
+def counts(client) -> dict:
+    ctx = client.app.state.ctx
+    return {(s, i, c): a for s, i, c, a in client.portal.call(ctx.store.counts)}
+
+
+def charges(client) -> list:
+    ctx = client.app.state.ctx
+
+    def rows(conn):
+        return conn.execute("SELECT pricing, ad_id, amount_usd FROM charges ORDER BY id").fetchall()
+
+    return [tuple(r) for r in client.portal.call(ctx.store.read, rows)]
+
+
+@pytest.fixture
+def client(make_client):
+    return make_client()
+
+
+@pytest.mark.parametrize("surface", ["url", "ugc"])
+def test_a_cpc_ad_bills_its_bid_once_per_valid_click(client, surface):
+    tok = token(client, surface=surface)
+    seen(client, tok, "imp-00000001", surface)
+    r = click(client, tok, "clk-00000001", surface)
+    assert r.status_code == 200 and r.json() == {"acknowledged": True, "counted": True}
+    assert charges(client) == [("cpc", CPC_AD, CPC_BID)]  # durable when the answer came
+    c = counts(client)
+    assert c[("ad", CPC_AD, "clicks")] == 1 and c[("campaign", CPC_CAMPAIGN, "clicks")] == 1
+    assert c[("campaign", CPC_CAMPAIGN, "billable_usd_cpc")] == pytest.approx(CPC_BID)
+    assert client.app.state.ctx.spend.current().total[CPC_CAMPAIGN] == pytest.approx(CPC_BID)
+    # A second ad's valid click bills again: once per valid click, not once per ad.
+    other = token(client, surface=surface)
+    seen(client, other, "imp-00000002", surface)
+    assert click(client, other, "clk-00000002", surface).json()["counted"] is True
+    assert charges(client) == [("cpc", CPC_AD, CPC_BID)] * 2
+
+
+def test_a_double_click_bills_once(client):
+    tok = token(client)
+    seen(client, tok, "imp-00000001")
+    assert click(client, tok, "clk-00000001").json()["counted"] is True
+    # The same click resent (sendBeacon after a failed fetch) counts nothing ...
+    assert click(client, tok, "clk-00000001").json()["counted"] is False
+    # ... and another click id on the same impression is stored, invalid, never billed.
+    assert click(client, tok, "clk-00000002").json()["counted"] is True
+    assert charges(client) == [("cpc", CPC_AD, CPC_BID)]
+    c = counts(client)
+    assert c[("ad", CPC_AD, "clicks")] == 1
+    assert c[("ad", CPC_AD, "invalid_clicks_duplicate")] == 1
+    ctx = client.app.state.ctx
+    assert client.portal.call(ctx.store.click_count, None) == 2
+
+
+def test_a_click_without_a_stored_impression_is_invalid_and_never_billed(client):
+    tok = token(client)
+    assert click(client, tok, "clk-00000001").json()["counted"] is True
+    assert charges(client) == []
+    c = counts(client)
+    assert c[("ad", CPC_AD, "invalid_clicks_no_impression")] == 1
+    assert ("ad", CPC_AD, "clicks") not in c
+    # It did not record the impression either: a later viewable beacon is the first one.
+    seen(client, tok, "imp-00000001")
+
+
+def test_a_text_plain_click_is_taken_as_sendbeacon_sends_it(client):
+    tok = token(client)
+    seen(client, tok, "imp-00000001")
+    body = orjson.dumps({"impression_token": tok, "click_id": "clk-00000001", "v": "1.0.0"})
+    r = client.post("/dea/url/click", content=body, headers={"Content-Type": "text/plain"})
+    assert r.json()["counted"] is True and charges(client) == [("cpc", CPC_AD, CPC_BID)]
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"impression_token": "forged.token", "click_id": "clk-00000001", "v": "1"}, None),
+        ({"impression_token": "t", "click_id": "short", "v": "1"}, "click_id"),
+        ({"impression_token": "t", "click_id": "clk-00000001"}, "v"),
+    ],
+)
+def test_bad_clicks_are_400_and_store_nothing(client, body, field):
+    r = client.post("/dea/url/click", json=body)
+    err = assert_error_shape(r, 400)
+    if field:
+        assert err["field"] == field
+    ctx = client.app.state.ctx
+    assert client.portal.call(ctx.store.click_count, None) == 0
+
+
+def test_a_token_of_the_other_surface_is_refused(client):
+    tok = token(client, surface="ugc")
+    assert_error_shape(click(client, tok, "clk-00000001", "url"), 400)
+
+
+def test_a_cpc_click_past_the_budget_is_stored_but_not_billed(client):
+    ctx = client.app.state.ctx
+    ctx.spend.add(CPC_CAMPAIGN, 20_000.0, ctx.clock())  # its whole budget
+    tok = token(client)
+    seen(client, tok, "imp-00000001")
+    assert click(client, tok, "clk-00000001").json()["counted"] is True
+    assert charges(client) == [] and counts(client)[("ad", CPC_AD, "clicks")] == 1
+
+
+# -- conversions -------------------------------------------------------------------------------
+
+
+def clicked(client, ad_id, campaign_id, click_id):
+    tok = token(client, ad_id, campaign_id)
+    seen(client, tok, "imp-" + click_id)
+    assert click(client, tok, click_id).json()["counted"] is True
+
+
+def convert(client, click_id, key, **extra):
+    return client.post(
+        CONVERSIONS, json={"click_id": click_id, **extra}, headers={"X-API-Key": key}
+    )
+
+
+def test_a_cpa_conversion_bills_its_bid_once(client):
+    key = issue_key(client, "ad-manager")
+    clicked(client, CPA_AD, CPA_CAMPAIGN, "clk-00000001")
+    assert charges(client) == []  # a CPA click bills nothing
+    r = convert(client, "clk-00000001", key, value_usd=42.5)
+    assert r.status_code == 200
+    assert r.json() == {"acknowledged": True, "counted": True, "billed_usd": CPA_BID}
+    assert charges(client) == [("cpa", CPA_AD, CPA_BID)]
+    again = convert(client, "clk-00000001", key)
+    assert again.json() == {"acknowledged": True, "counted": False, "billed_usd": 0.0}
+    c = counts(client)
+    assert c[("ad", CPA_AD, "conversions")] == 1
+    assert c[("campaign", CPA_CAMPAIGN, "billable_usd_cpa")] == pytest.approx(CPA_BID)
+
+
+def test_a_conversion_of_a_cpc_click_counts_but_bills_nothing_more(client):
+    key = issue_key(client, "ad-manager")
+    clicked(client, CPC_AD, CPC_CAMPAIGN, "clk-00000001")
+    assert convert(client, "clk-00000001", key).json()["billed_usd"] == 0.0
+    assert charges(client) == [("cpc", CPC_AD, CPC_BID)]
+
+
+@pytest.mark.parametrize("click_id", ["clk-forged-0001", "never-stored-click-id"])
+def test_a_conversion_with_a_forged_or_unknown_click_id_is_refused(client, click_id):
+    key = issue_key(client, "ad-manager")
+    clicked(client, CPA_AD, CPA_CAMPAIGN, "clk-00000001")
+    err = assert_error_shape(convert(client, click_id, key), 404)
+    assert err["code"] == "unknown_click"
+    assert charges(client) == []
+
+
+def test_a_conversion_of_an_invalid_click_is_refused(client):
+    key = issue_key(client, "ad-manager")
+    click(client, token(client, CPA_AD, CPA_CAMPAIGN), "clk-00000001")  # no impression
+    err = assert_error_shape(convert(client, "clk-00000001", key), 422)
+    assert err["code"] == "invalid_click"
+    assert charges(client) == []
+
+
+def test_a_conversion_needs_an_ad_manager_key(client):
+    clicked(client, CPA_AD, CPA_CAMPAIGN, "clk-00000001")
+    assert_error_shape(convert(client, "clk-00000001", issue_key(client, "ugc")), 401)
+    assert_error_shape(client.post(CONVERSIONS, json={"click_id": "clk-00000001"}), 401)
+    assert charges(client) == []
+
+
+def test_conversions_do_not_exist_on_the_sandbox(make_client):
+    client = make_client(env="sandbox")
+    key = issue_key(client, "ad-manager")
+    assert convert(client, "clk-00000001", key).status_code == 404
+
+
+# -- the AI product's signed click URL -----------------------------------------------------------
+
+
+def ai_urls(client, message_id="m-1"):
+    ctx = client.app.state.ctx
+    number = ctx.matcher.catalogue.ad_number(CPC_AD)
+    _, view = ai_beacon_urls(ctx.signer, ctx.settings.base_url, number, message_id, "c-1")
+    clk = ai_click_url(ctx.signer, ctx.settings.base_url, number, message_id, "c-1")
+    return urlsplit(view), urlsplit(clk)
+
+
+def test_ai_click_after_its_view_bills_once(client):
+    view, clk = ai_urls(client)
+    assert client.get(f"{view.path}?{view.query}").status_code == 204
+    for _ in range(3):  # refired by the partner: one click
+        assert client.get(f"{clk.path}?{clk.query}").status_code == 204
+    assert charges(client) == [("cpc", CPC_AD, CPC_BID)]
+    # A partner-named click id is the id a conversion reports.
+    _, clk2 = ai_urls(client, "m-2")
+    assert client.get(f"{clk2.path}?{clk2.query}&click_id=partner-click-1").status_code == 204
+    c = counts(client)
+    assert c[("ad", CPC_AD, "clicks")] == 1
+    assert c[("ad", CPC_AD, "invalid_clicks_no_impression")] == 1  # m-2 was never rendered
+
+
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        lambda q: q.replace("message_id=m-1", "message_id=m-2"),
+        lambda q: q.split("&sig=")[0],
+        lambda q: q + "&click_id=bad id",
+    ],
+)
+def test_tampered_ai_clicks_are_400_and_store_nothing(client, tamper):
+    _, clk = ai_urls(client)
+    assert_error_shape(client.get(f"{clk.path}?{tamper(clk.query)}"), 400)
+    ctx = client.app.state.ctx
+    assert client.portal.call(ctx.store.click_count, None) == 0
+
+
+def test_ai_process_answers_carry_a_signed_click_url(make_client):
+    from matcher.catalogue import load_catalogue
+    from tests.routes.conftest import CATALOGUE, Script
+
+    client = make_client(matcher=Script(load_catalogue(CATALOGUE)))
+    key = issue_key(client, "ai")
+    r = client.post(
+        "/v1/ai/process",
+        json={"message_id": "m-1", "content": "kibble for a picky pup"},
+        headers={"X-API-Key": key},
+    )
+    assert r.status_code == 200, r.text
+    assert r.json()["ads"]
+    for ad in r.json()["ads"]:
+        url = urlsplit(ad["click_url"])
+        assert url.path == "/dea/ai/click" and "sig=" in url.query
