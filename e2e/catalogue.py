@@ -43,6 +43,12 @@ def ad_id(topic: str) -> str:
     return ADS[topic][0]
 
 
+def landing(topic: str) -> str:
+    """The ad's click_through_url; the coffee advertiser asks for the click id (macro)."""
+    url = f"https://{topic}.example/go?ad={ad_id(topic)}&utm_source=e2e"
+    return url + "&click={click_id}" if topic == "coffee" else url
+
+
 def catalogue(pixel_base: str) -> dict:
     campaigns = []
     for topic, (ad, advertiser, title, keywords, description) in ADS.items():
@@ -66,7 +72,7 @@ def catalogue(pixel_base: str) -> dict:
                                 "cta": "Shop now",
                                 "description": description,
                                 "keywords": keywords,
-                                "click_through_url": f"https://{topic}.example/go?ad={ad}&utm_source=e2e",
+                                "click_through_url": landing(topic),
                                 "ttl_seconds": 900,
                                 "pixel_trackers": [
                                     {

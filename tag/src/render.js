@@ -1,6 +1,7 @@
 // Rendering with DOM APIs only: createElement and textContent, never innerHTML of ad text,
 // no inline style (publishers style the classes), so it runs under a strict CSP with
-// Trusted Types enforced. click_through_url goes into href exactly as given.
+// Trusted Types enforced. click_through_url goes into href exactly as given, except that a
+// {click_id} the advertiser put there becomes this rendering's click id.
 
 // Why an ad cannot be shown, or "" when it can.
 function creativeProblem(ad) {
@@ -17,11 +18,11 @@ function part(tag, name, text) {
   return e;
 }
 
-function render(slot, ad) {
+function render(slot, ad, clickId) {
   const box = part("div", "edge-ad");
   box.dataset.adId = ad.ad_id;
   const link = part("a", "edge-ad__link");
-  link.setAttribute("href", ad.click_through_url);
+  link.setAttribute("href", ad.click_through_url.replaceAll("{click_id}", clickId));
   link.target = "_blank";
   link.rel = "sponsored noopener";
   link.append(part("span", "edge-ad__label", "Sponsored"), part("span", "edge-ad__title", ad.title));

@@ -83,9 +83,10 @@ function place(it, placement) {
   const token = ad.impression_token;
   let reason = "creative_error";
   let message = creativeProblem(ad);
+  const click_id = uid();
   let box;
   try {
-    if (!message) box = render(it.slot, ad);
+    if (!message) box = render(it.slot, ad, click_id);
   } catch (err) {
     it.slot.replaceChildren();
     reason = "render_error";
@@ -97,6 +98,11 @@ function place(it, placement) {
     return report(it, "error", { ad_id: ad.ad_id, reason, message });
   }
   report(it, "filled", { ad_id: ad.ad_id, surface });
+  // A click, a middle click or keyboard activation (Enter fires click) sends one beacon; the
+  // browser follows the link itself. A repeat reuses the click id and counts nothing.
+  box.onclick = box.onauxclick = guard(
+    (e) => e.button < 2 && beacon("/dea/" + surface + "/click", { impression_token: token, click_id, v: VERSION })
+  );
   watchViewable(box, (view) => {
     const impression_id = uid();
     beacon("/dea/" + surface + "/impression", { impression_token: token, impression_id, v: VERSION, ...view });

@@ -1,0 +1,101 @@
+"""Clicks in a real browser: one click beacon per click, the browser still follows the
+link (href exactly the advertiser's), middle-click and keyboard activation count too, and
+repeats of one rendering bill once."""
+
+from e2e.catalogue import ad_id
+from e2e.helpers import Requests, ad_height, open_page, show
+
+CLICK = "/dea/url/click"
+LINK = '[data-ad-slot="main-slot"] a.edge-ad__link'
+LANDING = "https://pets.example/go?ad=e2e-dog-food&utm_source=e2e"
+
+
+def viewable_ad(page, site, pub):
+    monitor = open_page(page, site, pub=pub, topic="pets")
+    monitor.wait_for_event("filled", "main-slot")
+    show(page, ad_height(page))
+    monitor.wait_for_event("viewable", "main-slot")
+    site.beacons.wait_for("publisher", pub, "viewable_impressions", 1)
+    # The advertiser's site, answered here (the test machine has no outside network).
+    page.context.route(
+        "https://pets.example/**",
+        lambda route: route.fulfill(status=200, body="<p>landing</p>", content_type="text/html"),
+    )
+    return monitor
+
+
+def test_a_click_fires_one_beacon_and_the_page_still_navigates(page, site, pub):
+    sent = Requests(page, site.edge_url)
+    monitor = viewable_ad(page, site, pub)
+    with page.context.expect_page(timeout=10_000) as popup:
+        page.click(LINK)
+    landing = popup.value
+    landing.wait_for_load_state()
+    assert landing.url == LANDING  # href untouched: no redirect through the edge
+    site.beacons.wait_for("publisher", pub, "clicks", 1)
+    assert sent.to(CLICK) == [("POST", CLICK)]
+    assert site.beacons.count("ad", ad_id("pets"), "clicks") >= 1
+    assert not monitor.page_errors
+
+
+def test_middle_click_and_keyboard_activation_count_and_bill_once(page, site, pub):
+    sent = Requests(page, site.edge_url)
+    viewable_ad(page, site, pub)
+
+    def is_click(response):
+        return response.url.endswith(CLICK) and response.request.method == "POST"
+
+    # A middle click opens a background tab (or nothing, headless): the beacon is the point.
+    box = page.locator(LINK).bounding_box()
+    assert box is not None
+    with page.expect_response(is_click, timeout=10_000) as first:
+        # The mouse itself (a locator click would wait for a navigation that never comes).
+        page.mouse.click(box["x"] + 5, box["y"] + 5, button="middle")
+    page.focus(LINK)
+    with (
+        page.expect_response(is_click, timeout=10_000) as second,
+        page.context.expect_page(timeout=10_000) as popup,
+    ):
+        page.keyboard.press("Enter")
+    popup.value.wait_for_load_state()
+    assert popup.value.url == LANDING
+    assert sent.to(CLICK) == [("POST", CLICK), ("POST", CLICK)]  # one beacon per click
+    # Both answered (so both are stored); they carry the rendering's one click id, so the
+    # second is a replay and counts nothing. (A keepalive response's body cannot be read
+    # here, so the store is asked.)
+    assert first.value.status == second.value.status == 200
+    assert site.beacons.count("publisher", pub, "clicks") == 1
+    assert site.beacons.count("publisher", pub, "invalid_clicks_duplicate") == 0
+
+
+def test_right_click_is_not_a_click(page, site, pub):
+    sent = Requests(page, site.edge_url)
+    viewable_ad(page, site, pub)
+    box = page.locator(LINK).bounding_box()
+    assert box is not None
+    page.mouse.click(box["x"] + 5, box["y"] + 5, button="right")
+    page.keyboard.press("Escape")
+    page.wait_for_timeout(300)
+    assert sent.to(CLICK) == []
+
+
+def test_the_click_id_macro_is_expanded_only_where_the_advertiser_put_it(page, site, pub):
+    monitor = open_page(page, site, pub=pub, topic="coffee")
+    monitor.wait_for_event("filled", "main-slot")
+    show(page, ad_height(page))
+    monitor.wait_for_event("viewable", "main-slot")
+    href = page.get_attribute(LINK, "href")
+    prefix = "https://coffee.example/go?ad=e2e-espresso&utm_source=e2e&click="
+    assert href.startswith(prefix) and "{" not in href
+    click_id = href.removeprefix(prefix)
+    page.context.route("https://coffee.example/**", lambda route: route.fulfill(body="ok"))
+
+    def is_click(response):
+        return response.url.endswith(CLICK) and response.request.method == "POST"
+
+    with (
+        page.expect_response(is_click, timeout=10_000) as answer,
+        page.context.expect_page(timeout=10_000),
+    ):
+        page.click(LINK)
+    assert answer.value.request.post_data_json["click_id"] == click_id
