@@ -1,14 +1,21 @@
-"""``edge report [--json]``: the durable counters per ad and per publisher.
+"""``edge report [--json]``: the durable counters per ad, publisher, campaign and key.
 
-Counters are only ever added to (never reset). Impressions, viewable impressions, hovers,
-failures and billable amounts are written with their events; requests, matches and
-no-matches are buffered by the running edge and flushed every second, so a report taken
-while it runs may lag by that much.
+Counters are only ever added to (never reset). Impressions, viewable impressions, clicks,
+conversions, hovers, failures and billable amounts are written with their events;
+requests, matches and no-matches are buffered by the running edge and flushed every
+second, so a report taken while it runs may lag by that much.
+
+Ads and campaigns also get ``ctr`` (valid clicks per viewable impression; null before the
+first one), ``billable_usd`` by pricing model (``billable_usd_cpm``, ``_cpc``, ``_cpa``),
+invalid events under keys starting with ``invalid`` (``invalid_clicks_<reason>``), and
+campaigns ``pacing``: spent against the even line (``planned_usd``) of the catalogue named
+by ``--catalogue`` / ``EDGE_CATALOGUE`` (the bundled one when unset).
 """
 
 from __future__ import annotations
 
 import argparse
+import time
 from typing import Any
 
 import orjson
@@ -17,6 +24,37 @@ from edge.cli._common import Subcommands, settings_from, with_context
 from edge.context import Context
 from edge.settings import add_arguments
 from edge.store.events import REPORT_COUNTERS
+from matcher.catalogue import CatalogueError, load_catalogue
+from matcher.pacing import Pacer
+from matcher.types import Campaign
+
+HELP = """\
+words:
+  impressions           ads rendered: a tag beacon (sent once the ad is viewable) or an AI
+                        render beacon
+  viewable_impressions  ads viewable by the MRC rule (50% of pixels for 1 continuous s): a
+                        tag beacon or an AI view beacon. An AI partner may fire the view
+                        beacon without the render one, so this can exceed impressions.
+  clicks                valid clicks: after a stored impression, at most one per impression
+  ctr                   clicks / viewable_impressions (null while viewable_impressions is 0)
+  conversions           conversions reported for valid clicks (POST /v1/ad-manager/conversions)
+  billable_usd          USD billed: CPM per 1,000 viewable impressions, CPC per valid click,
+                        CPA per conversion (by model: billable_usd_cpm, _cpc, _cpa); not
+                        past a campaign's budget or daily cap (bar the batch in flight)
+  invalid_*             events stored but never billed, by reason (invalid_clicks_no_impression:
+                        no stored impression; invalid_clicks_duplicate: a second click on one
+                        impression)
+  pacing                per campaign: spent_usd, planned_usd (the even line now; null without
+                        a flight end or budget), budget_usd, daily_cap_usd, pacing
+"""
+# Counters every ad and campaign row lists (0 when nothing happened yet).
+MONEY_COUNTERS = (
+    "clicks",
+    "conversions",
+    "billable_usd_cpm",
+    "billable_usd_cpc",
+    "billable_usd_cpa",
+)
 
 # Sections in print order; scopes the edge adds later appear after these.
 SCOPES = ("ad", "publisher", "campaign", "key")
@@ -31,22 +69,49 @@ COLUMNS = {"ad": PER_AD_COUNTERS, "publisher": REPORT_COUNTERS}
 def register(sub: Subcommands) -> None:
     p = sub.add_parser(
         "report",
-        help="counters per ad and per publisher: requests, matches, impressions, billing",
+        help="counters per ad, publisher, campaign and key: impressions, clicks, billing",
+        description=__doc__,
+        epilog=HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--json", action="store_true", help="print one JSON document")
-    add_arguments(p, ["db"])
+    add_arguments(p, ["db", "catalogue"])
     p.set_defaults(func=run)
 
 
-def build(rows: list[tuple[str, str, str, float]]) -> dict[str, dict[str, dict[str, float]]]:
-    """{scope: {id: {counter: amount}}}; ad and publisher rows list every counter of theirs."""
-    out: dict[str, dict[str, dict[str, float]]] = {"ad": {}, "publisher": {}}
+def build(
+    rows: list[tuple[str, str, str, float]],
+    campaigns: tuple[Campaign, ...] = (),
+    now: float | None = None,
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """{scope: {id: {counter: amount}}}; ad and publisher rows list every counter of theirs,
+    ad and campaign rows the money fields too, campaigns of ``campaigns`` their pacing."""
+    out: dict[str, dict[str, dict[str, Any]]] = {"ad": {}, "publisher": {}}
     for scope, scope_id, counter, amount in rows:
         entry = out.setdefault(scope, {}).setdefault(scope_id, {})
         entry[counter] = amount
+    for c in campaigns:
+        out.setdefault("campaign", {}).setdefault(c.id, {})
     for scope, columns in COLUMNS.items():
         for scope_id, entry in out[scope].items():
             out[scope][scope_id] = {c: entry.get(c, 0) for c in columns} | entry
+    for scope in ("ad", "campaign"):
+        for entry in out.get(scope, {}).values():
+            entry.update({c: entry.get(c, 0) for c in ("billable_usd", *MONEY_COUNTERS)})
+            views = entry.get("viewable_impressions", 0)
+            entry["ctr"] = round(entry["clicks"] / views, 6) if views else None
+    pacer = Pacer(campaigns)
+    at = time.time() if now is None else now
+    for c in campaigns:
+        entry = out["campaign"][c.id]
+        planned = pacer.planned(c, at)
+        entry["pacing"] = {
+            "pacing": c.pacing,
+            "spent_usd": round(entry.get("billable_usd", 0), 6),
+            "planned_usd": None if planned is None else round(planned, 6),
+            "budget_usd": c.budget_usd,
+            "daily_cap_usd": c.daily_cap_usd,
+        }
     return {
         scope: {i: {c: _number(c, a) for c, a in entries[i].items()} for i in sorted(entries)}
         for scope, entries in sorted(out.items(), key=lambda kv: _order(kv[0]))
@@ -57,9 +122,13 @@ def _order(scope: str) -> tuple[int, str]:
     return (SCOPES.index(scope) if scope in SCOPES else len(SCOPES), scope)
 
 
-def _number(counter: str, amount: float) -> float | int:
-    if counter == MONEY:
+def _number(counter: str, amount: Any) -> Any:
+    if not isinstance(amount, int | float):
+        return amount  # ctr before any view (None), the pacing object
+    if counter.startswith(MONEY):
         return round(amount, 6)
+    if counter == "ctr":
+        return amount
     return int(amount) if float(amount).is_integer() else amount
 
 
@@ -87,15 +156,27 @@ def render_text(report: dict[str, dict[str, dict[str, float]]]) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _cell(counter: str, value: float) -> str:
-    return f"{value:.4f}" if counter == MONEY else str(value)
+def _cell(counter: str, value: Any) -> str:
+    if counter == "pacing" and isinstance(value, dict):
+        planned = value["planned_usd"]
+        return f"{value['spent_usd']:.2f}/{'-' if planned is None else f'{planned:.2f}'}"
+    if value is None:
+        return "-"
+    return f"{value:.4f}" if counter.startswith(MONEY) or counter == "ctr" else str(value)
 
 
 def run(args: argparse.Namespace) -> int:
-    async def work(ctx: Context) -> dict[str, Any]:
-        return build(await ctx.store.counts())
+    settings = settings_from(args)
+    try:
+        campaigns = load_catalogue(settings.catalogue).campaigns
+    except CatalogueError as exc:
+        print(f"edge report: no pacing: {exc}")
+        campaigns = ()
 
-    report = with_context(settings_from(args), work)
+    async def work(ctx: Context) -> dict[str, Any]:
+        return build(await ctx.store.counts(), campaigns)
+
+    report = with_context(settings, work)
     if args.json:
         print(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode())
     else:

@@ -6,7 +6,7 @@ import orjson
 
 from edge.cli import main
 from edge.cli.report import build
-from edge.store import Hover, Impression, SQLiteStore
+from edge.store import Click, Conversion, Hover, Impression, SQLiteStore
 
 
 def _fill(path):
@@ -79,3 +79,53 @@ def test_empty_store_report(tmp_path, capsys):
     assert main(["report", "--db", str(tmp_path / "e.db")]) == 0
     assert "(none yet)" in capsys.readouterr().out
     assert build([]) == {"ad": {}, "publisher": {}}
+
+
+def test_clicks_ctr_conversions_money_by_model_invalid_and_pacing(tmp_path, capsys):
+    db = tmp_path / "edge.db"
+    _fill(db)
+    store = SQLiteStore(db)
+    store.open_blocking()
+
+    async def work():
+        # The bundled catalogue's cmp-happy-hound (CPC 1.40, budget 20,000, no flight end).
+        for i in range(4):
+            await store.record_impression(Impression(
+                kind="url", dedupe_keys=(f"tok:{i}",), env="production", ad_id="ad-dog-food",
+                campaign_id="cmp-happy-hound", at=1.0,
+            ))  # fmt: skip
+        await store.record_click(Click("clk-1", "tok:0", "url", "production", "ad-dog-food",
+                                       "cmp-happy-hound", 2.0, charge_usd=1.4))  # fmt: skip
+        again = Click("clk-2", "tok:0", "url", "production", "ad-dog-food",
+                      "cmp-happy-hound", 2.0, invalid_reason="duplicate")  # fmt: skip
+        await store.record_click(again)
+        clicked = await store.click_by_id("clk-1")
+        await store.record_conversion(Conversion(clicked, 3.0))
+
+    asyncio.run(work())
+    store.close_blocking()
+    assert main(["report", "--json", "--db", str(db)]) == 0
+    report = orjson.loads(capsys.readouterr().out)
+    ad = report["ad"]["ad-dog-food"]
+    assert (ad["clicks"], ad["conversions"], ad["ctr"]) == (1, 1, 0.25)
+    assert ad["invalid_clicks_duplicate"] == 1
+    assert ad["billable_usd"] == ad["billable_usd_cpc"] == 1.4 and ad["billable_usd_cpm"] == 0
+    camp = report["campaign"]["cmp-happy-hound"]
+    assert (camp["clicks"], camp["viewable_impressions"], camp["ctr"]) == (1, 4, 0.25)
+    assert camp["pacing"] == {"pacing": "even", "spent_usd": 1.4, "planned_usd": None,
+                              "budget_usd": 20000.0, "daily_cap_usd": None}  # fmt: skip
+    assert report["ad"]["ad-1"]["ctr"] == 0 and report["ad"]["ad-1"]["clicks"] == 0
+    assert report["campaign"]["cmp-1"]["billable_usd_cpm"] == 0.015
+    assert main(["report", "--db", str(db)]) == 0
+    assert "pacing" in capsys.readouterr().out
+
+
+def test_report_help_defines_its_words(capsys):
+    import pytest
+
+    with pytest.raises(SystemExit):
+        main(["report", "--help"])
+    out = capsys.readouterr().out
+    for word in ("impressions", "viewable_impressions", "clicks", "ctr", "invalid_", "pacing"):
+        assert f"  {word}" in out, word
+    assert "can exceed impressions" in out
