@@ -41,7 +41,7 @@ words:
   billable_usd          USD billed: CPM per 1,000 viewable impressions, CPC per valid click,
                         CPA per conversion (by model: billable_usd_cpm, _cpc, _cpa); not
                         past a campaign's budget or daily cap (bar the batch in flight)
-  invalid_*             events stored but never billed, by reason (invalid_clicks_no_impression:
+  invalid_*             events stored but never billed, by reason (invalid_clicks_click_before_impression:
                         no stored impression; invalid_clicks_duplicate: a second click on one
                         impression)
   pacing                per campaign: spent_usd, planned_usd (the even line now; null without

@@ -8,7 +8,7 @@ import pytest
 
 from edge.beacons import ai_beacon_urls, ai_click_url, issue_impression_token
 from tests.conftest import assert_error_shape, issue_key
-from tests.delivery.helpers import PUB
+from tests.delivery.helpers import PUB, register
 
 CPC_AD, CPC_CAMPAIGN, CPC_BID = "ad-dog-food", "cmp-happy-hound", 1.4  # bundled catalogue
 CPA_AD, CPA_CAMPAIGN, CPA_BID = "ad-meal-kit", "cmp-weeknight", 18.0
@@ -30,7 +30,11 @@ def seen(client, tok, iid, surface="url"):
 
 def click(client, tok, click_id, surface="url", **kw):
     body = {"impression_token": tok, "click_id": click_id, "v": "1.0.0"}
-    return client.post(f"/dea/{surface}/click", json=body, **kw)
+    answer = client.post(f"/dea/{surface}/click", json=body, **kw)
+    # An hour later: one client may click at most once a minute and 10 times an hour
+    # (invalid-traffic rules); these tests click from one address.
+    client.app.state.ctx.clock.advance(3601)
+    return answer
 
 
 def counts(client) -> dict:
@@ -49,7 +53,9 @@ def charges(client) -> list:
 
 @pytest.fixture
 def client(make_client):
-    return make_client()
+    client = make_client()
+    register(client)
+    return client
 
 
 @pytest.mark.parametrize("surface", ["url", "ugc"])
@@ -91,7 +97,7 @@ def test_a_click_without_a_stored_impression_is_invalid_and_never_billed(client)
     assert click(client, tok, "clk-00000001").json()["counted"] is True
     assert charges(client) == []
     c = counts(client)
-    assert c[("ad", CPC_AD, "invalid_clicks_no_impression")] == 1
+    assert c[("ad", CPC_AD, "invalid_clicks_click_before_impression")] == 1
     assert ("ad", CPC_AD, "clicks") not in c
     # It did not record the impression either: a later viewable beacon is the first one.
     seen(client, tok, "imp-00000001")
@@ -225,7 +231,9 @@ def test_ai_click_after_its_view_bills_once(client):
     assert client.get(f"{clk2.path}?{clk2.query}&click_id=partner-click-1").status_code == 204
     c = counts(client)
     assert c[("ad", CPC_AD, "clicks")] == 1
-    assert c[("ad", CPC_AD, "invalid_clicks_no_impression")] == 1  # m-2 was never rendered
+    assert (
+        c[("ad", CPC_AD, "invalid_clicks_click_before_impression")] == 1
+    )  # m-2 was never rendered
 
 
 @pytest.mark.parametrize(
@@ -259,3 +267,25 @@ def test_ai_process_answers_carry_a_signed_click_url(make_client):
     for ad in r.json()["ads"]:
         url = urlsplit(ad["click_url"])
         assert url.path == "/dea/ai/click" and "sig=" in url.query
+
+
+def test_invalid_traffic_rules_judge_clicks_too(client):
+    # Two valid-looking clicks of two impressions from one address within a minute: the
+    # second is over the per-client click rate, stored invalid, never billed.
+    first, second = token(client), token(client)
+    seen(client, first, "imp-00000001")
+    seen(client, second, "imp-00000002")
+    body = {"impression_token": first, "click_id": "clk-00000001", "v": "1.0.0"}
+    assert client.post("/dea/url/click", json=body).json()["counted"] is True
+    body = {"impression_token": second, "click_id": "clk-00000002", "v": "1.0.0"}
+    assert client.post("/dea/url/click", json=body).json()["counted"] is True
+    assert charges(client) == [("cpc", CPC_AD, CPC_BID)]
+    assert counts(client)[("ad", CPC_AD, "invalid_clicks_rate_limited")] == 1
+    # A crawler's click is invalid whatever else holds.
+    bot = token(client)
+    seen(client, bot, "imp-00000003")
+    client.app.state.ctx.clock.advance(86_400 - 10)
+    body = {"impression_token": bot, "click_id": "clk-00000003", "v": "1.0.0"}
+    headers = {"User-Agent": "Googlebot/2.1 (+http://www.google.com/bot.html)"}
+    assert client.post("/dea/url/click", json=body, headers=headers).json()["counted"] is True
+    assert counts(client)[("ad", CPC_AD, "invalid_clicks_bot_user_agent")] == 1
