@@ -41,9 +41,10 @@ words:
   billable_usd          USD billed: CPM per 1,000 viewable impressions, CPC per valid click,
                         CPA per conversion (by model: billable_usd_cpm, _cpc, _cpa); not
                         past a campaign's budget or daily cap (bar the batch in flight)
-  invalid_*             events stored but never billed, by reason (invalid_clicks_click_before_impression:
-                        no stored impression; invalid_clicks_duplicate: a second click on one
-                        impression)
+  invalid_*             events stored but never billed, by reason: invalid_<reason> for
+                        impressions, invalid_clicks_<reason> for clicks (click_before_impression:
+                        no stored impression; duplicate: a second click on one impression;
+                        bot_user_agent, client_mismatch, rate_limited, publisher_removed)
   pacing                per campaign: spent_usd, planned_usd (the even line now; null without
                         a flight end or budget), budget_usd, daily_cap_usd, pacing
 """
