@@ -243,7 +243,7 @@ class Provoker:
             return send(method, path, valid, key)
         if status == 503:
             outages = {"/ugc/disable": "disable_ads", "/v1/ad-manager/conversions": "click_by_id"}
-            self.outage(outages.get(path, "record_impression"))
+            self.outage(outages.get(path, "save_impression"))
             return send(method, path, valid, key)
         raise AssertionError(f"no way to provoke {status} on {method} {path}: add one")
 

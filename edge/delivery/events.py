@@ -19,6 +19,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
+from edge import ledger
 from edge.beacons import (
     AiBeaconKind,
     ImpressionClaims,
@@ -72,9 +73,10 @@ async def _record(ctx: Context, imp: Impression) -> bool:
     """Store the impression; once committed, its billing row counts toward the campaign's
     spend at once (the pacing gate and the next billing decision see it)."""
     async with store_errors():
-        counted = await ctx.store.record_impression(imp)
-    if counted and imp.env == "production" and imp.cpm_usd:
-        ctx.spend.add(imp.campaign_id, imp.cpm_usd / 1000.0, imp.at)
+        counted = await ledger.record_impression(ctx.store, imp)
+    billed = ledger.billing_usd(imp)
+    if counted and billed is not None:
+        ctx.spend.add(imp.campaign_id, billed, imp.at)
     return counted
 
 
@@ -196,7 +198,8 @@ async def hover(ctx: Context, request: Request) -> Response:
     body = await json_body(ctx, request, schemas.HOVER_REQUEST)
     claims = _any_surface(ctx, body["impression_token"])
     async with store_errors():
-        await ctx.store.record_hover(
+        await ledger.record_hover(
+            ctx.store,
             Hover(
                 token_id=claims.token_id,
                 ad_id=claims.ad_id,
@@ -204,7 +207,7 @@ async def hover(ctx: Context, request: Request) -> Response:
                 hover_ms=body["hover_ms"],
                 publisher_id=claims.publisher_id,
                 slot_id=claims.slot_id,
-            )
+            ),
         )
     return json_response({"acknowledged": True})
 
@@ -231,7 +234,8 @@ async def failure(ctx: Context, request: Request) -> Response:
     if "impression_token" in body:
         ad_id = _any_surface(ctx, body["impression_token"]).ad_id
     async with store_errors():
-        await ctx.store.record_failure(
+        await ledger.record_failure(
+            ctx.store,
             PlacementFailure(
                 publisher_id=pid,
                 slot_id=body["slot_id"],
@@ -240,7 +244,7 @@ async def failure(ctx: Context, request: Request) -> Response:
                 ad_id=ad_id,
                 message=body.get("message", ""),
                 page_url=body["page_url"],
-            )
+            ),
         )
     return json_response({"acknowledged": True})
 

@@ -20,7 +20,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from edge import keys
+from edge import keys, ledger
 from edge.context import Context
 from edge.creative import cpm_usd
 from edge.errors import BadGateway, BadRequest, EdgeError, ServiceUnavailable, Unauthorized
@@ -120,7 +120,7 @@ async def impression(ctx: Context, request: Request) -> Response:
         cpm_usd=cpm_usd(ctx, placement),
     )
     try:
-        counted = await ctx.store.record_impression(imp)
+        counted = await ledger.record_impression(ctx.store, imp)
     except StoreUnavailable:
         raise _store_down("impression") from None
     headers = {**admission.headers, **_NO_STORE}

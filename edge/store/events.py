@@ -5,12 +5,15 @@ counters for ``edge report``, and the registered publishers.
 implements it on the SQLite backend's ``read``/``write`` primitives. Its tables come from
 ``migrations/0004_events.sql``.
 
-An impression, its billing event and its counter bumps are written in one job, so one
-commit (one savepoint of the group commit) makes all of them durable together or none. On
-the writer's connection the bumps are deferred to the end of the transaction and applied
-summed per counter (``flush_counts``, before the COMMIT): a burst of impressions of one ad
-costs one upsert per counter instead of seven per impression. A job that fails drops its
-own deferred bumps with its savepoint.
+A backend only stores: what an event bills and which counters it moves are decided by the
+edge (``edge.ledger``) and handed in with the event. The backend's one rule is uniqueness:
+an impression whose dedupe keys are all new is inserted with its billing row and counter
+bumps in one transaction; one sharing any key is a replay and writes nothing but its other
+keys. On SQLite that is one job of the group commit (one savepoint). On the writer's
+connection the bumps are deferred to the end of the transaction and applied summed per
+counter (``flush_counts``, before the COMMIT): a burst of impressions of one ad costs one
+upsert per counter instead of seven per impression. A job that fails drops its own
+deferred bumps with its savepoint.
 """
 
 from __future__ import annotations
@@ -42,11 +45,6 @@ REPORT_COUNTERS = (
     "failures",
     "billable_usd",
 )
-# Kinds that mean "the ad was rendered" and those that mean "the ad was viewable". The tag's
-# url/ugc beacons and the legacy beacon fire only once the ad is viewable (50% for 1 s), so
-# they are both; an AI ad has separate render and view beacons.
-_RENDERED = frozenset({"url", "ugc", "legacy", "ai-render"})
-_VIEWABLE = frozenset({"url", "ugc", "legacy", "ai-view"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,20 +176,24 @@ class EventStore(abc.ABC):
     """Impressions, engagement and failure events, billing, counters and publishers."""
 
     @abc.abstractmethod
-    async def record_impression(self, imp: Impression) -> bool:
-        """Count ``imp`` unless one of its dedupe keys was seen; True when counted.
+    async def save_impression(
+        self, imp: Impression, billing_usd: float | None, counts: Sequence[CountRow]
+    ) -> bool:
+        """Insert ``imp`` unless one of its dedupe keys is stored; True when inserted.
 
-        Returns after the commit. Writes a billing event (``cpm_usd / 1000``) only for
-        production impressions with a CPM, and bumps the durable report counters in the
-        same transaction.
+        When inserted: with a billing row of ``billing_usd`` (when not None) and the counter
+        bumps ``counts``, in the same transaction. When a replay: nothing but its other
+        dedupe keys, tied to the stored impression (a later beacon sharing only those is a
+        replay too). Returns after the commit.
         """
 
     @abc.abstractmethod
-    async def record_hover(self, hover: Hover) -> bool:
-        """Record a hover once per impression token; True when recorded now."""
+    async def save_hover(self, hover: Hover, counts: Sequence[CountRow]) -> bool:
+        """Insert the hover unless its token has one; with ``counts`` when inserted."""
 
     @abc.abstractmethod
-    async def record_failure(self, failure: PlacementFailure) -> None: ...
+    async def save_failure(self, failure: PlacementFailure, counts: Sequence[CountRow]) -> None:
+        """Insert a placement failure with its counter bumps."""
 
     @abc.abstractmethod
     async def spend_by_campaign(self, since: float | None = None) -> dict[str, float]:
@@ -257,16 +259,18 @@ class EventStore(abc.ABC):
 class SQLiteEventStore(SQLitePrimitives, EventStore):
     """SQLite implementation; mixed into ``SQLiteStore`` (needs its ``read``/``write``)."""
 
-    async def record_impression(self, imp: Impression) -> bool:
+    async def save_impression(
+        self, imp: Impression, billing_usd: float | None, counts: Sequence[CountRow]
+    ) -> bool:
         if not imp.dedupe_keys:
             raise ValueError("an impression needs at least one dedupe key")
-        return await self.write(_record_impression, imp)
+        return await self.write(_save_impression, imp, billing_usd, list(counts))
 
-    async def record_hover(self, hover: Hover) -> bool:
-        return await self.write(_record_hover, hover)
+    async def save_hover(self, hover: Hover, counts: Sequence[CountRow]) -> bool:
+        return await self.write(_save_hover, hover, list(counts))
 
-    async def record_failure(self, failure: PlacementFailure) -> None:
-        await self.write(_record_failure, failure)
+    async def save_failure(self, failure: PlacementFailure, counts: Sequence[CountRow]) -> None:
+        await self.write(_save_failure, failure, list(counts))
 
     async def spend_by_campaign(self, since: float | None = None) -> dict[str, float]:
         if since is None:
@@ -351,15 +355,15 @@ def flush_counts(conn: CountingConnection) -> None:
         conn.executemany(_BUMP, rows)
 
 
-def _record_impression(conn: sqlite3.Connection, imp: Impression) -> bool:
+def _save_impression(
+    conn: sqlite3.Connection, imp: Impression, billing_usd: float | None, counts: list[CountRow]
+) -> bool:
     keys = list(dict.fromkeys(imp.dedupe_keys))
     marks = ",".join("?" * len(keys))
     seen = conn.execute(
         f"SELECT impression_id FROM impression_keys WHERE dedupe_key IN ({marks}) LIMIT 1", keys
     ).fetchone()
     if seen is not None:
-        # A replay. Remember its other keys too, so a later beacon sharing only those is
-        # also recognised (a retried token with a fresh impression id, and the reverse).
         conn.executemany(
             "INSERT OR IGNORE INTO impression_keys (dedupe_key, impression_id) VALUES (?, ?)",
             [(k, seen[0]) for k in keys],
@@ -386,35 +390,13 @@ def _record_impression(conn: sqlite3.Connection, imp: Impression) -> bool:
         "INSERT INTO impression_keys (dedupe_key, impression_id) VALUES (?, ?)",
         [(k, impression_id) for k in keys],
     )
-    bumps: list[tuple[str, str, str, float]] = []
-    if imp.invalid_reason is not None:
-        counter = f"invalid_{imp.invalid_reason}"
-        bumps.append(("ad", imp.ad_id, counter, 1))
-        if imp.publisher_id:
-            bumps.append(("publisher", imp.publisher_id, counter, 1))
-        if imp.campaign_id:
-            bumps.append(("campaign", imp.campaign_id, counter, 1))
-        _bump(conn, bumps)
-        return True
-    for counter, applies in (
-        ("impressions", imp.kind in _RENDERED),
-        ("viewable_impressions", imp.kind in _VIEWABLE),
-    ):
-        if applies:
-            bumps.append(("ad", imp.ad_id, counter, 1))
-            if imp.publisher_id:
-                bumps.append(("publisher", imp.publisher_id, counter, 1))
-            if imp.campaign_id:
-                bumps.append(("campaign", imp.campaign_id, counter, 1))
-    if imp.env == "production" and imp.cpm_usd is not None and imp.cpm_usd > 0:
-        amount = imp.cpm_usd / 1000.0
+    if billing_usd is not None:
         conn.execute(
             "INSERT INTO billing_events (impression_id, campaign_id, ad_id, publisher_id, "
             "amount_usd, at) VALUES (?, ?, ?, ?, ?, ?)",
-            (impression_id, imp.campaign_id, imp.ad_id, imp.publisher_id, amount, imp.at),
+            (impression_id, imp.campaign_id, imp.ad_id, imp.publisher_id, billing_usd, imp.at),
         )
-        bumps += _billed(imp.ad_id, imp.campaign_id, imp.publisher_id, "cpm", amount)
-    _bump(conn, bumps)
+    _bump(conn, counts)
     return True
 
 
@@ -518,7 +500,7 @@ def _click_count(conn: sqlite3.Connection, valid: bool | None) -> int:
     return count
 
 
-def _record_hover(conn: sqlite3.Connection, h: Hover) -> bool:
+def _save_hover(conn: sqlite3.Connection, h: Hover, counts: list[CountRow]) -> bool:
     cur = conn.execute(
         "INSERT OR IGNORE INTO hovers (token_id, ad_id, publisher_id, slot_id, hover_ms, at) "
         "VALUES (?, ?, ?, ?, ?, ?)",
@@ -526,23 +508,17 @@ def _record_hover(conn: sqlite3.Connection, h: Hover) -> bool:
     )
     if cur.rowcount != 1:
         return False
-    bumps = [("ad", h.ad_id, "hovers", 1)]
-    if h.publisher_id:
-        bumps.append(("publisher", h.publisher_id, "hovers", 1))
-    _bump(conn, bumps)
+    _bump(conn, counts)
     return True
 
 
-def _record_failure(conn: sqlite3.Connection, f: PlacementFailure) -> None:
+def _save_failure(conn: sqlite3.Connection, f: PlacementFailure, counts: list[CountRow]) -> None:
     conn.execute(
         "INSERT INTO placement_failures (publisher_id, slot_id, ad_id, reason, message, "
         "page_url, at) VALUES (?, ?, ?, ?, ?, ?, ?)",
         (f.publisher_id, f.slot_id, f.ad_id, f.reason, f.message, f.page_url, f.at),
     )
-    bumps = [("publisher", f.publisher_id, "failures", 1)]
-    if f.ad_id:
-        bumps.append(("ad", f.ad_id, "failures", 1))
-    _bump(conn, bumps)
+    _bump(conn, counts)
 
 
 def _spend_by_campaign(conn: sqlite3.Connection) -> dict[str, float]:

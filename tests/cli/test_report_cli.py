@@ -4,6 +4,7 @@ import asyncio
 
 import orjson
 
+from edge import ledger
 from edge.cli import main
 from edge.cli.report import build
 from edge.store import Click, Conversion, Hover, Impression, SQLiteStore
@@ -24,13 +25,13 @@ def _fill(path):
             ]
         )
         for i, kind in enumerate(["url", "ugc", "ai-render", "ai-view"]):
-            await store.record_impression(Impression(
+            await ledger.record_impression(store, Impression(
                 kind=kind, dedupe_keys=(f"k{i}",), env="production", ad_id="ad-1",
                 campaign_id="cmp-1", at=1.0, publisher_id="pub-1" if i < 2 else None,
                 cpm_usd=5.0 if kind != "ai-render" else None,
             ))  # fmt: skip
-        await store.record_hover(Hover("t1", "ad-1", 1.0, 900, "pub-1"))
-        await store.record_impression(Impression(
+        await ledger.record_hover(store, Hover("t1", "ad-1", 1.0, 900, "pub-1"))
+        await ledger.record_impression(store, Impression(
             kind="url", dedupe_keys=("bot",), env="production", ad_id="ad-1",
             campaign_id="cmp-1", at=1.0, publisher_id="pub-1",
             invalid_reason="bot_user_agent",

@@ -251,10 +251,10 @@ def test_failures_are_recorded_for_registered_publishers(client):
 
 
 def test_store_that_cannot_commit_is_a_503_with_retry_after(client, monkeypatch):
-    async def down(imp):
+    async def down(*args):
         raise StoreUnavailable("disk full")
 
-    monkeypatch.setattr(client.app.state.ctx.store, "record_impression", down)
+    monkeypatch.setattr(client.app.state.ctx.store, "save_impression", down)
     r = client.post("/dea/url/impression", json=imp_body(token(client)))
     assert_error_shape(r, 503)
     assert r.headers["retry-after"] == "1"

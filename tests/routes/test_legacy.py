@@ -225,10 +225,10 @@ def test_impression_validation_is_400(legacy, body, headers, field):
 def test_impression_store_outage_is_503_and_not_acknowledged(legacy, monkeypatch):
     client, key = legacy
 
-    async def down(imp):
+    async def down(*args):
         raise StoreUnavailable("locked")
 
-    monkeypatch.setattr(client.app.state.ctx.store, "record_impression", down)
+    monkeypatch.setattr(client.app.state.ctx.store, "save_impression", down)
     r = post_json(client, "/ugc/impression", {"post_id": "p", "ad_id": "ad-gps-watch"}, key)
     assert_error_shape(r, 503)
     assert r.headers["Retry-After"] == "5" and "acknowledged" not in r.text

@@ -5,6 +5,7 @@ import sqlite3
 
 import pytest
 
+from edge import ledger
 from edge.store import Hover, Impression, PlacementFailure, SQLiteStore
 from edge.store.events import normalise_origin
 
@@ -34,12 +35,14 @@ def counts(store) -> dict:
 
 
 def test_impression_counts_once_per_any_shared_key(store):
-    assert run(store.record_impression(imp(("tok:a", "iid:1")))) is True
-    assert run(store.record_impression(imp(("tok:a", "iid:2")))) is False  # same token
-    assert run(store.record_impression(imp(("tok:b", "iid:1")))) is False  # same impression id
+    assert run(ledger.record_impression(store, imp(("tok:a", "iid:1")))) is True
+    assert run(ledger.record_impression(store, imp(("tok:a", "iid:2")))) is False  # same token
+    assert (
+        run(ledger.record_impression(store, imp(("tok:b", "iid:1")))) is False
+    )  # same impression id
     # The replay taught the store iid:2, so a third beacon sharing only that is a replay too.
-    assert run(store.record_impression(imp(("tok:c", "iid:2")))) is False
-    assert run(store.record_impression(imp(("tok:d", "iid:3")))) is True
+    assert run(ledger.record_impression(store, imp(("tok:c", "iid:2")))) is False
+    assert run(ledger.record_impression(store, imp(("tok:d", "iid:3")))) is True
     assert run(store.impression_count()) == 2
     assert counts(store)[("ad", "ad-1", "impressions")] == 2
     assert counts(store)[("publisher", "pub-1", "viewable_impressions")] == 2
@@ -47,16 +50,18 @@ def test_impression_counts_once_per_any_shared_key(store):
 
 def test_concurrent_replays_of_one_token_count_once(store):
     async def burst():
-        return await asyncio.gather(*(store.record_impression(imp(("tok:z",))) for _ in range(50)))
+        return await asyncio.gather(
+            *(ledger.record_impression(store, imp(("tok:z",))) for _ in range(50))
+        )
 
     assert sum(run(burst())) == 1
     assert run(store.impression_count("url")) == 1
 
 
 def test_production_cpm_impression_is_billed_and_feeds_spend(store):
-    run(store.record_impression(imp(("a",), cpm_usd=4.0)))
-    run(store.record_impression(imp(("b",), cpm_usd=4.0)))
-    run(store.record_impression(imp(("c",), cpm_usd=2.0, campaign_id="cmp-2")))
+    run(ledger.record_impression(store, imp(("a",), cpm_usd=4.0)))
+    run(ledger.record_impression(store, imp(("b",), cpm_usd=4.0)))
+    run(ledger.record_impression(store, imp(("c",), cpm_usd=2.0, campaign_id="cmp-2")))
     assert run(store.spend_by_campaign()) == pytest.approx({"cmp-1": 0.008, "cmp-2": 0.002})
     assert counts(store)[("ad", "ad-1", "billable_usd")] == pytest.approx(0.010)
 
@@ -65,21 +70,21 @@ def test_production_cpm_impression_is_billed_and_feeds_spend(store):
     "kw", [{"env": "sandbox", "cpm_usd": 4.0}, {"cpm_usd": None}, {"cpm_usd": 0.0}]
 )
 def test_no_billing_for_sandbox_or_non_cpm(store, kw):
-    assert run(store.record_impression(imp(**kw))) is True
+    assert run(ledger.record_impression(store, imp(**kw))) is True
     assert run(store.spend_by_campaign()) == {}
     conn = sqlite3.connect(store.path)
     assert conn.execute("SELECT count(*) FROM billing_events").fetchone()[0] == 0
 
 
 def test_replay_is_not_billed_twice(store):
-    run(store.record_impression(imp(("a",), cpm_usd=4.0)))
-    run(store.record_impression(imp(("a",), cpm_usd=4.0)))
+    run(ledger.record_impression(store, imp(("a",), cpm_usd=4.0)))
+    run(ledger.record_impression(store, imp(("a",), cpm_usd=4.0)))
     assert run(store.spend_by_campaign()) == pytest.approx({"cmp-1": 0.004})
 
 
 def test_ai_render_and_view_feed_different_counters(store):
-    run(store.record_impression(imp(("r",), kind="ai-render", publisher_id=None)))
-    run(store.record_impression(imp(("v",), kind="ai-view", publisher_id=None)))
+    run(ledger.record_impression(store, imp(("r",), kind="ai-render", publisher_id=None)))
+    run(ledger.record_impression(store, imp(("v",), kind="ai-view", publisher_id=None)))
     c = counts(store)
     assert c[("ad", "ad-1", "impressions")] == 1
     assert c[("ad", "ad-1", "viewable_impressions")] == 1
@@ -87,16 +92,16 @@ def test_ai_render_and_view_feed_different_counters(store):
 
 def test_impression_needs_a_dedupe_key(store):
     with pytest.raises(ValueError):
-        run(store.record_impression(imp(())))
+        run(ledger.record_impression(store, imp(())))
 
 
 def test_hover_once_per_token_and_failures_counted(store):
     h = Hover(token_id="t1", ad_id="ad-1", at=1.0, hover_ms=700, publisher_id="pub-1")
-    assert run(store.record_hover(h)) is True
-    assert run(store.record_hover(h)) is False
+    assert run(ledger.record_hover(store, h)) is True
+    assert run(ledger.record_hover(store, h)) is False
     f = PlacementFailure(publisher_id="pub-1", slot_id="side", reason="timeout", at=2.0)
-    run(store.record_failure(f))
-    run(store.record_failure(f))
+    run(ledger.record_failure(store, f))
+    run(ledger.record_failure(store, f))
     c = counts(store)
     assert c[("ad", "ad-1", "hovers")] == 1
     assert c[("publisher", "pub-1", "failures")] == 2
@@ -113,7 +118,7 @@ def test_add_counts_adds_and_never_resets(store):
 def test_counts_survive_reopen(tmp_path):
     s = SQLiteStore(tmp_path / "e.db")
     s.open_blocking()
-    run(s.record_impression(imp(cpm_usd=1.0)))
+    run(ledger.record_impression(s, imp(cpm_usd=1.0)))
     s.close_blocking()
     s.open_blocking()
     assert run(s.impression_count()) == 1
@@ -171,9 +176,9 @@ def test_a_batch_applies_its_counter_bumps_summed_and_a_failed_job_drops_its_own
 
     async def burst():
         return await asyncio.gather(
-            *(store.record_impression(imp((f"tok:{i}",), cpm_usd=2.0)) for i in range(40)),
+            *(ledger.record_impression(store, imp((f"tok:{i}",), cpm_usd=2.0)) for i in range(40)),
             store.write(fails_after_bumping),
-            *(store.record_impression(imp((f"tok:x{i}",))) for i in range(10)),
+            *(ledger.record_impression(store, imp((f"tok:x{i}",))) for i in range(10)),
             return_exceptions=True,
         )
 

@@ -1,0 +1,108 @@
+"""The edge's rules for delivery events: what a beacon bills, which report counters it moves.
+
+A storage backend never decides any of this: these functions compute the billing amount
+and the counter bumps of an event, and the store writes them atomically with the event
+(``Store.save_impression`` and friends), so the rules are the same on every backend.
+
+- An impression counts once per dedupe key set: sharing any one key with a stored
+  impression makes it a replay, which bills and counts nothing (the store enforces the
+  uniqueness, since only it sees every node's events).
+- The tag's url/ugc beacons, the pixel and the legacy beacon fire only once the ad is
+  viewable (50% for 1 s), so each is both an impression and a viewable impression; an AI
+  ad's render beacon is an impression and its view beacon a viewable impression.
+- Only valid production impressions with a positive CPM bill, ``cpm / 1000`` each, to the
+  ad, its publisher and its campaign (``billable_usd`` and ``billable_usd_cpm``).
+- An impression the invalid-traffic rules flagged (``invalid_reason``) is stored, so its
+  keys still make a replay a replay, but bills nothing and counts only as
+  ``invalid_<reason>`` for its ad, publisher and campaign.
+- A hover counts once per impression token; a placement failure counts every time.
+"""
+
+from __future__ import annotations
+
+from edge.counters import CountRow
+from edge.store.base import Store
+from edge.store.events import Hover, Impression, PlacementFailure
+
+# Kinds that mean "the ad was rendered" and those that mean "the ad was viewable".
+RENDERED = frozenset({"url", "ugc", "legacy", "ai-render"})
+VIEWABLE = frozenset({"url", "ugc", "legacy", "ai-view"})
+
+
+def billing_usd(imp: Impression) -> float | None:
+    """What this impression bills its campaign, or None when it bills nothing."""
+    if imp.invalid_reason is not None:
+        return None
+    if imp.env == "production" and imp.cpm_usd is not None and imp.cpm_usd > 0:
+        return imp.cpm_usd / 1000.0
+    return None
+
+
+def impression_counts(imp: Impression, billed: float | None) -> list[CountRow]:
+    """The report counters a counted impression moves."""
+    rows: list[CountRow] = []
+    if imp.invalid_reason is not None:
+        counter = f"invalid_{imp.invalid_reason}"
+        rows.append(("ad", imp.ad_id, counter, 1))
+        if imp.publisher_id:
+            rows.append(("publisher", imp.publisher_id, counter, 1))
+        if imp.campaign_id:
+            rows.append(("campaign", imp.campaign_id, counter, 1))
+        return rows
+    for counter, applies in (
+        ("impressions", imp.kind in RENDERED),
+        ("viewable_impressions", imp.kind in VIEWABLE),
+    ):
+        if applies:
+            rows.append(("ad", imp.ad_id, counter, 1))
+            if imp.publisher_id:
+                rows.append(("publisher", imp.publisher_id, counter, 1))
+            if imp.campaign_id:
+                rows.append(("campaign", imp.campaign_id, counter, 1))
+    if billed is not None:
+        rows += billed_counts(imp.ad_id, imp.campaign_id, imp.publisher_id, "cpm", billed)
+    return rows
+
+
+def billed_counts(
+    ad_id: str, campaign_id: str | None, publisher_id: str | None, pricing: str, amount: float
+) -> list[CountRow]:
+    """Counter bumps of one billed amount: in total and by pricing model."""
+    rows: list[CountRow] = []
+    for scope, scope_id in (("ad", ad_id), ("campaign", campaign_id), ("publisher", publisher_id)):
+        if scope_id:
+            rows.append((scope, scope_id, "billable_usd", amount))
+            rows.append((scope, scope_id, f"billable_usd_{pricing}", amount))
+    return rows
+
+
+def hover_counts(hover: Hover) -> list[CountRow]:
+    rows: list[CountRow] = [("ad", hover.ad_id, "hovers", 1)]
+    if hover.publisher_id:
+        rows.append(("publisher", hover.publisher_id, "hovers", 1))
+    return rows
+
+
+def failure_counts(failure: PlacementFailure) -> list[CountRow]:
+    rows: list[CountRow] = [("publisher", failure.publisher_id, "failures", 1)]
+    if failure.ad_id:
+        rows.append(("ad", failure.ad_id, "failures", 1))
+    return rows
+
+
+async def record_impression(store: Store, imp: Impression) -> bool:
+    """Count ``imp`` unless it is a replay; True when counted. Returns after the commit of
+    the impression, its billing row and its counter bumps (one transaction)."""
+    if not imp.dedupe_keys:
+        raise ValueError("an impression needs at least one dedupe key")
+    billed = billing_usd(imp)
+    return await store.save_impression(imp, billed, impression_counts(imp, billed))
+
+
+async def record_hover(store: Store, hover: Hover) -> bool:
+    """Record a hover once per impression token; True when recorded now."""
+    return await store.save_hover(hover, hover_counts(hover))
+
+
+async def record_failure(store: Store, failure: PlacementFailure) -> None:
+    await store.save_failure(failure, failure_counts(failure))
