@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 CHROMIUM := /usr/lib/chromium/chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install chromium run test unit e2e lint eslint bench check bandit audit wrk clean
+.PHONY: install chromium postgresql run test unit e2e lint eslint bench check bandit audit wrk clean
 
 install: $(STAMP)
 
@@ -23,13 +23,21 @@ chromium:
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null; }
 	@test -x $(CHROMIUM) || { echo "chromium did not install at $(CHROMIUM)" >&2; exit 1; }
 
+# Debian's PostgreSQL 15 server binaries: the store tests start a throwaway server from them
+# (a temporary data folder, run as the postgres user), never the machine's own cluster.
+PG_BIN := /usr/lib/postgresql/15/bin
+postgresql:
+	@test -x $(PG_BIN)/pg_ctl || { $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq postgresql >/dev/null; }
+	@test -x $(PG_BIN)/pg_ctl || { echo "postgresql did not install at $(PG_BIN)" >&2; exit 1; }
+
 run: install
 	$(BIN)/edge demo
 
-test: install chromium lint bandit
+test: install chromium postgresql lint bandit
 	$(BIN)/pytest
 
-unit: install
+unit: install postgresql
 	$(BIN)/pytest tests
 
 e2e: install chromium

@@ -109,6 +109,16 @@ def _rate_limit(text: str) -> RateLimit:
     return RateLimit(int(m.group(1)), count * _PERIODS[m.group(3)])
 
 
+def _database(text: str) -> Path | str:
+    if text.startswith(("postgresql://", "postgres://")):
+        return text
+    if "://" in text:
+        raise ValueError(f"expected a SQLite file path or a postgresql:// URL, got {text!r}")
+    if not text:
+        raise ValueError("expected a SQLite file path or a postgresql:// URL")
+    return Path(text)
+
+
 def _secret(text: str) -> str | None:
     if text and len(text) < 32:
         raise ValueError("expected at least 32 characters of secret text")
@@ -132,8 +142,11 @@ class Settings:
     )
     host: str = _setting("127.0.0.1", "Address to listen on.", str)
     port: int = _setting(8000, "TCP port to listen on.", _int_in(1, 65535))
-    db: Path = _setting(
-        Path("var/edge.db"), "SQLite database file (created with its folder if missing).", Path
+    db: Path | str = _setting(
+        Path("var/edge.db"),
+        "SQLite database file (created with its folder if missing), or a postgresql:// URL "
+        "shared by several edge nodes.",
+        _database,
     )
     catalogue: Path | None = _setting(
         None,

@@ -93,3 +93,14 @@ def assert_error_shape(response, status: int, code: str | None = None) -> dict:
     if code is not None:
         assert err["code"] == code, err
     return err
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """One throwaway PostgreSQL 15 server for the whole session (fsync off); each test that
+    needs one takes a fresh database from it (``postgres.new_database()``)."""
+    from tests.pgserver import PostgresServer
+
+    server = PostgresServer()
+    yield server
+    server.close()

@@ -1,4 +1,4 @@
-"""Durable state behind one interface; SQLite by default."""
+"""Durable state behind one interface; SQLite by default, PostgreSQL for several nodes."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from edge.store.events import (
     Publisher,
     StoredClick,
 )
+from edge.store.postgres import PostgresStore
 from edge.store.sqlite import SQLiteStore
 
 if TYPE_CHECKING:
@@ -28,6 +29,7 @@ __all__ = [
     "Impression",
     "KeyRecord",
     "PlacementFailure",
+    "PostgresStore",
     "Publisher",
     "SQLiteStore",
     "Store",
@@ -38,5 +40,8 @@ __all__ = [
 
 
 def open_store(settings: Settings) -> Store:
-    """The store the settings name (not yet opened)."""
+    """The store the settings name (not yet opened): a ``postgresql://`` URL is PostgreSQL,
+    anything else a SQLite file."""
+    if isinstance(settings.db, str):
+        return PostgresStore(settings.db)
     return SQLiteStore(settings.db)

@@ -1,25 +1,15 @@
-"""The event store: billing-grade impressions, replays, billing, counters, publishers."""
+"""The event store on both backends: billing-grade impressions, replays, billing, counters,
+publishers; with the edge's rules (``edge.ledger``) deciding what bills and counts."""
 
 import asyncio
-import sqlite3
 
 import pytest
 
 from edge import ledger
-from edge.store import Hover, Impression, PlacementFailure, SQLiteStore
+from edge.settings import Settings
+from edge.store import Hover, Impression, PlacementFailure, PostgresStore, open_store
 from edge.store.events import normalise_origin
-
-
-@pytest.fixture
-def store(tmp_path):
-    s = SQLiteStore(tmp_path / "edge.db")
-    s.open_blocking()
-    yield s
-    s.close_blocking()
-
-
-def run(coro):
-    return asyncio.run(coro)
+from tests.store.conftest import sql
 
 
 def imp(keys=("tok:a",), **kw) -> Impression:
@@ -30,11 +20,15 @@ def imp(keys=("tok:a",), **kw) -> Impression:
     return Impression(dedupe_keys=tuple(keys), **{**base, **kw})
 
 
-def counts(store) -> dict:
-    return {(s, i, c): a for s, i, c, a in run(store.counts())}
+@pytest.fixture
+def counts(run):
+    def read(store) -> dict:
+        return {(s, i, c): a for s, i, c, a in run(store.counts())}
+
+    return read
 
 
-def test_impression_counts_once_per_any_shared_key(store):
+def test_impression_counts_once_per_any_shared_key(store, run, counts):
     assert run(ledger.record_impression(store, imp(("tok:a", "iid:1")))) is True
     assert run(ledger.record_impression(store, imp(("tok:a", "iid:2")))) is False  # same token
     assert (
@@ -48,7 +42,7 @@ def test_impression_counts_once_per_any_shared_key(store):
     assert counts(store)[("publisher", "pub-1", "viewable_impressions")] == 2
 
 
-def test_concurrent_replays_of_one_token_count_once(store):
+def test_concurrent_replays_of_one_token_count_once(store, run, counts):
     async def burst():
         return await asyncio.gather(
             *(ledger.record_impression(store, imp(("tok:z",))) for _ in range(50))
@@ -58,7 +52,7 @@ def test_concurrent_replays_of_one_token_count_once(store):
     assert run(store.impression_count("url")) == 1
 
 
-def test_production_cpm_impression_is_billed_and_feeds_spend(store):
+def test_production_cpm_impression_is_billed_and_feeds_spend(store, run, counts):
     run(ledger.record_impression(store, imp(("a",), cpm_usd=4.0)))
     run(ledger.record_impression(store, imp(("b",), cpm_usd=4.0)))
     run(ledger.record_impression(store, imp(("c",), cpm_usd=2.0, campaign_id="cmp-2")))
@@ -69,20 +63,19 @@ def test_production_cpm_impression_is_billed_and_feeds_spend(store):
 @pytest.mark.parametrize(
     "kw", [{"env": "sandbox", "cpm_usd": 4.0}, {"cpm_usd": None}, {"cpm_usd": 0.0}]
 )
-def test_no_billing_for_sandbox_or_non_cpm(store, kw):
+def test_no_billing_for_sandbox_or_non_cpm(store, kw, run, counts, db_target):
     assert run(ledger.record_impression(store, imp(**kw))) is True
     assert run(store.spend_by_campaign()) == {}
-    conn = sqlite3.connect(store.path)
-    assert conn.execute("SELECT count(*) FROM billing_events").fetchone()[0] == 0
+    assert sql(db_target, "SELECT count(*) FROM billing_events") == [(0,)]
 
 
-def test_replay_is_not_billed_twice(store):
+def test_replay_is_not_billed_twice(store, run, counts):
     run(ledger.record_impression(store, imp(("a",), cpm_usd=4.0)))
     run(ledger.record_impression(store, imp(("a",), cpm_usd=4.0)))
     assert run(store.spend_by_campaign()) == pytest.approx({"cmp-1": 0.004})
 
 
-def test_ai_render_and_view_feed_different_counters(store):
+def test_ai_render_and_view_feed_different_counters(store, run, counts):
     run(ledger.record_impression(store, imp(("r",), kind="ai-render", publisher_id=None)))
     run(ledger.record_impression(store, imp(("v",), kind="ai-view", publisher_id=None)))
     c = counts(store)
@@ -90,12 +83,12 @@ def test_ai_render_and_view_feed_different_counters(store):
     assert c[("ad", "ad-1", "viewable_impressions")] == 1
 
 
-def test_impression_needs_a_dedupe_key(store):
+def test_impression_needs_a_dedupe_key(store, run, counts):
     with pytest.raises(ValueError):
         run(ledger.record_impression(store, imp(())))
 
 
-def test_hover_once_per_token_and_failures_counted(store):
+def test_hover_once_per_token_and_failures_counted(store, run, counts):
     h = Hover(token_id="t1", ad_id="ad-1", at=1.0, hover_ms=700, publisher_id="pub-1")
     assert run(ledger.record_hover(store, h)) is True
     assert run(ledger.record_hover(store, h)) is False
@@ -107,7 +100,7 @@ def test_hover_once_per_token_and_failures_counted(store):
     assert c[("publisher", "pub-1", "failures")] == 2
 
 
-def test_add_counts_adds_and_never_resets(store):
+def test_add_counts_adds_and_never_resets(store, run, counts):
     run(store.add_counts([("ad", "ad-1", "matches", 2), ("publisher", "p", "requests", 1)]))
     run(store.add_counts([("ad", "ad-1", "matches", 3)]))
     run(store.add_counts([]))
@@ -115,18 +108,18 @@ def test_add_counts_adds_and_never_resets(store):
     assert run(store.counts(["publisher"])) == [("publisher", "p", "requests", 1.0)]
 
 
-def test_counts_survive_reopen(tmp_path):
-    s = SQLiteStore(tmp_path / "e.db")
-    s.open_blocking()
+def test_counts_survive_reopen(db_target, run):
+    s = open_store(Settings(db=db_target))
+    run(s.open())
     run(ledger.record_impression(s, imp(cpm_usd=1.0)))
-    s.close_blocking()
-    s.open_blocking()
+    run(s.close())
+    run(s.open())
     assert run(s.impression_count()) == 1
     assert run(s.spend_by_campaign()) == pytest.approx({"cmp-1": 0.001})
-    s.close_blocking()
+    run(s.close())
 
 
-def test_publishers_upsert_merges_normalised_origins(store):
+def test_publishers_upsert_merges_normalised_origins(store, run, counts):
     run(store.upsert_publisher("pub-1", ["https://News.Example:443/"], 1.0))
     run(store.upsert_publisher("pub-1", ["http://localhost:8080", "https://news.example"], 2.0))
     run(store.upsert_publisher("pub-0", [], 3.0))
@@ -139,7 +132,7 @@ def test_publishers_upsert_merges_normalised_origins(store):
 
 
 @pytest.mark.parametrize("bad_id", ["", "has space", "x" * 65, "-lead"])
-def test_publisher_id_is_checked(store, bad_id):
+def test_publisher_id_is_checked(store, bad_id, run):
     with pytest.raises(ValueError):
         run(store.upsert_publisher(bad_id, [], 1.0))
 
@@ -167,17 +160,32 @@ def test_bad_origins_are_refused(bad):
         normalise_origin(bad)
 
 
-def test_a_batch_applies_its_counter_bumps_summed_and_a_failed_job_drops_its_own(store):
+def _failing_job(store):
+    """A write job that queues a counter bump and then fails, in the backend's job form."""
+    if isinstance(store, PostgresStore):
+
+        async def pg_job(w):
+            w.counts.extend([("ad", "ad-1", "impressions", 100)])
+            raise ValueError("this job fails after queueing a bump")
+
+        return pg_job
+
     from edge.store.events import _bump
 
-    def fails_after_bumping(conn):
+    def sqlite_job(conn):
         _bump(conn, [("ad", "ad-1", "impressions", 100)])
         raise ValueError("this job fails after queueing a bump")
 
+    return sqlite_job
+
+
+def test_a_batch_applies_its_counter_bumps_summed_and_a_failed_job_drops_its_own(
+    store, run, counts, db_target
+):
     async def burst():
         return await asyncio.gather(
             *(ledger.record_impression(store, imp((f"tok:{i}",), cpm_usd=2.0)) for i in range(40)),
-            store.write(fails_after_bumping),
+            store.write(_failing_job(store)),
             *(ledger.record_impression(store, imp((f"tok:x{i}",))) for i in range(10)),
             return_exceptions=True,
         )
@@ -190,23 +198,21 @@ def test_a_batch_applies_its_counter_bumps_summed_and_a_failed_job_drops_its_own
     assert c[("ad", "ad-1", "impressions")] == 50  # not 150: the failed job's bump is gone
     assert c[("publisher", "pub-1", "viewable_impressions")] == 50
     assert c[("campaign", "cmp-1", "billable_usd")] == pytest.approx(0.080)
-    conn = sqlite3.connect(store.path)
-    assert conn.execute("SELECT count(*) FROM billing_events").fetchone()[0] == 40
+    assert sql(db_target, "SELECT count(*) FROM billing_events") == [(40,)]
 
 
-def test_an_invalid_impression_is_stored_with_its_reason_and_never_billed(store):
+def test_an_invalid_impression_is_stored_with_its_reason_and_never_billed(
+    store, run, counts, db_target
+):
     bot = imp(("tok:bot", "iid:bot"), cpm_usd=4.0, invalid_reason="bot_user_agent")
-    assert run(store.record_impression(bot)) is True
-    conn = sqlite3.connect(store.path)
-    assert conn.execute("SELECT invalid_reason FROM impressions").fetchall() == [
-        ("bot_user_agent",)
-    ]
-    assert conn.execute("SELECT count(*) FROM billing_events").fetchone()[0] == 0
+    assert run(ledger.record_impression(store, bot)) is True
+    assert sql(db_target, "SELECT invalid_reason FROM impressions") == [("bot_user_agent",)]
+    assert sql(db_target, "SELECT count(*) FROM billing_events") == [(0,)]
     c = counts(store)
     assert c[("ad", "ad-1", "invalid_bot_user_agent")] == 1
     assert c[("publisher", "pub-1", "invalid_bot_user_agent")] == 1
     assert c[("campaign", "cmp-1", "invalid_bot_user_agent")] == 1
     assert ("ad", "ad-1", "impressions") not in c and run(store.spend_by_campaign()) == {}
     # Its keys are spent: the same token fired again is a replay, valid or not.
-    assert run(store.record_impression(imp(("tok:bot",), cpm_usd=4.0))) is False
+    assert run(ledger.record_impression(store, imp(("tok:bot",), cpm_usd=4.0))) is False
     assert run(store.spend_by_campaign()) == {}

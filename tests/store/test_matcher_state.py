@@ -1,37 +1,27 @@
-"""The SQLite matcher state: disables (idempotent, thread-scoped), frequency window, backoff."""
+"""The matcher state on both backends: disables (idempotent, thread-scoped), frequency
+window, backoff."""
 
 from __future__ import annotations
 
-import asyncio
-import sqlite3
-
 import pytest
 
-from edge.store import SQLiteStore
 from matcher.state import FREQUENCY_WINDOW_SECONDS, Backoff
+from tests.store.conftest import sql
 
 T0 = 1_790_000_000.0
 
 
 @pytest.fixture
-def run(tmp_path):
-    store = SQLiteStore(tmp_path / "edge.db")
+def go(store, run):
+    """``go(fn)``: run ``await fn(store)`` on the store's loop (both backends)."""
 
-    def go(fn):
-        async def main():
-            await store.open()
-            try:
-                return await fn(store)
-            finally:
-                await store.close()
+    def call(fn):
+        return run(fn(store))
 
-        return asyncio.run(main())
-
-    go.store = store
-    return go
+    return call
 
 
-def test_disables_are_idempotent_and_thread_scoped(run):
+def test_disables_are_idempotent_and_thread_scoped(go, db_target):
     async def fn(s):
         await s.disable_ads([("p-1", "ad-a", {"source": "x"}), ("p-1", "ad-b", None)], T0)
         await s.disable_ads([("p-1", "ad-a", {"source": "again"})], T0 + 5)
@@ -39,16 +29,14 @@ def test_disables_are_idempotent_and_thread_scoped(run):
             "p-2", None, T0
         )
 
-    one, other = run(fn)
+    one, other = go(fn)
     assert one.disabled == {"ad-a", "ad-b"}
     assert other.disabled == frozenset()
-    rows = sqlite3.connect(run.store.path).execute(
-        "SELECT ad_id, meta, created_at FROM thread_disables ORDER BY ad_id"
-    )
-    assert list(rows) == [("ad-a", '{"source":"x"}', T0), ("ad-b", None, T0)]
+    rows = sql(db_target, "SELECT ad_id, meta, created_at FROM thread_disables ORDER BY ad_id")
+    assert rows == [("ad-a", '{"source":"x"}', T0), ("ad-b", None, T0)]
 
 
-def test_serves_count_distinct_units_within_the_window(run):
+def test_serves_count_distinct_units_within_the_window(go):
     async def fn(s):
         await s.record_serves("t", "post-1", ["ad-a", "ad-b"], T0)
         await s.record_serves("t", "post-1", ["ad-a"], T0 + 30)  # a refresh: no new unit
@@ -59,14 +47,14 @@ def test_serves_count_distinct_units_within_the_window(run):
         expired = await s.load_matcher_state("t", None, later)
         return during, other_unit, expired
 
-    during, other_unit, expired = run(fn)
+    during, other_unit, expired = go(fn)
     assert during.served == {"ad-a": 2, "ad-b": 1}
     assert during.unit_ads == {"ad-a", "ad-b"}
     assert other_unit.unit_ads == frozenset()
     assert expired.served == {}
 
 
-def test_backoff_put_replace_clear(run):
+def test_backoff_put_replace_clear(go):
     async def fn(s):
         await s.put_backoff("p", Backoff(1, T0 + 300, "d1"), T0)
         first = (await s.load_matcher_state(None, "p", T0)).backoff
@@ -76,15 +64,15 @@ def test_backoff_put_replace_clear(run):
         gone = (await s.load_matcher_state(None, "p", T0)).backoff
         return first, second, gone
 
-    first, second, gone = run(fn)
+    first, second, gone = go(fn)
     assert first == Backoff(1, T0 + 300, "d1", "no_relevant_demand")
     assert second == Backoff(2, T0 + 3600, "d1", "unsafe")
     assert gone is None
 
 
-def test_no_ids_reads_nothing(run):
+def test_no_ids_reads_nothing(go):
     async def fn(s):
         return await s.load_matcher_state(None, None, T0)
 
-    state = run(fn)
+    state = go(fn)
     assert state.disabled == frozenset() and state.served == {} and state.backoff is None

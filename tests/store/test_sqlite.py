@@ -1,10 +1,13 @@
+"""SQLite internals: WAL, migrations, the writer thread and its wake-ups (the behaviour
+both backends share is in test_store.py)."""
+
 import asyncio
 import sqlite3
 import threading
 
 import pytest
 
-from edge.store import KeyRecord, SQLiteStore, StoreUnavailable
+from edge.store import KeyRecord, SQLiteStore
 from edge.store.migrations import apply_migrations, migration_files
 
 
@@ -59,100 +62,6 @@ def test_acknowledged_write_is_visible_to_another_connection(store):
     asyncio.run(store.insert_key(_record()))
     other = sqlite3.connect(store.path)
     assert other.execute("SELECT key_id FROM api_keys").fetchall() == [("key_a",)]
-
-
-def test_data_survives_reopen(tmp_path):
-    path = tmp_path / "edge.db"
-    s = SQLiteStore(path)
-    s.open_blocking()
-    asyncio.run(s.insert_key(_record()))
-    s.close_blocking()
-    s2 = SQLiteStore(path)
-    s2.open_blocking()
-    try:
-        assert asyncio.run(s2.key_by_id("key_a")).lookup == "l" * 24
-    finally:
-        s2.close_blocking()
-
-
-def test_group_commit_shares_transactions(store):
-    async def burst():
-        await asyncio.gather(
-            *(store.insert_key(_record(f"key_{i}", f"{i:024d}")) for i in range(300))
-        )
-
-    asyncio.run(burst())
-    batches, jobs = store.group_commit_stats
-    assert jobs == 300
-    assert batches < 300  # many writes shared one commit (one fsync)
-    assert len(asyncio.run(store.list_keys())) == 300
-
-
-def test_a_failing_write_does_not_spoil_its_batch(store):
-    # The three writes are forced into one batch (one transaction): the writer is held
-    # inside an earlier job while they queue, so it takes all three at once when released.
-    # The middle one writes a row and then fails: its savepoint must undo that row alone.
-    entered, release = threading.Event(), threading.Event()
-
-    def hold(conn):
-        entered.set()
-        release.wait(5)
-
-    def insert_then_fail(conn):
-        conn.execute(
-            "INSERT INTO api_keys (key_id, lookup, key_hash, env, product, name, created_at) "
-            "VALUES ('key_2', ?, 'h', 'production', 'ugc', '', 1.0)",
-            ("2" * 24,),
-        )
-        raise ValueError("this job fails after writing")
-
-    async def burst():
-        before = store.group_commit_stats
-        held = asyncio.ensure_future(store.write(hold))
-        await asyncio.to_thread(entered.wait, 5)  # its batch (itself alone) is running
-        jobs = [
-            asyncio.ensure_future(store.insert_key(_record("key_1", "1" * 24))),
-            asyncio.ensure_future(store.write(insert_then_fail)),
-            asyncio.ensure_future(store.insert_key(_record("key_3", "3" * 24))),
-        ]
-        await asyncio.sleep(0)  # each job is queued behind the held one
-        release.set()
-        await held
-        results = await asyncio.gather(*jobs, return_exceptions=True)
-        return before, results
-
-    before, results = asyncio.run(burst())
-    batches, jobs = store.group_commit_stats
-    # Two commits for four writes: the held job's, then one for all three.
-    assert (batches - before[0], jobs - before[1]) == (2, 4)
-    assert results[0] is None and results[2] is None
-    assert isinstance(results[1], ValueError)
-    ids = [r.key_id for r in asyncio.run(store.list_keys())]
-    assert ids == ["key_1", "key_3"]
-
-
-def test_closed_store_refuses_work(tmp_path):
-    s = SQLiteStore(tmp_path / "x.db")
-    with pytest.raises(StoreUnavailable):
-        asyncio.run(s.list_keys())
-
-
-def test_meta_put_if_absent_keeps_the_first_value(store):
-    assert asyncio.run(store.put_meta_if_absent("k", b"one")) == b"one"
-    assert asyncio.run(store.put_meta_if_absent("k", b"two")) == b"one"
-    assert asyncio.run(store.get_meta("k")) == b"one"
-    assert asyncio.run(store.get_meta("missing")) is None
-
-
-def test_rotate_is_atomic_and_refuses_a_non_primary(store):
-    asyncio.run(store.insert_key(_record("key_old", "o" * 24)))
-    new = _record("key_new", "n" * 24)
-    assert asyncio.run(store.rotate_key("key_old", new, 100.0, now=2.0))
-    old = asyncio.run(store.key_by_id("key_old"))
-    assert old.expires_at == 100.0 and old.replaced_by == "key_new"
-    again = _record("key_newer", "x" * 24)
-    assert not asyncio.run(store.rotate_key("key_old", again, 200.0, now=3.0))
-    assert asyncio.run(store.key_by_id("key_newer")) is None
 
 
 def test_a_committed_batch_wakes_the_loop_once(store, monkeypatch):

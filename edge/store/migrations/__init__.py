@@ -1,8 +1,11 @@
 """Versioned schema migrations: the ``NNNN_name.sql`` files beside this module.
 
-Applied in name order at start-up, each once and in its own transaction, recorded in
-``schema_migrations``. Names, not a counter, identify them, so work on separate branches can
-add migrations without renumbering. The files, in order:
+One list for both backends. ``NNNN_name.sql`` is the migration; when SQLite and
+PostgreSQL need different text, ``NNNN_name.postgres.sql`` beside it is what PostgreSQL
+runs instead (same name, same place in the order), so a migration that is plain portable
+SQL is one file. Applied in name order at start-up, each once and in its own transaction,
+recorded in ``schema_migrations``. Names, not a counter, identify them, so work on separate
+branches can add migrations without renumbering. The files, in order:
 
 - ``0001_meta``: process-wide values (the generated signing key);
 - ``0002_keys``: API keys (hashes only) and their rotation;
@@ -22,17 +25,33 @@ from __future__ import annotations
 
 import sqlite3
 import time
+import zlib
 from importlib import resources
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    import psycopg
+
+Backend = Literal["sqlite", "postgres"]
+_VARIANT = ".postgres.sql"
 
 
-def migration_files() -> list[tuple[str, str]]:
-    """(name, sql) of every migration shipped with the package, in order."""
+def migration_files(backend: Backend = "sqlite") -> list[tuple[str, str]]:
+    """(name, sql) of every migration shipped with the package, in order, as ``backend``
+    runs it: the same names for both backends."""
     folder = resources.files(__name__)
-    found = [
-        (entry.name.removesuffix(".sql"), entry.read_text(encoding="utf-8"))
-        for entry in folder.iterdir()
-        if entry.name.endswith(".sql")
-    ]
+    texts = {entry.name: entry for entry in folder.iterdir() if entry.name.endswith(".sql")}
+    found = []
+    for filename, entry in texts.items():
+        if filename.endswith(_VARIANT):
+            if filename.removesuffix(_VARIANT) + ".sql" not in texts:
+                raise ValueError(f"{filename} has no {filename.removesuffix(_VARIANT)}.sql")
+            continue
+        name = filename.removesuffix(".sql")
+        chosen = entry
+        if backend == "postgres" and name + _VARIANT in texts:
+            chosen = texts[name + _VARIANT]
+        found.append((name, chosen.read_text(encoding="utf-8")))
     return sorted(found)
 
 
@@ -79,3 +98,38 @@ def apply_migrations(conn: sqlite3.Connection) -> list[str]:
             conn.execute("ROLLBACK")
             raise
     return applied_now
+
+
+async def apply_postgres_migrations(conn: psycopg.AsyncConnection[Any]) -> list[str]:
+    """Apply pending migrations on PostgreSQL (``conn`` in autocommit); the names applied.
+
+    Holds a session advisory lock throughout, so nodes starting together apply each
+    migration once; each runs in its own transaction, so a failing one leaves nothing.
+    """
+    lock = zlib.crc32(b"edge schema_migrations")
+    await conn.execute("SELECT pg_advisory_lock(%s)", (lock,))
+    try:
+        await conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations "
+            "(name TEXT PRIMARY KEY, applied_at DOUBLE PRECISION)"
+        )
+        applied_now = []
+        for name, sql in migration_files("postgres"):
+            async with conn.transaction():
+                cur = await conn.execute("SELECT 1 FROM schema_migrations WHERE name = %s", (name,))
+                if await cur.fetchone() is None:
+                    if _statements_or_comments(sql):
+                        await conn.execute(sql.encode())  # several statements: no parameters
+                    await conn.execute(
+                        "INSERT INTO schema_migrations (name, applied_at) VALUES (%s, %s)",
+                        (name, time.time()),
+                    )
+                    applied_now.append(name)
+        return applied_now
+    finally:
+        await conn.execute("SELECT pg_advisory_unlock(%s)", (lock,))
+
+
+def _statements_or_comments(sql: str) -> bool:
+    """Whether ``sql`` has anything but comments and blank lines."""
+    return any(ln.strip() and not ln.strip().startswith("--") for ln in sql.splitlines())

@@ -1,0 +1,659 @@
+"""PostgreSQL backend: several edge nodes on one database (``EDGE_DB=postgresql://...``).
+
+Same interface and same behaviour as the SQLite backend; only the storage differs.
+
+- Writes go through one group-commit task per process: it takes every job waiting, runs
+  each in its own savepoint inside one transaction, applies the batch's counter bumps
+  summed (one upsert, in key order so two nodes never deadlock on counters), commits once
+  and only then resolves the callers. An acknowledged write is committed.
+- Uniqueness lives in the database (primary keys on dedupe keys, hover tokens), so an
+  impression counts once however many nodes receive its beacons: a node that loses the
+  race for a key sees the winner's row once the winner commits, and answers "replay".
+- A transaction the server aborts for a deadlock or a serialisation failure is retried
+  whole (each job is a pure function of its arguments); a connection that drops, a server
+  that restarts or refuses is ``StoreUnavailable`` (the routes answer 503 + Retry-After),
+  and the pool reconnects by itself.
+- Reads take a pooled connection in autocommit mode; nothing blocks the event loop
+  (psycopg's async connections).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import orjson
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from edge.counters import CountBuffer, CountRow
+from edge.store.base import KeyRecord, Store, StoreUnavailable
+from edge.store.events import (
+    Hover,
+    Impression,
+    ImpressionKind,
+    PlacementFailure,
+    Publisher,
+    normalise_origin,
+    valid_publisher_id,
+)
+from edge.store.matcher_state import DisablePair
+from edge.store.migrations import apply_postgres_migrations
+from matcher.state import FREQUENCY_WINDOW_SECONDS, Backoff, ThreadState
+
+log = logging.getLogger("edge.store")
+T = TypeVar("T")
+Conn = psycopg.AsyncConnection[Any]
+
+_MAX_BATCH = 512
+_RETRIES = 5  # deadlock / serialisation failure: the whole batch runs again
+_CONNECT_TIMEOUT_S = 5.0  # a pool that cannot hand out a connection in this time is down
+_STOP = object()
+
+
+def is_postgres_url(text: str) -> bool:
+    return text.startswith(("postgresql://", "postgres://"))
+
+
+class WriteConn:
+    """What a write job receives: the batch's connection and its deferred counter bumps."""
+
+    def __init__(self, conn: Conn) -> None:
+        self.conn = conn
+        self.counts = CountBuffer()
+
+
+WriteFn = Callable[..., Awaitable[Any]]
+
+
+def _new_future() -> asyncio.Future[Any]:
+    return asyncio.get_running_loop().create_future()
+
+
+@dataclass(slots=True)
+class _Job:
+    fn: WriteFn
+    args: tuple[Any, ...]
+    future: asyncio.Future[Any] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
+
+
+class PostgresStore(Store):
+    """The store for several nodes. ``url`` is a libpq connection URL."""
+
+    def __init__(self, url: str, *, pool_size: int = 4) -> None:
+        self.url = url
+        self._pool_size = pool_size
+        self._pool: AsyncConnectionPool[Conn] | None = None
+        self._queue: asyncio.Queue[Any] | None = None
+        self._writer: asyncio.Task[None] | None = None
+        self.batches = 0
+        self.jobs = 0
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({_redact(self.url)!r})"
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        if self._pool is not None:
+            return
+        try:
+            async with await psycopg.AsyncConnection.connect(
+                self.url, autocommit=True, connect_timeout=int(_CONNECT_TIMEOUT_S)
+            ) as conn:
+                await apply_postgres_migrations(conn)
+        except psycopg.OperationalError as exc:
+            raise StoreUnavailable(f"cannot open {_redact(self.url)}: {exc}") from exc
+        pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
+            self.url,
+            min_size=1,
+            max_size=self._pool_size,
+            timeout=_CONNECT_TIMEOUT_S,
+            kwargs={"autocommit": True},
+            open=False,
+            name="edge-store",
+        )
+        await pool.open(wait=False)
+        self._pool = pool
+        self._queue = asyncio.Queue()
+        self._writer = asyncio.create_task(self._write_loop(), name="edge-store-writer")
+
+    async def close(self) -> None:
+        writer, self._writer = self._writer, None
+        if writer is not None and self._queue is not None:
+            await self._queue.put(_STOP)
+            await writer
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await pool.close()
+
+    @property
+    def group_commit_stats(self) -> tuple[int, int]:
+        """(transactions committed, writes in them) since open."""
+        return self.batches, self.jobs
+
+    # -- the two primitives ----------------------------------------------------------------
+
+    async def write(self, fn: WriteFn, *args: Any) -> Any:
+        """Run ``await fn(wconn, *args)`` in the next batch; return after its COMMIT."""
+        if self._queue is None or self._writer is None or self._writer.done():
+            raise StoreUnavailable("the store is not open")
+        job = _Job(fn, args)
+        await self._queue.put(job)
+        return await asyncio.shield(job.future)
+
+    async def read(self, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
+        """Run ``await fn(conn, *args)`` on a pooled autocommit connection."""
+        async with self._connection() as conn:
+            return await fn(conn, *args)
+
+    @contextlib.asynccontextmanager
+    async def _connection(self) -> AsyncIterator[Conn]:
+        if self._pool is None:
+            raise StoreUnavailable("the store is not open")
+        try:
+            async with self._pool.connection() as conn:
+                yield conn
+        except PoolTimeout as exc:
+            raise StoreUnavailable("the database did not answer in time") from exc
+        except psycopg.OperationalError as exc:
+            raise StoreUnavailable(f"the database could not answer: {exc}") from exc
+
+    async def _write_loop(self) -> None:
+        assert self._queue is not None
+        queue = self._queue
+        while True:
+            first = await queue.get()
+            if first is _STOP:
+                return
+            batch: list[_Job] = [first]
+            stopping = False
+            while len(batch) < _MAX_BATCH and not queue.empty():
+                nxt = queue.get_nowait()
+                if nxt is _STOP:
+                    stopping = True
+                    break
+                batch.append(nxt)
+            try:
+                await self._commit(batch)
+            except Exception as exc:  # never let the writer die: fail this batch only
+                log.error("store commit failed for %d writes: %s", len(batch), exc)
+                _settle([(job, None, StoreUnavailable(f"the store could not commit: {exc}"))
+                         for job in batch])  # fmt: skip
+            if stopping:
+                return
+
+    async def _commit(self, batch: list[_Job]) -> None:
+        for attempt in range(_RETRIES):
+            try:
+                outcomes = await self._run_batch(batch)
+            except (pg_errors.DeadlockDetected, pg_errors.SerializationFailure) as exc:
+                log.info("store batch retried after %s (attempt %d)", type(exc).__name__, attempt)
+                await asyncio.sleep(0.005 * (attempt + 1))
+                continue
+            except (psycopg.OperationalError, StoreUnavailable, PoolTimeout) as exc:
+                message = f"the store could not commit: {exc}"
+                _settle([(job, None, StoreUnavailable(message)) for job in batch])
+                return
+            self.batches += 1
+            self.jobs += len(batch)
+            _settle(outcomes)
+            return
+        _settle([(job, None, StoreUnavailable("the store could not commit: contention"))
+                 for job in batch])  # fmt: skip
+
+    async def _run_batch(self, batch: list[_Job]) -> list[tuple[_Job, Any, BaseException | None]]:
+        outcomes: list[tuple[_Job, Any, BaseException | None]] = []
+        async with self._connection() as conn, conn.transaction():
+            wconn = WriteConn(conn)
+            for job in batch:
+                mark = wconn.counts.mark()
+                try:
+                    async with conn.transaction():  # a savepoint: a failing job undoes itself
+                        result = await job.fn(wconn, *job.args)
+                except (pg_errors.DeadlockDetected, pg_errors.SerializationFailure):
+                    raise  # the transaction is lost: retry the whole batch
+                except psycopg.OperationalError:
+                    raise
+                except Exception as exc:
+                    wconn.counts.drop_since(mark)
+                    outcomes.append((job, None, exc))
+                else:
+                    outcomes.append((job, result, None))
+            await _flush_counts(conn, wconn.counts.take())
+        return outcomes
+
+    # -- meta ------------------------------------------------------------------------------
+
+    async def get_meta(self, name: str) -> bytes | None:
+        row = await self.read(_one, "SELECT value FROM meta WHERE name = %s", (name,))
+        return None if row is None else bytes(row[0])
+
+    async def put_meta_if_absent(self, name: str, value: bytes) -> bytes:
+        async def put(w: WriteConn) -> bytes:
+            await w.conn.execute(
+                "INSERT INTO meta (name, value) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+                (name, value),
+            )
+            row = await _one(w.conn, "SELECT value FROM meta WHERE name = %s", (name,))
+            assert row is not None
+            return bytes(row[0])
+
+        result: bytes = await self.write(put)
+        return result
+
+    # -- keys ------------------------------------------------------------------------------
+
+    async def insert_key(self, record: KeyRecord) -> None:
+        await self.write(_insert_key, record)
+
+    async def key_by_lookup(self, lookup: str) -> KeyRecord | None:
+        return await self.read(_key_where, "lookup", lookup)
+
+    async def key_by_id(self, key_id: str) -> KeyRecord | None:
+        return await self.read(_key_where, "key_id", key_id)
+
+    async def list_keys(self) -> list[KeyRecord]:
+        rows = await self.read(
+            _all, f"SELECT {_KEY_COLUMNS} FROM api_keys ORDER BY created_at, key_id", ()
+        )
+        return [KeyRecord(*r) for r in rows]
+
+    async def rotate_key(
+        self, old_key_id: str, new: KeyRecord, secondary_expires_at: float, now: float
+    ) -> bool:
+        async def rotate(w: WriteConn) -> bool:
+            row = await _one(
+                w.conn,
+                f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE key_id = %s FOR UPDATE",
+                (old_key_id,),
+            )
+            if row is None or KeyRecord(*row).status(now) != "active":
+                return False
+            await _insert_key(w, new)
+            await w.conn.execute(
+                "UPDATE api_keys SET expires_at = %s, replaced_by = %s WHERE key_id = %s",
+                (secondary_expires_at, new.key_id, old_key_id),
+            )
+            return True
+
+        result: bool = await self.write(rotate)
+        return result
+
+    async def revoke_key(self, key_id: str, at: float) -> bool:
+        async def revoke(w: WriteConn) -> bool:
+            cur = await w.conn.execute(
+                "UPDATE api_keys SET revoked_at = %s WHERE key_id = %s AND revoked_at IS NULL",
+                (at, key_id),
+            )
+            return cur.rowcount == 1
+
+        result: bool = await self.write(revoke)
+        return result
+
+    # -- events ----------------------------------------------------------------------------
+
+    async def save_impression(
+        self, imp: Impression, billing_usd: float | None, counts: Sequence[CountRow]
+    ) -> bool:
+        if not imp.dedupe_keys:
+            raise ValueError("an impression needs at least one dedupe key")
+        result: bool = await self.write(_save_impression, imp, billing_usd, list(counts))
+        return result
+
+    async def save_hover(self, hover: Hover, counts: Sequence[CountRow]) -> bool:
+        async def save(w: WriteConn) -> bool:
+            cur = await w.conn.execute(
+                "INSERT INTO hovers (token_id, ad_id, publisher_id, slot_id, hover_ms, at) "
+                "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                (hover.token_id, hover.ad_id, hover.publisher_id, hover.slot_id,
+                 hover.hover_ms, hover.at),
+            )  # fmt: skip
+            if cur.rowcount != 1:
+                return False
+            w.counts.extend(counts)
+            return True
+
+        result: bool = await self.write(save)
+        return result
+
+    async def save_failure(self, failure: PlacementFailure, counts: Sequence[CountRow]) -> None:
+        f = failure
+
+        async def save(w: WriteConn) -> None:
+            await w.conn.execute(
+                "INSERT INTO placement_failures (publisher_id, slot_id, ad_id, reason, message, "
+                "page_url, at) VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                (f.publisher_id, f.slot_id, f.ad_id, f.reason, f.message, f.page_url, f.at),
+            )
+            w.counts.extend(counts)
+
+        await self.write(save)
+
+    async def spend_by_campaign(self) -> dict[str, float]:
+        rows = await self.read(
+            _all,
+            "SELECT scope_id, amount FROM counters WHERE scope = 'campaign' AND counter = %s",
+            ("billable_usd",),
+        )
+        return {cid: float(amount) for cid, amount in rows}
+
+    async def add_counts(self, rows: list[tuple[str, str, str, float]]) -> None:
+        if not rows:
+            return
+
+        async def add(w: WriteConn) -> None:
+            w.counts.extend(rows)
+
+        await self.write(add)
+
+    async def counts(
+        self, scopes: Sequence[str] | None = None
+    ) -> list[tuple[str, str, str, float]]:
+        sql = "SELECT scope, scope_id, counter, amount FROM counters"
+        args: tuple[Any, ...] = ()
+        if scopes is not None:
+            if not scopes:
+                return []
+            sql += " WHERE scope = ANY(%s)"
+            args = (list(scopes),)
+        rows = await self.read(_all, sql + " ORDER BY scope, scope_id, counter", args)
+        return [(s, i, c, float(a)) for s, i, c, a in rows]
+
+    async def impression_count(self, kind: ImpressionKind | None = None) -> int:
+        if kind is None:
+            row = await self.read(_one, "SELECT count(*) FROM impressions", ())
+        else:
+            row = await self.read(_one, "SELECT count(*) FROM impressions WHERE kind = %s", (kind,))
+        assert row is not None
+        return int(row[0])
+
+    async def upsert_publisher(self, publisher_id: str, origins: list[str], at: float) -> None:
+        if not valid_publisher_id(publisher_id):
+            raise ValueError(f"a publisher id is 1-64 of A-Z a-z 0-9 _ . -, got {publisher_id!r}")
+        normalised = [normalise_origin(o) for o in origins]
+
+        async def upsert(w: WriteConn) -> None:
+            row = await _one(
+                w.conn,
+                "SELECT origins FROM publishers WHERE publisher_id = %s FOR UPDATE",
+                (publisher_id,),
+            )
+            if row is None:
+                merged = list(dict.fromkeys(normalised))
+                await w.conn.execute(
+                    "INSERT INTO publishers (publisher_id, origins, created_at, updated_at) "
+                    "VALUES (%s, %s, %s, %s)",
+                    (publisher_id, orjson.dumps(merged).decode(), at, at),
+                )
+                return
+            merged = list(dict.fromkeys([*orjson.loads(row[0]), *normalised]))
+            await w.conn.execute(
+                "UPDATE publishers SET origins = %s, updated_at = %s WHERE publisher_id = %s",
+                (orjson.dumps(merged).decode(), at, publisher_id),
+            )
+
+        await self.write(upsert)
+
+    async def remove_publisher(self, publisher_id: str) -> bool:
+        async def remove(w: WriteConn) -> bool:
+            cur = await w.conn.execute(
+                "DELETE FROM publishers WHERE publisher_id = %s", (publisher_id,)
+            )
+            return cur.rowcount == 1
+
+        result: bool = await self.write(remove)
+        return result
+
+    async def list_publishers(self) -> list[Publisher]:
+        rows = await self.read(
+            _all,
+            "SELECT publisher_id, origins, created_at, updated_at FROM publishers "
+            "ORDER BY publisher_id",
+            (),
+        )
+        return [Publisher(p, tuple(orjson.loads(o)), c, u) for p, o, c, u in rows]
+
+    # -- matcher state ---------------------------------------------------------------------
+
+    async def disable_ads(self, pairs: list[DisablePair], at: float) -> None:
+        if not pairs:
+            return
+        rows = [(t, a, None if m is None else orjson.dumps(m).decode(), at) for t, a, m in pairs]
+
+        async def disable(w: WriteConn) -> None:
+            async with w.conn.cursor() as cur:
+                await cur.executemany(
+                    "INSERT INTO thread_disables (thread_id, ad_id, meta, created_at) "
+                    "VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                    rows,
+                )
+
+        await self.write(disable)
+
+    async def load_matcher_state(
+        self, thread_id: str | None, post_id: str | None, now: float, unit_id: str | None = None
+    ) -> ThreadState:
+        if thread_id is None and post_id is None:
+            return ThreadState()
+        return await self.read(_load_state, thread_id, post_id, now, unit_id)
+
+    async def record_serves(
+        self, thread_id: str, unit_id: str, ad_ids: list[str], at: float
+    ) -> None:
+        if not ad_ids:
+            return
+        rows = [(thread_id, a, unit_id, at) for a in dict.fromkeys(ad_ids)]
+
+        async def serve(w: WriteConn) -> None:
+            async with w.conn.cursor() as cur:
+                await cur.executemany(
+                    "INSERT INTO thread_serves (thread_id, ad_id, unit_id, served_at) "
+                    "VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                    rows,
+                )
+
+        await self.write(serve)
+
+    async def put_backoff(self, post_id: str, backoff: Backoff, at: float) -> None:
+        b = backoff
+
+        async def put(w: WriteConn) -> None:
+            await w.conn.execute(
+                "INSERT INTO post_backoff (post_id, misses, until, demand, reason, updated_at)"
+                " VALUES (%s, %s, %s, %s, %s, %s)"
+                " ON CONFLICT (post_id) DO UPDATE SET misses = excluded.misses,"
+                " until = excluded.until, demand = excluded.demand, reason = excluded.reason,"
+                " updated_at = excluded.updated_at",
+                (post_id, b.misses, b.until, b.demand, b.reason, at),
+            )
+
+        await self.write(put)
+
+    async def clear_backoff(self, post_id: str) -> None:
+        async def clear(w: WriteConn) -> None:
+            await w.conn.execute("DELETE FROM post_backoff WHERE post_id = %s", (post_id,))
+
+        await self.write(clear)
+
+
+# -- helpers --------------------------------------------------------------------------------
+
+
+def _settle(outcomes: list[tuple[_Job, Any, BaseException | None]]) -> None:
+    for job, result, exc in outcomes:
+        if job.future.done():  # the caller was cancelled; the write stands regardless
+            continue
+        if exc is None:
+            job.future.set_result(result)
+        else:
+            job.future.set_exception(exc)
+
+
+def _redact(url: str) -> str:
+    """The URL without its password, for messages and logs."""
+    try:
+        info = psycopg.conninfo.conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        return "postgresql://(unreadable URL)"
+    host = str(info.get("host") or "")
+    port = str(info.get("port") or "")
+    user = str(info.get("user") or "")
+    db = str(info.get("dbname") or "")
+    where = f"{host}:{port}" if port else str(host)
+    return f"postgresql://{user + '@' if user else ''}{where}/{db}"
+
+
+async def _one(conn: Conn, sql: str, args: Sequence[Any]) -> tuple[Any, ...] | None:
+    cur = await conn.execute(sql, args)
+    row: tuple[Any, ...] | None = await cur.fetchone()
+    return row
+
+
+async def _all(conn: Conn, sql: str, args: Sequence[Any]) -> list[tuple[Any, ...]]:
+    cur = await conn.execute(sql, args)
+    rows: list[tuple[Any, ...]] = await cur.fetchall()
+    return rows
+
+
+async def _flush_counts(conn: Conn, rows: list[CountRow]) -> None:
+    """The batch's counter bumps, summed, in key order (two nodes lock rows in one order)."""
+    if not rows:
+        return
+    rows.sort(key=lambda r: (r[0], r[1], r[2]))
+    await conn.execute(
+        "INSERT INTO counters (scope, scope_id, counter, amount) "
+        "SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::float8[]) "
+        "ON CONFLICT (scope, scope_id, counter) "
+        "DO UPDATE SET amount = counters.amount + excluded.amount",
+        (
+            [r[0] for r in rows],
+            [r[1] for r in rows],
+            [r[2] for r in rows],
+            [float(r[3]) for r in rows],
+        ),
+    )
+
+
+_KEY_COLUMNS = (
+    "key_id, lookup, key_hash, env, product, name, created_at, expires_at, revoked_at, replaced_by"
+)
+
+
+async def _insert_key(w: WriteConn, r: KeyRecord) -> None:
+    await w.conn.execute(
+        f"INSERT INTO api_keys ({_KEY_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+        (r.key_id, r.lookup, r.key_hash, r.env, r.product, r.name, r.created_at, r.expires_at,
+         r.revoked_at, r.replaced_by),
+    )  # fmt: skip
+
+
+async def _key_where(conn: Conn, column: str, value: str) -> KeyRecord | None:
+    assert column in ("lookup", "key_id")
+    row = await _one(conn, f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE {column} = %s", (value,))
+    return None if row is None else KeyRecord(*row)
+
+
+_SEEN = "SELECT impression_id FROM impression_keys WHERE dedupe_key = ANY(%s) LIMIT 1"
+
+
+class _Raced(Exception):
+    """Another transaction committed one of this impression's keys first."""
+
+
+async def _save_impression(
+    w: WriteConn, imp: Impression, billing_usd: float | None, counts: list[CountRow]
+) -> bool:
+    conn = w.conn
+    keys = list(dict.fromkeys(imp.dedupe_keys))
+    seen = await _one(
+        conn,
+        "SELECT impression_id FROM impression_keys WHERE dedupe_key = ANY(%s) LIMIT 1",
+        (keys,),
+    )
+    if seen is None:
+        try:
+            async with conn.transaction():
+                row = await _one(
+                    conn,
+                    "INSERT INTO impressions (kind, env, ad_id, campaign_id, publisher_id, "
+                    "post_id, slot_id, cpm_usd, at, invalid_reason) "
+                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
+                    (imp.kind, imp.env, imp.ad_id, imp.campaign_id, imp.publisher_id,
+                     imp.post_id, imp.slot_id, imp.cpm_usd, imp.at, imp.invalid_reason),
+                )  # fmt: skip
+                assert row is not None
+                impression_id = row[0]
+                # ON CONFLICT waits for a concurrent holder of the key to commit or roll
+                # back: a key taken by another node's committed impression makes this one
+                # a replay, decided by the database's unique index.
+                cur = await conn.execute(
+                    "INSERT INTO impression_keys (dedupe_key, impression_id) "
+                    "SELECT unnest(%s::text[]), %s ON CONFLICT DO NOTHING",
+                    (keys, impression_id),
+                )
+                if cur.rowcount != len(keys):
+                    raise _Raced
+                if billing_usd is not None:
+                    await conn.execute(
+                        "INSERT INTO billing_events (impression_id, campaign_id, ad_id, "
+                        "publisher_id, amount_usd, at) VALUES (%s, %s, %s, %s, %s, %s)",
+                        (impression_id, imp.campaign_id, imp.ad_id, imp.publisher_id,
+                         billing_usd, imp.at),
+                    )  # fmt: skip
+        except _Raced:
+            seen = await _one(conn, _SEEN, (keys,))
+            assert seen is not None
+        else:
+            w.counts.extend(counts)
+            return True
+    await conn.execute(
+        "INSERT INTO impression_keys (dedupe_key, impression_id) "
+        "SELECT unnest(%s::text[]), %s ON CONFLICT DO NOTHING",
+        (keys, seen[0]),
+    )
+    return False
+
+
+async def _load_state(
+    conn: Conn, thread_id: str | None, post_id: str | None, now: float, unit_id: str | None
+) -> ThreadState:
+    disabled: frozenset[str] = frozenset()
+    served: dict[str, int] = {}
+    unit_ads: frozenset[str] = frozenset()
+    if thread_id is not None:
+        rows = await _all(
+            conn, "SELECT ad_id FROM thread_disables WHERE thread_id = %s", (thread_id,)
+        )
+        disabled = frozenset(r[0] for r in rows)
+        rows = await _all(
+            conn,
+            "SELECT ad_id, count(*) FROM thread_serves WHERE thread_id = %s AND served_at > %s"
+            " GROUP BY ad_id",
+            (thread_id, now - FREQUENCY_WINDOW_SECONDS),
+        )
+        served = {ad_id: int(n) for ad_id, n in rows}
+        if unit_id is not None:
+            rows = await _all(
+                conn,
+                "SELECT ad_id FROM thread_serves WHERE thread_id = %s AND unit_id = %s",
+                (thread_id, unit_id),
+            )
+            unit_ads = frozenset(r[0] for r in rows)
+    backoff = None
+    if post_id is not None:
+        row = await _one(
+            conn,
+            "SELECT misses, until, demand, reason FROM post_backoff WHERE post_id = %s",
+            (post_id,),
+        )
+        if row is not None:
+            backoff = Backoff(misses=row[0], until=row[1], demand=row[2], reason=row[3])
+    return ThreadState(disabled=disabled, served=served, unit_ads=unit_ads, backoff=backoff)

@@ -1,0 +1,116 @@
+"""PostgreSQL internals: one migration list, applied once by nodes starting together;
+uniqueness across nodes; an outage is StoreUnavailable and the store recovers by itself."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import psycopg
+import pytest
+
+from edge import ledger
+from edge.store import Impression, PostgresStore, StoreUnavailable
+from edge.store.migrations import apply_postgres_migrations, migration_files
+from tests.store.conftest import sql
+
+
+def imp(keys, **kw) -> Impression:
+    base = dict(kind="url", env="production", ad_id="ad-1", campaign_id="cmp-1", at=1.0,
+                publisher_id="pub-1", cpm_usd=2.0)  # fmt: skip
+    return Impression(dedupe_keys=tuple(keys), **{**base, **kw})
+
+
+def test_both_backends_have_the_same_migrations_in_the_same_order():
+    assert [n for n, _ in migration_files("sqlite")] == [n for n, _ in migration_files("postgres")]
+
+
+def test_nodes_starting_together_apply_each_migration_once(postgres, run):
+    url = postgres.new_database()
+
+    async def one():
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+            return await apply_postgres_migrations(conn)
+
+    async def both():
+        return await asyncio.gather(*(one() for _ in range(4)))
+
+    results = run(both())
+    names = [n for n, _ in migration_files("postgres")]
+    assert sorted(n for r in results for n in r) == names  # each applied by exactly one
+    assert sql(url, "SELECT name FROM schema_migrations ORDER BY name") == [(n,) for n in names]
+
+
+def test_failed_migration_leaves_nothing_half_applied(postgres, run, monkeypatch):
+    import edge.store.migrations as m
+
+    url = postgres.new_database()
+    good = m.migration_files("postgres")
+    bad = ("9999_broken", "CREATE TABLE half (x INTEGER);\nCREATE TABLE oops (;\n")
+    monkeypatch.setattr(m, "migration_files", lambda backend="sqlite": [*good, bad])
+
+    async def apply():
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+            await m.apply_postgres_migrations(conn)
+
+    with pytest.raises(psycopg.errors.SyntaxError):
+        run(apply())
+    tables = {r[0] for r in sql(url, "SELECT tablename FROM pg_tables WHERE schemaname='public'")}
+    assert "half" not in tables and "api_keys" in tables
+
+
+def test_one_token_counts_once_across_two_nodes(postgres, run):
+    """Two stores (two edge nodes) get the same beacons at the same time: the database's
+    unique index decides, so each impression counts once and bills once."""
+    url = postgres.new_database()
+    a, b = PostgresStore(url), PostgresStore(url)
+
+    async def race():
+        await a.open()
+        await b.open()
+        try:
+            jobs = []
+            for i in range(200):
+                jobs.append(ledger.record_impression(a, imp((f"tok:{i}", f"iid:{i}"))))
+                jobs.append(ledger.record_impression(b, imp((f"tok:{i}", f"iid:b{i}"))))
+            return await asyncio.gather(*jobs)
+        finally:
+            await a.close()
+            await b.close()
+
+    results = run(race())
+    assert sum(results) == 200
+    assert sql(url, "SELECT count(*) FROM impressions") == [(200,)]
+    assert sql(url, "SELECT count(*) FROM billing_events") == [(200,)]
+    rows = sql(url, "SELECT amount FROM counters WHERE scope='ad' AND counter='impressions'")
+    assert rows == [(200.0,)]
+    # The losers' own impression ids now point at the winner: a later beacon with only those
+    # is a replay too.
+    assert sql(url, "SELECT count(*) FROM impression_keys") == [(600,)]
+
+
+def test_restarted_server_is_unavailable_then_recovers_by_itself(postgres, run):
+    url = postgres.new_database()
+    store = PostgresStore(url)
+    run(store.open())
+    try:
+        assert run(ledger.record_impression(store, imp(("before",)))) is True
+        postgres.stop()
+        try:
+            with pytest.raises(StoreUnavailable):
+                run(ledger.record_impression(store, imp(("during",))))
+            with pytest.raises(StoreUnavailable):
+                run(store.list_keys())
+        finally:
+            postgres.start()
+        deadline = time.monotonic() + 10
+        while True:  # connections broken by the restart fail once each, then are replaced
+            try:
+                assert run(ledger.record_impression(store, imp(("after",)))) is True
+                break
+            except StoreUnavailable:
+                assert time.monotonic() < deadline, "the store did not recover"
+                time.sleep(0.1)
+        assert run(store.impression_count()) == 2  # "during" was refused, never stored
+    finally:
+        run(store.close())

@@ -1,0 +1,112 @@
+"""What every backend does the same: keys, meta, group commit, failures kept to their own
+write, a closed store, data surviving a reopen. Runs on SQLite and PostgreSQL."""
+
+import asyncio
+
+import pytest
+
+from edge.settings import Settings
+from edge.store import KeyRecord, StoreUnavailable, open_store
+
+
+def _record(key_id="key_a", lookup="l" * 24, **kw) -> KeyRecord:
+    base = dict(
+        key_id=key_id,
+        lookup=lookup,
+        key_hash="h" * 64,
+        env="production",
+        product="ugc",
+        name="",
+        created_at=1.0,
+    )
+    return KeyRecord(**{**base, **kw})
+
+
+def test_data_survives_reopen(db_target, run):
+    s = open_store(Settings(db=db_target))
+    run(s.open())
+    run(s.insert_key(_record()))
+    run(s.close())
+    s2 = open_store(Settings(db=db_target))
+    run(s2.open())
+    try:
+        assert run(s2.key_by_id("key_a")).lookup == "l" * 24
+        assert run(s2.key_by_lookup("l" * 24)).key_id == "key_a"
+        assert run(s2.key_by_lookup("x" * 24)) is None
+    finally:
+        run(s2.close())
+
+
+def test_group_commit_shares_transactions(store, run):
+    async def burst():
+        await asyncio.gather(
+            *(store.insert_key(_record(f"key_{i}", f"{i:024d}")) for i in range(300))
+        )
+
+    run(burst())
+    batches, jobs = store.group_commit_stats
+    assert jobs == 300
+    assert batches < 300  # many writes shared one commit
+    assert len(run(store.list_keys())) == 300
+
+
+def test_a_failing_write_does_not_spoil_its_batch(store, run):
+    async def burst():
+        return await asyncio.gather(
+            store.insert_key(_record("key_1", "1" * 24)),
+            store.insert_key(_record("key_1", "2" * 24)),  # duplicate primary key
+            store.insert_key(_record("key_3", "3" * 24)),
+            return_exceptions=True,
+        )
+
+    results = run(burst())
+    assert results[0] is None and results[2] is None
+    assert isinstance(results[1], Exception)
+    assert not isinstance(results[1], StoreUnavailable)  # the write's own error, not an outage
+    ids = [r.key_id for r in run(store.list_keys())]
+    assert ids == ["key_1", "key_3"]
+
+
+def test_closed_store_refuses_work(db_target, run):
+    s = open_store(Settings(db=db_target))
+    with pytest.raises(StoreUnavailable):
+        run(s.list_keys())
+
+
+def test_meta_put_if_absent_keeps_the_first_value(store, run):
+    assert run(store.put_meta_if_absent("k", b"one")) == b"one"
+    assert run(store.put_meta_if_absent("k", b"two")) == b"one"
+    assert run(store.get_meta("k")) == b"one"
+    assert run(store.get_meta("missing")) is None
+
+
+def test_rotate_is_atomic_and_refuses_a_non_primary(store, run):
+    run(store.insert_key(_record("key_old", "o" * 24)))
+    new = _record("key_new", "n" * 24)
+    assert run(store.rotate_key("key_old", new, 100.0, now=2.0))
+    old = run(store.key_by_id("key_old"))
+    assert old.expires_at == 100.0 and old.replaced_by == "key_new"
+    again = _record("key_newer", "x" * 24)
+    assert not run(store.rotate_key("key_old", again, 200.0, now=3.0))
+    assert run(store.key_by_id("key_newer")) is None
+
+
+def test_revoke_once(store, run):
+    run(store.insert_key(_record()))
+    assert run(store.revoke_key("key_a", 5.0)) is True
+    assert run(store.revoke_key("key_a", 6.0)) is False
+    assert run(store.revoke_key("nope", 6.0)) is False
+    assert run(store.key_by_id("key_a")).revoked_at == 5.0
+
+
+def test_a_cancelled_caller_still_gets_its_write_and_the_writer_lives(store, run):
+    async def go():
+        doomed = asyncio.ensure_future(store.insert_key(_record("key_c", "c" * 24)))
+        await asyncio.sleep(0)
+        doomed.cancel()
+        await asyncio.sleep(0.2)
+        await store.insert_key(_record("key_d", "d" * 24))
+        return doomed.cancelled()
+
+    assert run(go())
+    assert [r.key_id for r in run(store.list_keys())] == ["key_c", "key_d"]
