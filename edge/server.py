@@ -35,6 +35,7 @@ from edge.app import create_app
 from edge.errors import error_body
 from edge.preflight import check_files
 from edge.settings import Settings, SettingsError
+from edge.store.postgres import redact_url
 
 log = logging.getLogger("edge.server")
 
@@ -290,6 +291,8 @@ def serve(settings: Settings) -> None:
     ``SettingsError`` (one line naming it); a failed start exits non-zero."""
     check_files(settings)
     configure_logging(settings.log_level)
+    db = settings.db
+    log.info("database %s", redact_url(db) if isinstance(db, str) else str(db.resolve()))
     _raise_open_files_limit(settings.max_connections + 256)  # + the store, model, logs
     guard = StartupErrors(create_app(settings))
     config = uvicorn_config(settings, guard)  # configures uvicorn's loggers: filter after

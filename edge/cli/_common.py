@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TypeAlias, TypeVar
 
 from edge.context import Context
 from edge.preflight import check_db
-from edge.settings import Settings
+from edge.settings import Settings, SettingsError
+from edge.store import StoreUnavailable
+from edge.store.postgres import redact_url
 
 T = TypeVar("T")
 # What register(sub) receives: argparse names its sub-command set only privately.
@@ -20,14 +24,41 @@ def settings_from(args: argparse.Namespace) -> Settings:
     return Settings.from_sources(vars(args))
 
 
-def with_context(settings: Settings, work: Callable[[Context], Awaitable[T]]) -> T:
-    """Open the store, run ``work(ctx)``, close the store (even on error). An unusable
-    database is a ``SettingsError`` (one line naming EDGE_DB), not a traceback."""
+def describe_db(db: Path | str) -> str:
+    """The database named in words (a URL without its password)."""
+    if isinstance(db, str):
+        return redact_url(db)
+    return str(db.resolve())
+
+
+def with_context(
+    settings: Settings, work: Callable[[Context], Awaitable[T]], *, read_only: bool = False
+) -> T:
+    """Open the store, run ``work(ctx)``, close the store (even on error).
+
+    Says on standard error which database it opened, so a command run from an unexpected
+    folder never works on a surprise ``./var/edge.db`` unnoticed; a ``read_only`` command
+    refuses a SQLite file that does not exist instead of creating an empty one. An unusable
+    database is a ``SettingsError`` (one line naming EDGE_DB), not a traceback.
+    """
+    db = settings.db
+    if isinstance(db, Path) and not db.exists():
+        if read_only:
+            raise SettingsError(
+                f"EDGE_DB (--db): no database at {describe_db(db)}; "
+                "name the edge's database with --db or EDGE_DB"
+            )
+        print(f"edge: creating a new database at {describe_db(db)}", file=sys.stderr)
+    else:
+        print(f"edge: database {describe_db(db)}", file=sys.stderr)
     check_db(settings)
 
     async def run() -> T:
         ctx = Context.build(settings)
-        await ctx.store.open()
+        try:
+            await ctx.store.open()
+        except StoreUnavailable as exc:
+            raise SettingsError(f"EDGE_DB (--db): {exc}") from None
         try:
             return await work(ctx)
         finally:

@@ -141,4 +141,4 @@ def _list(args: argparse.Namespace) -> int:
             print("  ".join(str(r[c]).ljust(widths[c]) for c in cols).rstrip())
         return 0
 
-    return with_context(settings_from(args), work)
+    return with_context(settings_from(args), work, read_only=True)

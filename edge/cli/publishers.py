@@ -87,7 +87,7 @@ def _list(args: argparse.Namespace) -> int:
             print(f"{p.publisher_id.ljust(width)}  {' '.join(p.origins)}".rstrip())
         return 0
 
-    return with_context(settings_from(args), work)
+    return with_context(settings_from(args), work, read_only=True)
 
 
 def _remove(args: argparse.Namespace) -> int:

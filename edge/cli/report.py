@@ -177,7 +177,7 @@ def run(args: argparse.Namespace) -> int:
     async def work(ctx: Context) -> dict[str, Any]:
         return build(await ctx.store.counts(), campaigns)
 
-    report = with_context(settings, work)
+    report = with_context(settings, work, read_only=True)
     if args.json:
         print(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode())
     else:

@@ -97,7 +97,7 @@ class PostgresStore(Store):
         self.jobs = 0
 
     def __repr__(self) -> str:
-        return f"PostgresStore({_redact(self.url)!r})"
+        return f"PostgresStore({redact_url(self.url)!r})"
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -110,7 +110,7 @@ class PostgresStore(Store):
             ) as conn:
                 await apply_postgres_migrations(conn)
         except psycopg.OperationalError as exc:
-            raise StoreUnavailable(f"cannot open {_redact(self.url)}: {exc}") from exc
+            raise StoreUnavailable(f"cannot open {redact_url(self.url)}: {exc}") from exc
         pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
             self.url,
             min_size=1,
@@ -497,7 +497,7 @@ def _settle(outcomes: list[tuple[_Job, Any, BaseException | None]]) -> None:
             job.future.set_exception(exc)
 
 
-def _redact(url: str) -> str:
+def redact_url(url: str) -> str:
     """The URL without its password, for messages and logs."""
     try:
         info = psycopg.conninfo.conninfo_to_dict(url)

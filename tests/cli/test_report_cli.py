@@ -77,6 +77,10 @@ def test_text_report(tmp_path, capsys):
 
 
 def test_empty_store_report(tmp_path, capsys):
+    # An existing database with nothing counted yet (a missing one is refused).
+    assert main(["publishers", "add", "p", "--origin", "https://a.example",
+                 "--db", str(tmp_path / "e.db")]) == 0  # fmt: skip
+    capsys.readouterr()
     assert main(["report", "--db", str(tmp_path / "e.db")]) == 0
     assert "(none yet)" in capsys.readouterr().out
     assert build([]) == {"ad": {}, "publisher": {}}
