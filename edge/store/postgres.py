@@ -266,8 +266,22 @@ class PostgresStore(Store):
         )
         return [KeyRecord(*r) for r in rows]
 
+    async def keys_in_family(self, family: str) -> list[KeyRecord]:
+        rows = await self.read(
+            _all,
+            f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE family_id = %s OR key_id = %s "
+            "ORDER BY created_at, key_id",
+            (family, family),
+        )
+        return [KeyRecord(*r) for r in rows]
+
     async def rotate_key(
-        self, old_key_id: str, new: KeyRecord, secondary_expires_at: float, now: float
+        self,
+        old_key_id: str,
+        new: KeyRecord,
+        secondary_expires_at: float,
+        now: float,
+        expire_key_ids: tuple[str, ...] = (),
     ) -> bool:
         async def rotate(w: WriteConn) -> bool:
             row = await _one(
@@ -278,6 +292,12 @@ class PostgresStore(Store):
             if row is None or KeyRecord(*row).status(now) != "active":
                 return False
             await _insert_key(w, new)
+            if expire_key_ids:
+                await w.conn.execute(
+                    "UPDATE api_keys SET expires_at = %s "
+                    "WHERE key_id = ANY(%s) AND expires_at > %s",
+                    (now, list(expire_key_ids), now),
+                )
             await w.conn.execute(
                 "UPDATE api_keys SET expires_at = %s, replaced_by = %s WHERE key_id = %s",
                 (secondary_expires_at, new.key_id, old_key_id),
@@ -483,6 +503,28 @@ class PostgresStore(Store):
 
         await self.write(clear)
 
+    async def prune_matcher_state(
+        self, backoff_ended_before: float, served_before: float, limit: int
+    ) -> int:
+        async def prune(w: WriteConn) -> int:
+            # Bounded batches: one prune never holds the writer for long.
+            cur = await w.conn.execute(
+                "DELETE FROM post_backoff WHERE post_id IN"
+                " (SELECT post_id FROM post_backoff WHERE until < %s LIMIT %s)",
+                (backoff_ended_before, limit),
+            )
+            gone = cur.rowcount
+            cur = await w.conn.execute(
+                "DELETE FROM thread_serves WHERE (thread_id, ad_id, unit_id) IN"
+                " (SELECT thread_id, ad_id, unit_id FROM thread_serves"
+                "  WHERE served_at < %s LIMIT %s)",
+                (served_before, limit),
+            )
+            return gone + cur.rowcount
+
+        result: int = await self.write(prune)
+        return result
+
 
 # -- helpers --------------------------------------------------------------------------------
 
@@ -543,15 +585,17 @@ async def _flush_counts(conn: Conn, rows: list[CountRow]) -> None:
 
 
 _KEY_COLUMNS = (
-    "key_id, lookup, key_hash, env, product, name, created_at, expires_at, revoked_at, replaced_by"
+    "key_id, lookup, key_hash, env, product, name, created_at, expires_at, revoked_at, "
+    "replaced_by, family_id"
 )
 
 
 async def _insert_key(w: WriteConn, r: KeyRecord) -> None:
     await w.conn.execute(
-        f"INSERT INTO api_keys ({_KEY_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+        f"INSERT INTO api_keys ({_KEY_COLUMNS}) "
+        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
         (r.key_id, r.lookup, r.key_hash, r.env, r.product, r.name, r.created_at, r.expires_at,
-         r.revoked_at, r.replaced_by),
+         r.revoked_at, r.replaced_by, r.family_id),
     )  # fmt: skip
 
 

@@ -76,3 +76,21 @@ def test_no_ids_reads_nothing(go):
 
     state = go(fn)
     assert state.disabled == frozenset() and state.served == {} and state.backoff is None
+
+
+def test_prune_removes_only_what_the_caller_names_in_bounded_batches(go):
+    async def fn(s):
+        for i in range(5):
+            await s.put_backoff(f"old-{i}", Backoff(1, T0 + i, "d"), T0)
+        await s.put_backoff("fresh", Backoff(1, T0 + 1000, "d"), T0)
+        await s.record_serves("t", "u-old", ["ad-a", "ad-b"], T0)
+        await s.record_serves("t", "u-new", ["ad-a"], T0 + 500)
+        first = await s.prune_matcher_state(T0 + 100, T0 + 100, 3)
+        rest = await s.prune_matcher_state(T0 + 100, T0 + 100, 3)
+        again = await s.prune_matcher_state(T0 + 100, T0 + 100, 3)
+        kept = await s.load_matcher_state("t", "fresh", T0 + 600)
+        return first, rest, again, kept
+
+    first, rest, again, kept = go(fn)
+    assert (first, rest, again) == (5, 2, 0)  # 3 + 2 windows, then the 2 old serves
+    assert kept.backoff is not None and kept.served == {"ad-a": 1}

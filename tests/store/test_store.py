@@ -110,3 +110,15 @@ def test_a_cancelled_caller_still_gets_its_write_and_the_writer_lives(store, run
 
     assert run(go())
     assert [r.key_id for r in run(store.list_keys())] == ["key_c", "key_d"]
+
+
+def test_key_families_and_rotation_that_ends_older_secondaries(store, run):
+    run(store.insert_key(_record("key_1", "1" * 24)))
+    run(store.rotate_key("key_1", _record("key_2", "2" * 24, family_id="key_1"), 100.0, now=2.0))
+    # The next rotation ends key_1's secondary at once (the caller's choice).
+    new = _record("key_3", "3" * 24, family_id="key_1")
+    assert run(store.rotate_key("key_2", new, 200.0, now=5.0, expire_key_ids=("key_1",)))
+    fam = run(store.keys_in_family("key_1"))
+    assert [k.key_id for k in fam] == ["key_1", "key_2", "key_3"]
+    assert [k.expires_at for k in fam] == [5.0, 200.0, None]
+    assert run(store.keys_in_family("key_9")) == []
