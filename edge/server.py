@@ -25,6 +25,7 @@ import resource
 import secrets
 import socket
 import sys
+from functools import partial
 from typing import Any
 
 import uvicorn
@@ -36,6 +37,7 @@ from edge.errors import error_body
 from edge.preflight import check_files
 from edge.settings import Settings, SettingsError
 from edge.store.postgres import redact_url
+from edge.workers import Supervisor, bind_socket
 
 log = logging.getLogger("edge.server")
 
@@ -294,6 +296,13 @@ def serve(settings: Settings) -> None:
     db = settings.db
     log.info("database %s", redact_url(db) if isinstance(db, str) else str(db.resolve()))
     _raise_open_files_limit(settings.max_connections + 256)  # + the store, model, logs
+    if settings.workers > 1:
+        sock = bind_socket(settings.host, settings.port)
+        log.info("%d workers on %s:%d", settings.workers, settings.host, settings.port)
+        code = Supervisor(settings.workers, sock, partial(_worker, settings)).run()
+        if code:
+            raise SystemExit(code)
+        return
     guard = StartupErrors(create_app(settings))
     config = uvicorn_config(settings, guard)  # configures uvicorn's loggers: filter after
     logging.getLogger("uvicorn.access").addFilter(AccessLogRedaction())
@@ -303,3 +312,20 @@ def serve(settings: Settings) -> None:
         if guard.error is not None:
             raise guard.error from None
         raise
+
+
+def _worker(settings: Settings, index: int, sock: socket.socket) -> int:
+    """One worker of ``--workers N``: the whole edge on the inherited socket."""
+    guard = StartupErrors(create_app(settings))
+    config = uvicorn_config(settings, guard)
+    logging.getLogger("uvicorn.access").addFilter(AccessLogRedaction())
+    server = EdgeServer(config, settings)
+    try:
+        server.run(sockets=[sock])
+    except SystemExit:
+        if guard.error is None:
+            raise
+    if guard.error is not None:  # a bad setting: its one line, and the settings' status
+        print(f"edge: {guard.error}", file=sys.stderr)
+        return 2
+    return 0 if server.started else 3  # uvicorn's own exit status for a failed start-up

@@ -260,6 +260,11 @@ class Settings:
         "Tag match requests matched at once at most; past it /dea match routes answer 503.",
         _int_in(1, 64),
     )
+    workers: int = _setting(
+        1,
+        "Worker processes sharing the port on this machine, each a whole edge on the same store.",
+        _int_in(1, 64),
+    )
     max_connections: int = _setting(
         1000,
         "Open connections and requests in progress at most; past it new requests get 503.",

@@ -32,7 +32,7 @@ class BeaconReader:
     """``reader.count("publisher", "pub-1", "viewable_impressions")``, ``wait_for(...)``."""
 
     def __init__(self, db: Path | str) -> None:
-        self.db = Path(db)
+        self.db: Path | str = db if isinstance(db, str) and "://" in db else Path(db)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._thread.start()

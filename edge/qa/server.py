@@ -39,7 +39,8 @@ class EdgeProcess:
         subcommand: str = "serve",
     ) -> None:
         """``subcommand``: the ``edge`` sub-command to run (``serve``, or ``demo``)."""
-        self.db = Path(db)
+        # A SQLite file, or a postgresql:// URL (several edge processes on one database).
+        self.db: Path | str = db if isinstance(db, str) and "://" in db else Path(db)
         self.env = env
         self.host = host
         self.port = port or free_port(host)

@@ -30,7 +30,7 @@ log = logging.getLogger("edge.store")
 T = TypeVar("T")
 WriteFn = Callable[..., Any]
 
-_BUSY_TIMEOUT_MS = 5000
+_BUSY_TIMEOUT_MS = 10_000  # several worker processes take turns at the write lock
 _MAX_BATCH = 512
 _STOP = object()
 

@@ -1,0 +1,135 @@
+"""``edge serve --workers N``: N processes on one port, one SQLite database, no lost or
+double-counted impression, no ``database is locked`` reaching a client, a dead worker
+replaced."""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import os
+import secrets
+import signal
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import orjson
+import pytest
+
+from edge.beacons import issue_impression_token
+from edge.qa import EdgeProcess
+from edge.settings import Settings
+from edge.signing import Signer
+from edge.store import open_store
+
+PATH = "/dea/url/impression"
+
+
+def children(pid: int) -> list[int]:
+    out: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        text = (task / "children").read_text().split()
+        out.extend(int(c) for c in text)
+    return sorted(out)
+
+
+def cpu_ticks(pid: int) -> int:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime + stime
+
+
+def body(signer: Signer) -> bytes:
+    token, _ = issue_impression_token(
+        signer, surface="url", env="production", ad_id="w-ad", campaign_id="w-cmp",
+        now=time.time(), cpm_usd=2.0, publisher_id="w-pub", slot_id="s",
+    )  # fmt: skip
+    return orjson.dumps(
+        {"impression_token": token, "impression_id": str(uuid.uuid4()), "v": "workers-test"}
+    )
+
+
+def post(port: int, payload: bytes) -> tuple[int, bytes]:
+    # A new connection per request, so the kernel spreads them across the workers.
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.request("POST", PATH, payload, {"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+    finally:
+        conn.close()
+
+
+def fire(port: int, payloads: list[bytes], threads: int = 8) -> list[tuple[int, bytes]]:
+    answers: list[tuple[int, bytes]] = [(0, b"")] * len(payloads)
+
+    def work(start: int) -> None:
+        for i in range(start, len(payloads), threads):
+            answers[i] = post(port, payloads[i])
+
+    pool = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    return answers
+
+
+@pytest.mark.slow
+def test_two_workers_share_the_port_and_the_sqlite_database(tmp_path):
+    key = secrets.token_urlsafe(32)
+    signer = Signer(key.encode())
+    db = tmp_path / "edge.db"
+    settings = {"EDGE_SIGNING_KEY": key, "EDGE_WORKERS": "2", "EDGE_LOG_LEVEL": "warning"}
+    with EdgeProcess(db=db, settings=settings) as edge:
+        assert edge.proc is not None
+        workers = children(edge.proc.pid)
+        assert len(workers) == 2
+        before = {w: cpu_ticks(w) for w in workers}
+        payloads = [body(signer) for _ in range(240)]
+        first = fire(edge.port, payloads)
+        replays = fire(edge.port, payloads)  # each once more, on whichever worker
+        used = [w for w in workers if cpu_ticks(w) - before[w] > 5]
+
+        # A worker killed outright is replaced, and the edge keeps answering meanwhile.
+        os.kill(workers[0], signal.SIGKILL)
+        assert post(edge.port, body(signer))[0] == 200
+        deadline = time.monotonic() + 60
+        while len(children(edge.proc.pid)) < 2 or workers[0] in children(edge.proc.pid):
+            assert time.monotonic() < deadline, "the dead worker was not replaced"
+            time.sleep(0.2)
+        replaced = children(edge.proc.pid)
+
+    assert [s for s, _ in first] == [200] * len(payloads), {s for s, _ in first}
+    assert all(orjson.loads(b)["counted"] is True for _, b in first)
+    assert [s for s, _ in replays] == [200] * len(payloads)
+    assert all(orjson.loads(b)["counted"] is False for _, b in replays)
+    assert len(used) == 2, "both workers should have served"
+    assert workers[1] in replaced and len(replaced) == 2
+
+    store = open_store(Settings(db=db))
+
+    async def stored() -> tuple[int, float]:
+        await store.open()
+        try:
+            spend = await store.spend_by_campaign()
+            return await store.impression_count(), spend.get("w-cmp", 0.0)
+        finally:
+            await store.close()
+
+    count, spend = asyncio.run(stored())
+    assert count == len(payloads) + 1
+    assert spend == pytest.approx((len(payloads) + 1) * 2.0 / 1000)
+
+
+def test_a_worker_that_cannot_start_stops_the_edge_with_its_status(tmp_path):
+    # An unreachable database: every worker fails at start-up; the supervisor exits rather
+    # than restarting them in a loop.
+    edge = EdgeProcess(
+        db="postgresql://postgres@127.0.0.1:1/nowhere",
+        settings={"EDGE_WORKERS": "2", "EDGE_LOG_LEVEL": "warning"},
+        start_timeout=60,
+    )
+    with pytest.raises(RuntimeError, match="exited with 3 while starting"):
+        edge.start()
+    edge.stop()
