@@ -2,11 +2,12 @@
 write, a closed store, data surviving a reopen. Runs on SQLite and PostgreSQL."""
 
 import asyncio
+import threading
 
 import pytest
 
 from edge.settings import Settings
-from edge.store import KeyRecord, StoreUnavailable, open_store
+from edge.store import KeyRecord, PostgresStore, StoreUnavailable, open_store
 
 
 def _record(key_id="key_a", lookup="l" * 24, **kw) -> KeyRecord:
@@ -50,19 +51,64 @@ def test_group_commit_shares_transactions(store, run):
     assert len(run(store.list_keys())) == 300
 
 
-def test_a_failing_write_does_not_spoil_its_batch(store, run):
-    async def burst():
-        return await asyncio.gather(
-            store.insert_key(_record("key_1", "1" * 24)),
-            store.insert_key(_record("key_1", "2" * 24)),  # duplicate primary key
-            store.insert_key(_record("key_3", "3" * 24)),
-            return_exceptions=True,
-        )
+def _hold_and_fail_jobs(store, entered, release):
+    """Two write jobs in the backend's form: one that holds the writer until released, one
+    that writes a key row and then fails."""
+    insert = (
+        "INSERT INTO api_keys (key_id, lookup, key_hash, env, product, name, created_at) "
+        "VALUES ('key_2', {p}, 'h', 'production', 'ugc', '', 1.0)"
+    )
+    if isinstance(store, PostgresStore):
 
-    results = run(burst())
+        async def pg_hold(w):
+            entered.set()
+            await asyncio.to_thread(release.wait, 5)
+
+        async def pg_fail(w):
+            await w.conn.execute(insert.format(p="%s"), ("2" * 24,))
+            raise ValueError("this job fails after writing")
+
+        return pg_hold, pg_fail
+
+    def hold(conn):
+        entered.set()
+        release.wait(5)
+
+    def fail(conn):
+        conn.execute(insert.format(p="?"), ("2" * 24,))
+        raise ValueError("this job fails after writing")
+
+    return hold, fail
+
+
+def test_a_failing_write_does_not_spoil_its_batch(store, run):
+    # The three writes are forced into one batch (one transaction): the writer is held
+    # inside an earlier job while they queue, so it takes all three at once when released.
+    # The middle one writes a row and then fails: its savepoint must undo that row alone.
+    entered, release = threading.Event(), threading.Event()
+    hold, insert_then_fail = _hold_and_fail_jobs(store, entered, release)
+
+    async def burst():
+        before = store.group_commit_stats
+        held = asyncio.ensure_future(store.write(hold))
+        await asyncio.to_thread(entered.wait, 5)  # its batch (itself alone) is running
+        jobs = [
+            asyncio.ensure_future(store.insert_key(_record("key_1", "1" * 24))),
+            asyncio.ensure_future(store.write(insert_then_fail)),
+            asyncio.ensure_future(store.insert_key(_record("key_3", "3" * 24))),
+        ]
+        await asyncio.sleep(0.05)  # each job is queued behind the held one
+        release.set()
+        await held
+        results = await asyncio.gather(*jobs, return_exceptions=True)
+        return before, results
+
+    before, results = run(burst())
+    batches, jobs = store.group_commit_stats
+    # Two commits for four writes: the held job's, then one for all three.
+    assert (batches - before[0], jobs - before[1]) == (2, 4)
     assert results[0] is None and results[2] is None
-    assert isinstance(results[1], Exception)
-    assert not isinstance(results[1], StoreUnavailable)  # the write's own error, not an outage
+    assert isinstance(results[1], ValueError)
     ids = [r.key_id for r in run(store.list_keys())]
     assert ids == ["key_1", "key_3"]
 
