@@ -86,7 +86,7 @@ class Context:
             clock=clock,
             keyring=Keyring(store, clock, settings.key_cache_seconds),
             counters=Counters(),
-            rate_limits=RateLimits.from_settings(settings, clock),
+            rate_limits=RateLimits.from_settings(settings, clock, store),
             publishers=PublisherRegistry(store),
             spend=SpendLedger(clock),
             estimates=EstimatesRefresher(settings.estimates_refresh_seconds),
@@ -124,6 +124,7 @@ class Context:
             await self.publishers.start()
             self.counters.start(self.store)
             self.housekeeping.start(self)
+            self.store.on_change(self.changed)
         except BaseException:
             await self.stop()
             raise
@@ -135,6 +136,14 @@ class Context:
         except Exception as exc:  # serve on the priors; the background refresh retries
             log.warning("click-through estimates not loaded at start-up: %s", exc)
         self.estimates.start(self.store, matcher, self.clock)
+
+    def changed(self, topic: str, _payload: str) -> None:
+        """Another node (or command) changed shared state: drop or reload our copy of it.
+        ``"*"``: announcements may have been missed, so everything is refreshed."""
+        if topic in ("keys", "*"):
+            self.keyring.forget()
+        if topic in ("publishers", "*"):
+            self.publishers.refresh_soon()
 
     async def stop(self) -> None:
         """Flush and release everything ``start`` began, the store last."""

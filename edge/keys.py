@@ -10,6 +10,7 @@ the whole hash is then compared in constant time.
 from __future__ import annotations
 
 import hashlib
+import logging
 import secrets
 import string
 import zlib
@@ -30,6 +31,8 @@ _RANDOM_LEN = 32  # ~190 bits
 _CHECK_LEN = 6
 _LOOKUP_LEN = 24
 _CACHE_MAX = 10_000
+
+log = logging.getLogger("edge.keys")
 
 
 def _base62(n: int, width: int) -> str:
@@ -202,6 +205,7 @@ class Keyring:
             raise Conflict("this key was rotated concurrently", field="X-API-Key")
         for k in (old, *older):
             self._cache.pop(k.lookup, None)
+        await self._announce()
         return Rotation(new_key, key, expires, record)
 
     async def revoke(self, key_or_id: str) -> KeyRecord | None:
@@ -214,4 +218,17 @@ class Keyring:
         if record is None or not await self._store.revoke_key(record.key_id, self._clock()):
             return None
         self._cache.pop(record.lookup, None)
+        await self._announce()
         return await self._store.key_by_id(record.key_id)
+
+    def forget(self) -> None:
+        """Drop every cached verification (another node changed a key)."""
+        self._cache.clear()
+
+    async def _announce(self) -> None:
+        # Other nodes drop their cached verifications at once (within their cache time
+        # anyway, should the announcement be lost: the change itself is committed).
+        try:
+            await self._store.announce("keys")
+        except Exception as exc:
+            log.warning("could not announce a key change: %s", exc)

@@ -10,19 +10,33 @@ Answers carry the IETF RateLimit header fields (draft-ietf-httpapi-ratelimit-hea
 (remaining, seconds until the bucket is full again).
 https://datatracker.ietf.org/doc/draft-ietf-httpapi-ratelimit-headers/
 
-State is in memory, per process: several edge instances each allow the limit (documented
-in docs/decisions.md). Keys whose bucket is full again are pruned, so memory stays bounded
-by the keys active within one period.
+On a store whose nodes share buckets (PostgreSQL), ``RateLimits.admit`` spends the shared
+bucket (one round trip: a GCRA row per key family and product), so a key's limit holds
+across every node. A shared check that takes longer than ``SHARED_TIMEOUT_SECONDS`` or
+fails is decided by this process's own bucket instead: a slow or unreachable database
+never holds a partner request up, and while it lasts each node allows the quota alone.
+On SQLite, state is in memory per process. Keys whose bucket is full again are pruned, so
+memory stays bounded by the keys active within one period.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from edge.errors import TooManyRequests
 from edge.settings import RateLimit, Settings
+
+if TYPE_CHECKING:
+    from edge.store import Store
+
+log = logging.getLogger("edge.ratelimit")
+SHARED_TIMEOUT_SECONDS = 0.25
 
 _PRUNE_EVERY = 1024  # decisions between sweeps of full buckets
 _EPS = 1e-6  # seconds; absorbs float rounding so a full burst is exactly ``requests``
@@ -51,6 +65,16 @@ class GcraLimiter:
 
     def __len__(self) -> int:
         return len(self._tat)
+
+    @property
+    def interval(self) -> float:
+        """Seconds one request moves the bucket's TAT."""
+        return self._interval
+
+    @property
+    def tolerance(self) -> float:
+        """How far ahead of now the TAT may be for a request to pass."""
+        return self._tolerance
 
     def check(self, key: str) -> Decision:
         """Spend one request of ``key``'s bucket if it has one."""
@@ -89,7 +113,17 @@ class GcraLimiter:
 
     def enforce(self, key: str) -> dict[str, str]:
         """The RateLimit headers for an allowed request; TooManyRequests (429) otherwise."""
-        decision = self.check(key)
+        return self.answer(self.check(key))
+
+    def shared_decision(self, allowed: bool, tat: float, now: float) -> Decision:
+        """The decision a shared bucket's answer means (times in the clock's seconds)."""
+        ahead = max(tat - now, 0.0)
+        if not allowed:
+            return Decision(False, 0, ahead, max(ahead - self._tolerance, 0.0))
+        remaining = int((self.limit.period_seconds - ahead + _EPS) / self._interval)
+        return Decision(True, max(remaining, 0), ahead, 0.0)
+
+    def answer(self, decision: Decision) -> dict[str, str]:
         headers = self.headers(decision)
         if not decision.allowed:
             raise TooManyRequests(
@@ -103,14 +137,53 @@ class GcraLimiter:
 class RateLimits:
     """One limiter per product, built from the settings once per process."""
 
-    def __init__(self, limits: dict[str, RateLimit], clock: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        limits: dict[str, RateLimit],
+        clock: Callable[[], float],
+        store: Store | None = None,
+    ) -> None:
         self._limiters = {name: GcraLimiter(name, lim, clock) for name, lim in limits.items()}
+        self._clock = clock
+        self._store = store
+        self._shared = store is not None  # until the store says it has no shared buckets
+        self._warned_at = 0.0
 
     def __getitem__(self, product: str) -> GcraLimiter:
         return self._limiters[product]
 
+    async def admit(self, product: str, key: str) -> dict[str, str]:
+        """Spend one request of ``key``'s bucket for ``product``: the RateLimit headers, or
+        TooManyRequests (429). Shared across nodes when the store shares buckets."""
+        limiter = self._limiters[product]
+        if self._shared and self._store is not None:
+            now = self._clock()
+            try:
+                shared = await asyncio.wait_for(
+                    self._store.take_rate(
+                        f"{product}:{key}", now, limiter.interval, limiter.tolerance
+                    ),
+                    SHARED_TIMEOUT_SECONDS,
+                )
+            except Exception as exc:  # slow or down: decide here, never hold the request
+                self._warn(exc)
+            else:
+                if shared is None:
+                    self._shared = False  # this backend has none: stop asking
+                else:
+                    return limiter.answer(limiter.shared_decision(shared[0], shared[1], now))
+        return limiter.enforce(key)
+
+    def _warn(self, exc: BaseException) -> None:
+        now = time.monotonic()
+        if now - self._warned_at > 10:
+            self._warned_at = now
+            log.warning("shared rate limits unavailable (%r); each node limits alone", exc)
+
     @classmethod
-    def from_settings(cls, settings: Settings, clock: Callable[[], float]) -> RateLimits:
+    def from_settings(
+        cls, settings: Settings, clock: Callable[[], float], store: Store | None = None
+    ) -> RateLimits:
         return cls(
             {
                 "ugc": settings.rate_limit_ugc,
@@ -118,4 +191,5 @@ class RateLimits:
                 "ad-manager": settings.rate_limit_ad_manager,
             },
             clock,
+            store,
         )

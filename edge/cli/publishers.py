@@ -64,6 +64,7 @@ def _add(args: argparse.Namespace) -> int:
 
     async def work(ctx: Context) -> int:
         await ctx.store.upsert_publisher(args.publisher_id, origins, ctx.clock())
+        await ctx.store.announce("publishers", args.publisher_id)
         pub = next(
             p for p in await ctx.store.list_publishers() if p.publisher_id == args.publisher_id
         )
@@ -95,6 +96,7 @@ def _remove(args: argparse.Namespace) -> int:
         if not await ctx.store.remove_publisher(args.publisher_id):
             print(f"edge publishers remove: no publisher {args.publisher_id!r}", file=sys.stderr)
             return 1
+        await ctx.store.announce("publishers", args.publisher_id)
         print(f"removed {args.publisher_id}")
         return 0
 

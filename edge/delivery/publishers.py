@@ -3,6 +3,7 @@
 The cache is refreshed from the store every ``REFRESH_SECONDS`` by a background task, so
 ``edge publishers add`` run from the command line (another process) takes effect on a
 running edge within that time, without a restart and without a store read per request.
+On PostgreSQL the command also announces the change and every node refreshes at once.
 """
 
 from __future__ import annotations
@@ -24,11 +25,23 @@ class PublisherRegistry:
         self._by_id: dict[str, Publisher] = {}
         self._origins: frozenset[str] = frozenset()
         self._task: asyncio.Task[None] | None = None
+        self._pending: asyncio.Task[None] | None = None
 
     async def refresh(self) -> None:
         pubs = await self._store.list_publishers()
         self._by_id = {p.publisher_id: p for p in pubs}
         self._origins = frozenset(o for p in pubs for o in p.origins)
+
+    def refresh_soon(self) -> None:
+        """Refresh now in the background (another node announced a change)."""
+        if self._pending is None or self._pending.done():
+            self._pending = asyncio.create_task(self._refresh_logged(), name="edge-publishers-now")
+
+    async def _refresh_logged(self) -> None:
+        try:
+            await self.refresh()
+        except Exception as exc:  # keep serving the last good list; the loop retries
+            log.warning("could not refresh publishers: %s", exc)
 
     def get(self, publisher_id: str) -> Publisher | None:
         return self._by_id.get(publisher_id)
@@ -63,11 +76,12 @@ class PublisherRegistry:
         self._task = asyncio.create_task(loop(), name="edge-publishers-refresh")
 
     async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        for task in (self._task, self._pending):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._task = self._pending = None
 
 
 def _canonical(origin: str) -> str | None:

@@ -33,7 +33,7 @@ async def admit(ctx: Context, request: Request, product: str, *, count: bool = T
         ) from None
     # Per family: a rotated key and its secondary share one bucket, so rotating does not
     # add a second quota.
-    headers = ctx.rate_limits[product].enforce(key.family)
+    headers = await ctx.rate_limits.admit(product, key.family)
     # Errors raised after this point (a bad body: 400/413/415/422, a 502) carry them too;
     # the error handler reads them from here.
     request.state.rate_limit_headers = headers

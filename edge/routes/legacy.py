@@ -136,7 +136,7 @@ async def rotate(ctx: Context, request: Request) -> Response:
         raise Unauthorized("a valid X-API-Key header is required", field="X-API-Key")
     try:
         record = await ctx.keyring.verify(key, env=ctx.settings.env, product=parsed.product)
-        headers = ctx.rate_limits[parsed.product].enforce(record.family)
+        headers = await ctx.rate_limits.admit(parsed.product, record.family)
         request.state.rate_limit_headers = headers  # on a 409 or 502 below too
         rotation = await ctx.keyring.rotate(key)  # the operator's code path (edge keys)
     except StoreUnavailable:

@@ -9,6 +9,7 @@ is a durable acknowledgement.
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -112,3 +113,26 @@ class Store(MatcherStateStore, EventStore, abc.ABC):
     @abc.abstractmethod
     async def revoke_key(self, key_id: str, at: float) -> bool:
         """Revoke a key; False when it does not exist or was already revoked."""
+
+    # -- what several nodes share (a backend without nodes keeps these defaults) -----------
+
+    async def take_rate(
+        self, bucket: str, now: float, interval: float, tolerance: float
+    ) -> tuple[bool, float] | None:
+        """Spend one request of a shared GCRA bucket, atomically.
+
+        The bucket's theoretical arrival time (TAT) moves to ``max(TAT, now) + interval``
+        when ``max(TAT, now) - now <= tolerance``. Returns (True, the new TAT) when it moved,
+        (False, the stored TAT) when it did not, or None when this backend has no shared
+        buckets (the caller decides alone).
+        """
+        return None
+
+    async def announce(self, topic: str, payload: str = "") -> None:
+        """Tell every node listening on this database that ``topic`` changed (best effort:
+        a node that misses it catches up from its own refresh)."""
+
+    def on_change(self, callback: Callable[[str, str], None]) -> None:
+        """Call ``callback(topic, payload)`` on the event loop for every announcement made
+        by any node; ``("*", "")`` after the listener reconnects (anything may have changed).
+        A backend without nodes never calls it."""

@@ -50,6 +50,7 @@ log = logging.getLogger("edge.store")
 T = TypeVar("T")
 Conn = psycopg.AsyncConnection[Any]
 
+_CHANNEL = "edge_changes"
 _MAX_BATCH = 512
 _RETRIES = 5  # deadlock / serialisation failure: the whole batch runs again
 _CONNECT_TIMEOUT_S = 5.0  # a pool that cannot hand out a connection in this time is down
@@ -93,6 +94,9 @@ class PostgresStore(Store):
         self._pool: AsyncConnectionPool[Conn] | None = None
         self._queue: asyncio.Queue[Any] | None = None
         self._writer: asyncio.Task[None] | None = None
+        self._listener: asyncio.Task[None] | None = None
+        self._listening = asyncio.Event()
+        self._callbacks: list[Callable[[str, str], None]] = []
         self.batches = 0
         self.jobs = 0
 
@@ -124,8 +128,15 @@ class PostgresStore(Store):
         self._pool = pool
         self._queue = asyncio.Queue()
         self._writer = asyncio.create_task(self._write_loop(), name="edge-store-writer")
+        self._listening = asyncio.Event()
+        self._listener = asyncio.create_task(self._listen_loop(), name="edge-store-listener")
 
     async def close(self) -> None:
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await listener
         writer, self._writer = self._writer, None
         if writer is not None and self._queue is not None:
             await self._queue.put(_STOP)
@@ -229,6 +240,69 @@ class PostgresStore(Store):
                     outcomes.append((job, result, None))
             await _flush_counts(conn, wconn.counts.take())
         return outcomes
+
+    # -- what nodes share ------------------------------------------------------------------
+
+    async def take_rate(
+        self, bucket: str, now: float, interval: float, tolerance: float
+    ) -> tuple[bool, float] | None:
+        # One statement, one round trip, autocommit (an UNLOGGED row, never billing): the
+        # upsert moves the TAT only when the bucket has room; the outer SELECT reads the
+        # row as it was before this statement, which is the refusal's TAT.
+        row = await self.read(
+            _one,
+            "WITH moved AS ("
+            " INSERT INTO rate_buckets AS b (bucket, tat) VALUES (%(b)s, %(now)s + %(i)s)"
+            " ON CONFLICT (bucket) DO UPDATE SET tat = GREATEST(b.tat, %(now)s) + %(i)s"
+            " WHERE GREATEST(b.tat, %(now)s) - %(now)s <= %(tol)s"
+            " RETURNING tat)"
+            " SELECT (SELECT tat FROM moved), (SELECT tat FROM rate_buckets WHERE bucket = %(b)s)",
+            {"b": bucket, "now": now, "i": interval, "tol": tolerance},
+        )
+        assert row is not None
+        if row[0] is not None:
+            return True, float(row[0])
+        return False, float(row[1])
+
+    async def announce(self, topic: str, payload: str = "") -> None:
+        await self.read(_one, "SELECT pg_notify(%s, %s)", (_CHANNEL, f"{topic}:{payload}"))
+
+    def on_change(self, callback: Callable[[str, str], None]) -> None:
+        self._callbacks.append(callback)
+
+    async def wait_listening(self, timeout: float = 10.0) -> None:
+        """Until the change listener is connected (tests: announcements are not queued)."""
+        await asyncio.wait_for(self._listening.wait(), timeout)
+
+    def _deliver(self, topic: str, payload: str) -> None:
+        for callback in self._callbacks:
+            try:
+                callback(topic, payload)
+            except Exception:  # one listener's bug must not stop the others
+                log.exception("change callback failed for %s", topic)
+
+    async def _listen_loop(self) -> None:
+        """LISTEN on its own connection; reconnect with a pause when it drops."""
+        first = True
+        while True:
+            try:
+                async with await psycopg.AsyncConnection.connect(
+                    self.url, autocommit=True, connect_timeout=int(_CONNECT_TIMEOUT_S)
+                ) as conn:
+                    await conn.execute(f"LISTEN {_CHANNEL}".encode())
+                    self._listening.set()
+                    if not first:  # announcements made while we were away are lost
+                        self._deliver("*", "")
+                    first = False
+                    async for note in conn.notifies():
+                        topic, _, payload = note.payload.partition(":")
+                        self._deliver(topic, payload)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self._listening.clear()
+                log.warning("change listener lost the database (%s); reconnecting", exc)
+                await asyncio.sleep(1.0)
 
     # -- meta ------------------------------------------------------------------------------
 

@@ -1,0 +1,2 @@
+-- Shared rate-limit buckets (one GCRA row per key family and product). Only PostgreSQL
+-- uses them: SQLite serves one machine, whose processes keep their buckets in memory.
