@@ -60,8 +60,9 @@ def issue(url: str, product: str) -> str:
     return asyncio.run(go())
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def two_nodes(postgres):
+    """Two nodes for the module (each test uses its own keys and ids)."""
     url = postgres.new_database()
     key = secrets.token_urlsafe(32)
     settings = {
