@@ -431,12 +431,20 @@ class PostgresStore(Store):
 
         await self.write(save)
 
-    async def spend_by_campaign(self) -> dict[str, float]:
-        rows = await self.read(
-            _all,
-            "SELECT scope_id, amount FROM counters WHERE scope = 'campaign' AND counter = %s",
-            ("billable_usd",),
-        )
+    async def spend_by_campaign(self, since: float | None = None) -> dict[str, float]:
+        if since is None:
+            rows = await self.read(
+                _all,
+                "SELECT scope_id, amount FROM counters WHERE scope = 'campaign' AND counter = %s",
+                ("billable_usd",),
+            )
+        else:
+            rows = await self.read(
+                _all,
+                "SELECT campaign_id, sum(amount_usd) FROM billing_events "
+                "WHERE at >= %s AND campaign_id IS NOT NULL GROUP BY campaign_id",
+                (since,),
+            )
         return {cid: float(amount) for cid, amount in rows}
 
     async def add_counts(self, rows: list[tuple[str, str, str, float]]) -> None:

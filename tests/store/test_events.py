@@ -216,3 +216,14 @@ def test_an_invalid_impression_is_stored_with_its_reason_and_never_billed(
     # Its keys are spent: the same token fired again is a replay, valid or not.
     assert run(ledger.record_impression(store, imp(("tok:bot",), cpm_usd=4.0))) is False
     assert run(store.spend_by_campaign()) == {}
+
+
+def test_spend_since_an_instant_reads_billing_rows_by_time(store, run):
+    run(ledger.record_impression(store, imp(("a",), cpm_usd=4.0, at=100.0)))
+    run(ledger.record_impression(store, imp(("b",), cpm_usd=2.0, at=200.0)))
+    run(ledger.record_impression(store, imp(("c",), cpm_usd=1.0, at=300.0, campaign_id="cmp-2")))
+    assert run(store.spend_by_campaign()) == pytest.approx({"cmp-1": 0.006, "cmp-2": 0.001})
+    assert run(store.spend_by_campaign(since=150.0)) == pytest.approx(
+        {"cmp-1": 0.002, "cmp-2": 0.001}
+    )
+    assert run(store.spend_by_campaign(since=1000.0)) == {}
