@@ -23,6 +23,7 @@ from edge.estimates import EstimatesRefresher
 from edge.housekeeping import Housekeeping
 from edge.ivt import TrafficClassifier
 from edge.keys import Keyring
+from edge.live_catalogue import LiveCatalogue
 from edge.matching import StateWrites
 from edge.partner.idempotency import ReplayCache
 from edge.partner.listing import Listing
@@ -58,6 +59,7 @@ class Context:
     tag_limits: TagLimits  # the tag routes' per-client and per-publisher request limits
     page_cache: PageMatchCache  # recent page matches, shared by a page's visitors
     admission: ModelAdmission  # the tag lane's share of the model
+    live_catalogue: LiveCatalogue  # follows the store's live catalogue, SIGHUP reloads
     tag: TagBuild  # the browser tag, built for this edge's public URL
     # Loaded by ``start`` (they need I/O), never per request:
     signer: Signer | None = None
@@ -97,6 +99,7 @@ class Context:
             tag_limits=TagLimits(settings, clock),
             page_cache=PageMatchCache(settings.page_cache_seconds, PAGE_CACHE_ENTRIES, clock),
             admission=ModelAdmission(settings.tag_match_slots),
+            live_catalogue=LiveCatalogue(),
             tag=build_tag(settings.base_url),
             matcher=matcher,
         )
@@ -115,6 +118,7 @@ class Context:
                 self.matcher.config = replace(self.matcher.config, explore=explore)
             if isinstance(self.matcher, Matcher):  # a test's stand-in has no estimates
                 await self._start_estimates(self.matcher)
+            await self.live_catalogue.sync(self)  # a catalogue loaded into the store wins
             if self.geo is None:
                 # Opened once (mmap, C extension); lookups take microseconds on the event loop.
                 try:
@@ -124,6 +128,7 @@ class Context:
             await self.publishers.start()
             self.counters.start(self.store)
             self.housekeeping.start(self)
+            self.live_catalogue.start(self)
             self.store.on_change(self.changed)
         except BaseException:
             await self.stop()
@@ -135,7 +140,7 @@ class Context:
             await self.estimates.refresh(self.store, matcher, self.clock())
         except Exception as exc:  # serve on the priors; the background refresh retries
             log.warning("click-through estimates not loaded at start-up: %s", exc)
-        self.estimates.start(self.store, matcher, self.clock)
+        self.estimates.start(self.store, lambda: self.matcher, self.clock)
 
     def changed(self, topic: str, _payload: str) -> None:
         """Another node (or command) changed shared state: drop or reload our copy of it.
@@ -144,11 +149,14 @@ class Context:
             self.keyring.forget()
         if topic in ("publishers", "*"):
             self.publishers.refresh_soon()
+        if topic in ("catalogue", "*"):
+            self.live_catalogue.sync_soon(self)
 
     async def stop(self) -> None:
         """Flush and release everything ``start`` began, the store last."""
         try:
             await self.housekeeping.stop()
+            await self.live_catalogue.stop()
             await self.estimates.stop()
             await self.counters.stop(self.store)
             await self.publishers.stop()

@@ -39,12 +39,19 @@ class EstimatesRefresher:
         self.refreshed_at = now
         return model
 
-    def start(self, store: Store, matcher: Matcher, clock: Callable[[], float]) -> None:
+    def start(
+        self, store: Store, matcher: Callable[[], Matcher | None], clock: Callable[[], float]
+    ) -> None:
+        """Refresh ``matcher()`` (the one being served now: a catalogue swap replaces it)."""
+
         async def loop() -> None:
             while True:
                 await asyncio.sleep(self.interval)
+                current = matcher()
+                if current is None:
+                    continue
                 try:
-                    await self.refresh(store, matcher, clock())
+                    await self.refresh(store, current, clock())
                 except Exception as exc:  # keep the last estimates; try again next time
                     log.warning("click-through estimates not refreshed: %s", exc)
 

@@ -89,6 +89,7 @@ class Matcher:
             raise ValueError(f"ad_vectors {ad_vectors.shape} do not fit {len(catalogue)} ads")
         self.catalogue = catalogue
         self.embedder = embedder
+        self.ad_vectors = ad_vectors  # rows in catalogue order (a reload reuses them)
         self.index = build_index(ad_vectors)
         self.gazetteer = gazetteer
         self.safety = safety
@@ -142,6 +143,46 @@ class Matcher:
         )
         trim_heap()  # the catalogue parse and the index build leave free heap behind
         return matcher
+
+    def with_catalogue(self, catalogue: Catalogue, cache_dir: Path | None = None) -> Matcher:
+        """A matcher for another catalogue sharing this one's model, model thread, gazetteer,
+        safety classifier and configuration (a hot reload). Ad vectors come from the cache
+        when this catalogue was seen before, else they are embedded here: call it off the
+        event loop. This matcher is left as it is, so matches already running finish on
+        it."""
+        model = self.embedder
+        texts = [ad_text(p.ad) for p in catalogue.placements]
+        cache = cache_path(cache_dir, catalogue.content_hash, model.model_id) if cache_dir else None
+        raw = model.inner if isinstance(model, CachedEmbedder) else model
+        known = {ad_text(p.ad): i for i, p in enumerate(self.catalogue.placements)}
+
+        def embed_new(wanted: list[str]) -> np.ndarray:
+            # An ad whose text did not change keeps its vector: only new texts are embedded.
+            out = np.empty((len(wanted), model.dim), dtype=np.float32)
+            new = [i for i, t in enumerate(wanted) if t not in known]
+            for i, t in enumerate(wanted):
+                if t in known:
+                    out[i] = self.ad_vectors[known[t]]
+            if new:
+                out[new] = raw.embed([wanted[i] for i in new])
+            return out
+
+        vectors, _ = load_or_embed(texts, embed_new, model.dim, cache)
+        fresh = Matcher(
+            catalogue,
+            model,
+            vectors,
+            gazetteer=self.gazetteer,
+            safety=self.safety,
+            config=self.config,
+        )
+        for executor in fresh._executors.values():
+            executor.shutdown(wait=False)
+        # The same model threads (one per lane), whichever catalogue asks. The tag lane's
+        # yielding to partner jobs is counted per matcher, so for the moments both run it
+        # sees only the new one's partner jobs.
+        fresh._executors = self._executors
+        return fresh
 
     @property
     def estimates(self) -> CtrModel:

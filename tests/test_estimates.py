@@ -55,7 +55,7 @@ def test_the_background_task_refreshes_at_its_interval(settings, clock, restore_
     async def go():
         await ctx.store.open()
         try:
-            ctx.estimates.start(ctx.store, matcher, clock)
+            ctx.estimates.start(ctx.store, lambda: matcher, clock)
             await ctx.store.add_counts([("ad", ad_id, "viewable_impressions", 10.0)])
             for _ in range(100):
                 if matcher.estimates.estimate(ad_id).ctr.trials == 10.0:

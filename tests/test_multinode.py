@@ -144,3 +144,34 @@ def test_a_new_publisher_origin_reaches_the_other_node_within_a_second(two_nodes
         # The registry's own refresh is every 3 s; only the announcement is this quick.
         assert time.monotonic() - added_at < 1.0, "node b does not know the new origin yet"
         time.sleep(0.05)
+
+
+def test_a_catalogue_loaded_once_is_served_by_both_nodes(two_nodes, tmp_path):
+    from tests.test_live_catalogue import bundled, with_new_campaign
+
+    url, _signer, a, b = two_nodes
+    keys = {a.port: issue(url, "ad-manager"), b.port: issue(url, "ad-manager")}
+
+    def has_new(node) -> bool:  # a key per node: the polls stay under 10 a minute each
+        status, _, body = request(
+            node.port,
+            "GET",
+            "/v1/ad-manager/campaigns?limit=200",
+            headers={"X-API-Key": keys[node.port]},
+        )
+        assert status == 200
+        return any(c["id"] == "cmp-hot-reload" for c in orjson.loads(body)["campaigns"])
+
+    assert not has_new(a) and not has_new(b)
+    path = tmp_path / "catalogue.json"
+    path.write_bytes(orjson.dumps(with_new_campaign(bundled())))
+    subprocess.run(
+        [sys.executable, "-m", "edge", "catalogue", "load", str(path), "--db", url],
+        check=True,
+        capture_output=True,
+    )
+    loaded_at = time.monotonic()
+    while not (has_new(a) and has_new(b)):
+        # Announced: each node embeds the new ads (a few) and swaps; the poll is 3 s.
+        assert time.monotonic() - loaded_at < 2.5, "a node still serves the old catalogue"
+        time.sleep(0.4)

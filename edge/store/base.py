@@ -114,6 +114,20 @@ class Store(MatcherStateStore, EventStore, abc.ABC):
     async def revoke_key(self, key_id: str, at: float) -> bool:
         """Revoke a key; False when it does not exist or was already revoked."""
 
+    # -- the live catalogue -----------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def put_catalogue(self, content_hash: str, body: bytes, at: float) -> int:
+        """Store a catalogue as the newest (live) version; its version number."""
+
+    @abc.abstractmethod
+    async def live_catalogue(self) -> tuple[int, str] | None:
+        """(version, content hash) of the live catalogue, or None when none was loaded."""
+
+    @abc.abstractmethod
+    async def catalogue_body(self, version: int) -> bytes | None:
+        """The file of one catalogue version as it was loaded."""
+
     # -- what several nodes share (a backend without nodes keeps these defaults) -----------
 
     async def take_rate(

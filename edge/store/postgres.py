@@ -392,6 +392,36 @@ class PostgresStore(Store):
         result: bool = await self.write(revoke)
         return result
 
+    # -- the live catalogue -----------------------------------------------------------------
+
+    async def put_catalogue(self, content_hash: str, body: bytes, at: float) -> int:
+        async def put(w: WriteConn) -> int:
+            row = await _one(
+                w.conn,
+                "INSERT INTO catalogue_versions (content_hash, body, loaded_at) "
+                "VALUES (%s, %s, %s) RETURNING version",
+                (content_hash, body, at),
+            )
+            assert row is not None
+            return int(row[0])
+
+        result: int = await self.write(put)
+        return result
+
+    async def live_catalogue(self) -> tuple[int, str] | None:
+        row = await self.read(
+            _one,
+            "SELECT version, content_hash FROM catalogue_versions ORDER BY version DESC LIMIT 1",
+            (),
+        )
+        return None if row is None else (int(row[0]), str(row[1]))
+
+    async def catalogue_body(self, version: int) -> bytes | None:
+        row = await self.read(
+            _one, "SELECT body FROM catalogue_versions WHERE version = %s", (version,)
+        )
+        return None if row is None else bytes(row[0])
+
     # -- events ----------------------------------------------------------------------------
 
     async def save_impression(

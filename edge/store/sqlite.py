@@ -307,6 +307,17 @@ class SQLiteStore(SQLiteMatcherState, SQLiteEventStore, Store):
     async def revoke_key(self, key_id: str, at: float) -> bool:
         return await self.write(_revoke_key, key_id, at)
 
+    # -- the live catalogue -----------------------------------------------------------------
+
+    async def put_catalogue(self, content_hash: str, body: bytes, at: float) -> int:
+        return await self.write(_put_catalogue, content_hash, body, at)
+
+    async def live_catalogue(self) -> tuple[int, str] | None:
+        return await self.read(_live_catalogue)
+
+    async def catalogue_body(self, version: int) -> bytes | None:
+        return await self.read(_catalogue_body, version)
+
 
 # -- SQL, run in the writer thread or a reader ----------------------------------------------
 
@@ -397,3 +408,26 @@ def _revoke_key(conn: sqlite3.Connection, key_id: str, at: float) -> bool:
         "UPDATE api_keys SET revoked_at = ? WHERE key_id = ? AND revoked_at IS NULL", (at, key_id)
     )
     return cur.rowcount == 1
+
+
+def _put_catalogue(conn: sqlite3.Connection, content_hash: str, body: bytes, at: float) -> int:
+    cur = conn.execute(
+        "INSERT INTO catalogue_versions (content_hash, body, loaded_at) VALUES (?, ?, ?)",
+        (content_hash, body, at),
+    )
+    assert cur.lastrowid is not None
+    return int(cur.lastrowid)
+
+
+def _live_catalogue(conn: sqlite3.Connection) -> tuple[int, str] | None:
+    row = conn.execute(
+        "SELECT version, content_hash FROM catalogue_versions ORDER BY version DESC LIMIT 1"
+    ).fetchone()
+    return None if row is None else (int(row[0]), str(row[1]))
+
+
+def _catalogue_body(conn: sqlite3.Connection, version: int) -> bytes | None:
+    row = conn.execute(
+        "SELECT body FROM catalogue_versions WHERE version = ?", (version,)
+    ).fetchone()
+    return None if row is None else bytes(row[0])

@@ -168,3 +168,13 @@ def test_key_families_and_rotation_that_ends_older_secondaries(store, run):
     assert [k.key_id for k in fam] == ["key_1", "key_2", "key_3"]
     assert [k.expires_at for k in fam] == [5.0, 200.0, None]
     assert run(store.keys_in_family("key_9")) == []
+
+
+def test_catalogue_versions_the_newest_is_live(store, run):
+    assert run(store.live_catalogue()) is None
+    one = run(store.put_catalogue("h1", b'{"campaigns": []}', 1.0))
+    two = run(store.put_catalogue("h2", b'{"campaigns": [1]}', 2.0))
+    assert two > one
+    assert run(store.live_catalogue()) == (two, "h2")
+    assert run(store.catalogue_body(one)) == b'{"campaigns": []}'
+    assert run(store.catalogue_body(two + 100)) is None

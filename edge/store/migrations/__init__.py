@@ -17,7 +17,8 @@ branches can add migrations without renumbering. The files, in order:
 - ``0230_key_family``: the rotation family of each key (limits and idempotency scopes);
 - ``0231_matcher_state_pruning``: indexes for pruning old no-match windows and serves;
 - ``0232_invalid_events``: the invalid-traffic reason of an impression;
-- ``0250_rate_buckets``: shared rate-limit buckets (PostgreSQL; nothing on SQLite).
+- ``0250_rate_buckets``: shared rate-limit buckets (PostgreSQL; nothing on SQLite);
+- ``0251_catalogue_versions``: catalogues loaded with ``edge catalogue load``.
 
 A new migration takes the next free number and adds its line here (a test checks both).
 """

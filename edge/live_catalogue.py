@@ -1,0 +1,148 @@
+"""Catalogue hot reload: every node swaps its demand to the live catalogue without a restart.
+
+``edge catalogue load FILE`` validates the file and stores it as the newest catalogue
+version (a bad file stores nothing). A production edge serves the live version: at
+start-up, when a node announces a new one (PostgreSQL: within a second), and in any case
+by checking the store every ``POLL_SECONDS`` (so SQLite workers, and nodes that missed an
+announcement, follow too). ``SIGHUP`` re-reads ``EDGE_CATALOGUE`` (the single-node way).
+
+A swap builds a whole new matcher off the event loop, sharing the loaded model, its
+thread, the gazetteer and the safety classifier; ad vectors come from the vector cache when
+this catalogue was seen before, and only new ones are embedded. Then ``ctx.matcher`` is
+replaced by one assignment: a match already running keeps the matcher it started with
+and finishes on the old catalogue; the next one sees the new catalogue. A file that fails
+to parse or validate changes nothing (logged). The sandbox always serves its bundled
+catalogue and never reloads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Awaitable, Coroutine
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from matcher.catalogue import Catalogue, CatalogueError, load_catalogue, parse_catalogue
+
+if TYPE_CHECKING:
+    from edge.context import Context
+
+log = logging.getLogger("edge.catalogue")
+POLL_SECONDS = 3.0
+
+
+class LiveCatalogue:
+    """The live catalogue's version this process serves, and the tasks that follow it."""
+
+    def __init__(self) -> None:
+        self.version: int | None = None  # of the store's versions; None: from the file
+        self.swaps = 0
+        self._lock = asyncio.Lock()
+        self._task: asyncio.Task[None] | None = None
+        self._pending: set[asyncio.Task[None]] = set()
+        self._hup = False
+
+    async def swap(self, ctx: Context, catalogue: Catalogue, version: int | None) -> bool:
+        """Serve ``catalogue`` from now on; False when it is the one already served."""
+        async with self._lock:
+            current = ctx.matcher
+            if current is None:
+                return False
+            if catalogue.content_hash == current.catalogue.content_hash:
+                self.version = version
+                return False
+            fresh = await asyncio.to_thread(
+                current.with_catalogue, catalogue, ctx.settings.cache_dir
+            )
+            try:  # ranking on what was learned, before the first request sees it
+                await ctx.estimates.refresh(ctx.store, fresh, ctx.clock())
+            except Exception as exc:
+                log.warning("estimates not rebuilt for the new catalogue: %s", exc)
+            ctx.matcher = fresh  # one assignment: the swap is atomic for every reader
+            ctx.ad_listing = None
+            self.version = version
+            self.swaps += 1
+            log.info(
+                "catalogue %s live: %d ads in %d campaigns",
+                f"version {version}" if version is not None else "file",
+                len(catalogue),
+                len(catalogue.campaigns),
+            )
+            return True
+
+    async def sync(self, ctx: Context) -> bool:
+        """Serve the store's live version if it is not the one served; True when swapped."""
+        if not ctx.settings.is_production:
+            return False
+        live = await ctx.store.live_catalogue()
+        if live is None or live[0] == self.version:
+            return False
+        body = await ctx.store.catalogue_body(live[0])
+        if body is None:
+            return False
+        try:
+            catalogue = await asyncio.to_thread(parse_catalogue, body)
+        except CatalogueError as exc:  # validated when stored; never serve half of one
+            log.error("live catalogue version %d is not valid: %s", live[0], exc)
+            self.version = live[0]
+            return False
+        return await self.swap(ctx, catalogue, live[0])
+
+    async def reload_file(self, ctx: Context, path: Path) -> bool:
+        """Re-read the catalogue file (SIGHUP); a bad file changes nothing."""
+        try:
+            catalogue = await asyncio.to_thread(load_catalogue, path)
+        except CatalogueError as exc:
+            log.error("catalogue %s not reloaded, the old one stays: %s", path, exc)
+            return False
+        return await self.swap(ctx, catalogue, None)
+
+    def sync_soon(self, ctx: Context) -> None:
+        self._spawn(self._logged(self.sync(ctx)))
+
+    async def _logged(self, work: Awaitable[bool]) -> None:
+        try:
+            await work
+        except Exception as exc:  # the old catalogue stays; the poll tries again
+            log.warning("catalogue not reloaded: %s", exc)
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(coro)
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    def start(self, ctx: Context) -> None:
+        if not ctx.settings.is_production:
+            return
+
+        async def poll() -> None:
+            while True:
+                await asyncio.sleep(POLL_SECONDS)
+                await self._logged(self.sync(ctx))
+
+        self._task = asyncio.create_task(poll(), name="edge-catalogue-poll")
+        path = ctx.settings.catalogue
+        if path is not None:
+            loop = asyncio.get_running_loop()
+            # Only the main thread may own signal handlers (a test's app runs elsewhere).
+            with contextlib.suppress(RuntimeError, ValueError, NotImplementedError):
+                loop.add_signal_handler(
+                    signal.SIGHUP, lambda: self._spawn(self._logged(self.reload_file(ctx, path)))
+                )
+                self._hup = True
+
+    async def stop(self) -> None:
+        if self._hup:
+            with contextlib.suppress(RuntimeError, ValueError, NotImplementedError):
+                asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
+            self._hup = False
+        tasks = [t for t in (self._task, *self._pending) if t is not None]
+        self._task = None
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

@@ -1,0 +1,132 @@
+"""Catalogue hot reload: ``edge catalogue load`` stores a validated live version, a running
+edge swaps to it without a restart, a bad file changes nothing, a match already running
+finishes on the old catalogue, and only new ad texts are embedded."""
+
+from __future__ import annotations
+
+import copy
+import json
+from importlib import resources
+
+import numpy as np
+import orjson
+import pytest
+
+from edge.cli import main
+from matcher.catalogue import parse_catalogue
+from matcher.types import MatchRequest
+from tests.conftest import issue_key
+
+
+def bundled() -> dict:
+    raw = resources.files("matcher.data").joinpath("sandbox_catalogue.json").read_bytes()
+    return json.loads(raw)
+
+
+def with_new_campaign(doc: dict) -> dict:
+    doc = copy.deepcopy(doc)
+    fresh = copy.deepcopy(doc["campaigns"][0])
+    fresh["id"] = "cmp-hot-reload"
+    fresh["advertiser_name"] = "Hot Reload Kayaks"
+    for i, ad_set in enumerate(fresh["ad_sets"]):
+        ad_set["id"] = f"as-hot-{i}"
+        for j, ad in enumerate(ad_set["ads"]):
+            ad["id"] = f"ad-hot-{i}-{j}"
+            ad["title"] = f"Sea kayak rentals, tour {i}-{j}"
+    doc["campaigns"].append(fresh)
+    return doc
+
+
+def campaign_ids(client, key) -> list[str]:
+    r = client.get("/v1/ad-manager/campaigns?limit=200", headers={"X-API-Key": key})
+    assert r.status_code == 200, r.text
+    return [c["id"] for c in r.json()["campaigns"]]
+
+
+def test_load_then_sync_swaps_demand_and_a_bad_file_changes_nothing(make_client, tmp_path, capsys):
+    client = make_client(env="production")
+    ctx = client.app.state.ctx
+    key = issue_key(client, "ad-manager")
+    before = campaign_ids(client, key)
+    assert "cmp-hot-reload" not in before
+    old = ctx.matcher
+
+    good = tmp_path / "good.json"
+    good.write_bytes(orjson.dumps(with_new_campaign(bundled())))
+    db = str(ctx.settings.db)
+    assert main(["catalogue", "load", str(good), "--db", db]) == 0
+    assert "catalogue version 1 is live" in capsys.readouterr().out
+    assert client.portal.call(ctx.live_catalogue.sync, ctx) is True
+    assert ctx.matcher is not old and ctx.live_catalogue.version == 1
+    assert "cmp-hot-reload" in campaign_ids(client, key)
+
+    bad = tmp_path / "bad.json"
+    doc = with_new_campaign(bundled())
+    doc["campaigns"][0]["status"] = "sometimes"
+    bad.write_bytes(orjson.dumps(doc))
+    assert main(["catalogue", "load", str(bad), "--db", db]) == 1
+    assert "nothing was changed" in capsys.readouterr().err
+    assert client.portal.call(ctx.live_catalogue.sync, ctx) is False
+    assert ctx.live_catalogue.version == 1
+    # The same bad file by SIGHUP's path (the file named by EDGE_CATALOGUE): no change.
+    current = ctx.matcher
+    assert client.portal.call(ctx.live_catalogue.reload_file, ctx, bad) is False
+    assert ctx.matcher is current
+
+
+def test_a_match_running_on_the_old_catalogue_finishes_on_it(make_client, shared_matcher):
+    client = make_client(env="production")
+    ctx = client.app.state.ctx
+    old = ctx.matcher
+    doc = bundled()
+    doc["campaigns"] = [c for c in doc["campaigns"] if c["id"] != "cmp-happy-hound"]
+    catalogue = parse_catalogue(orjson.dumps(doc))
+
+    async def race():
+        from edge.matching import StoreMatchState
+
+        request = MatchRequest(
+            product="ugc", content="my dog will not eat his dry food, what fresh food helps?",
+            post_id="p-race", thread_id="p-race",
+        )  # fmt: skip
+        state = StoreMatchState(ctx.store, ctx.state_writes)
+        running = old.match(request, state, ctx.clock())
+        swapped = await ctx.live_catalogue.swap(ctx, catalogue, None)
+        return swapped, await running
+
+    swapped, result = client.portal.call(race)
+    assert swapped and ctx.matcher is not old
+    assert [a.placement.campaign.id for a in result.ads][:1] == ["cmp-happy-hound"]
+    assert ctx.matcher.catalogue.campaign("cmp-happy-hound") is None
+
+
+def test_only_new_ad_texts_are_embedded(shared_matcher, tmp_path, monkeypatch):
+    doc = with_new_campaign(bundled())
+    catalogue = parse_catalogue(orjson.dumps(doc))
+    raw = shared_matcher.embedder.inner
+    seen: list[int] = []
+    real = raw.embed
+
+    def counting(texts):
+        seen.append(len(texts))
+        return real(texts)
+
+    monkeypatch.setattr(raw, "embed", counting)
+    fresh = shared_matcher.with_catalogue(catalogue, tmp_path)
+    new_ads = sum(len(s["ads"]) for s in doc["campaigns"][-1]["ad_sets"])
+    assert seen == [new_ads]
+    rows = {p.ad.id: i for i, p in enumerate(catalogue.placements)}
+    old_rows = {p.ad.id: i for i, p in enumerate(shared_matcher.catalogue.placements)}
+    same = "ad-dog-food"
+    assert np.array_equal(fresh.ad_vectors[rows[same]], shared_matcher.ad_vectors[old_rows[same]])
+    # A second load of the same catalogue reads the vector cache: nothing is embedded.
+    shared_matcher.with_catalogue(catalogue, tmp_path)
+    assert seen == [new_ads]
+
+
+@pytest.mark.parametrize("argv_tail", [["--json"], []])
+def test_load_refuses_an_unreadable_file(tmp_path, capsys, argv_tail):
+    db = tmp_path / "edge.db"
+    assert main(["catalogue", "load", str(tmp_path / "missing.json"), "--db", str(db),
+                 *argv_tail]) == 1  # fmt: skip
+    assert not db.exists()  # nothing opened, nothing stored
