@@ -133,6 +133,10 @@ class LiveCatalogue:
                     signal.SIGHUP, lambda: self._spawn(self._logged(self.reload_file(ctx, path)))
                 )
                 self._hup = True
+                if self.version is None:  # serving the file, not a loaded live version
+                    # A SIGHUP that came while this process was starting was ignored: catch
+                    # up with the file as it is now (no change when it is the one loaded).
+                    self._spawn(self._logged(self.reload_file(ctx, path)))
 
     async def stop(self) -> None:
         if self._hup:

@@ -23,6 +23,7 @@ import logging
 import re
 import resource
 import secrets
+import signal
 import socket
 import sys
 from functools import partial
@@ -296,6 +297,9 @@ def serve(settings: Settings) -> None:
     db = settings.db
     log.info("database %s", redact_url(db) if isinstance(db, str) else str(db.resolve()))
     _raise_open_files_limit(settings.max_connections + 256)  # + the store, model, logs
+    # SIGHUP reloads the catalogue once the app is up (edge.live_catalogue); until then,
+    # and without a catalogue file, it must not end the process.
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
     if settings.workers > 1:
         sock = bind_socket(settings.host, settings.port)
         log.info("%d workers on %s:%d", settings.workers, settings.host, settings.port)

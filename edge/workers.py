@@ -59,8 +59,10 @@ class Supervisor:
         if pid == 0:  # the worker
             code = 1
             try:
-                for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD):
+                for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):
                     signal.signal(sig, signal.SIG_DFL)
+                # Until the app takes SIGHUP (a catalogue reload), it must not end the worker.
+                signal.signal(signal.SIGHUP, signal.SIG_IGN)
                 code = self.run_worker(index, self.sock)
             except SystemExit as exc:  # uvicorn exits 3 when the app fails to start
                 code = exc.code if isinstance(exc.code, int) else 1

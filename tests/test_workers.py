@@ -133,3 +133,59 @@ def test_a_worker_that_cannot_start_stops_the_edge_with_its_status(tmp_path):
     with pytest.raises(RuntimeError, match="exited with 3 while starting"):
         edge.start()
     edge.stop()
+
+
+@pytest.mark.slow
+def test_sighup_reloads_the_catalogue_file_in_every_worker(tmp_path):
+    from tests.test_live_catalogue import bundled, with_new_campaign
+
+    catalogue = tmp_path / "catalogue.json"
+    catalogue.write_bytes(orjson.dumps(bundled()))
+    db = tmp_path / "edge.db"
+    settings = {
+        "EDGE_WORKERS": "2",
+        "EDGE_CATALOGUE": str(catalogue),
+        "EDGE_LOG_LEVEL": "warning",
+        "EDGE_RATE_LIMIT_AD_MANAGER": "1000/1s",
+    }
+    with EdgeProcess(db=db, settings=settings) as edge:
+        key = _issue_key(db)
+
+        def served() -> set[bool]:
+            seen = set()
+            for _ in range(8):  # new connections: both workers answer some
+                conn = http.client.HTTPConnection("127.0.0.1", edge.port, timeout=30)
+                conn.request(
+                    "GET", "/v1/ad-manager/campaigns?limit=200", headers={"X-API-Key": key}
+                )
+                body = orjson.loads(conn.getresponse().read())
+                assert "campaigns" in body, body
+                conn.close()
+                seen.add(any(c["id"] == "cmp-hot-reload" for c in body["campaigns"]))
+            return seen
+
+        assert served() == {False}
+        catalogue.write_bytes(orjson.dumps(with_new_campaign(bundled())))
+        assert edge.proc is not None
+        edge.proc.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 30
+        while served() != {True}:
+            assert time.monotonic() < deadline, "not every worker reloaded"
+            time.sleep(0.3)
+        assert len(children(edge.proc.pid)) == 2  # SIGHUP reloaded; it stopped nothing
+
+
+def _issue_key(db: Path) -> str:
+    from edge.keys import Keyring
+
+    store = open_store(Settings(db=db))
+
+    async def go() -> str:
+        await store.open()
+        try:
+            key, _ = await Keyring(store, time.time, 5).issue("production", "ad-manager")
+            return key
+        finally:
+            await store.close()
+
+    return asyncio.run(go())
