@@ -24,6 +24,8 @@ from edge.signing import Signer
 from edge.store import open_store
 
 PATH = "/dea/url/impression"
+# A reader's browser and a registered publisher: valid impressions, each billed.
+READER = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0"
 
 
 def children(pid: int) -> list[int]:
@@ -53,7 +55,9 @@ def post(port: int, payload: bytes) -> tuple[int, bytes]:
     # A new connection per request, so the kernel spreads them across the workers.
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     try:
-        conn.request("POST", PATH, payload, {"Content-Type": "application/json"})
+        conn.request(
+            "POST", PATH, payload, {"Content-Type": "application/json", "User-Agent": READER}
+        )
         resp = conn.getresponse()
         return resp.status, resp.read()
     finally:
@@ -80,7 +84,13 @@ def test_two_workers_share_the_port_and_the_sqlite_database(tmp_path):
     key = secrets.token_urlsafe(32)
     signer = Signer(key.encode())
     db = tmp_path / "edge.db"
-    settings = {"EDGE_SIGNING_KEY": key, "EDGE_WORKERS": "2", "EDGE_LOG_LEVEL": "warning"}
+    settings = {
+        "EDGE_SIGNING_KEY": key,
+        "EDGE_WORKERS": "2",
+        "EDGE_LOG_LEVEL": "warning",
+        "EDGE_IVT_IMPRESSIONS": "1000000/1s",
+    }
+    _register_publisher(db)
     with EdgeProcess(db=db, settings=settings) as edge:
         assert edge.proc is not None
         workers = children(edge.proc.pid)
@@ -189,3 +199,16 @@ def _issue_key(db: Path) -> str:
             await store.close()
 
     return asyncio.run(go())
+
+
+def _register_publisher(db: Path) -> None:
+    store = open_store(Settings(db=db))
+
+    async def go() -> None:
+        await store.open()
+        try:
+            await store.upsert_publisher("w-pub", ["https://workers.example"], time.time())
+        finally:
+            await store.close()
+
+    asyncio.run(go())

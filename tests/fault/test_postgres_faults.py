@@ -25,6 +25,26 @@ from tests.pgserver import PostgresServer
 
 pytestmark = pytest.mark.slow
 PATH = "/dea/url/impression"
+# A reader's browser, a registered publisher and a generous per-client rate: these
+# impressions are valid, so each is billed (invalid traffic is stored but never billed).
+READER = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0"
+VALID = {"EDGE_IVT_IMPRESSIONS": "1000000/1s"}
+
+
+def register_publisher(url: str) -> None:
+    import asyncio
+
+    from edge.store import PostgresStore
+
+    async def go() -> None:
+        store = PostgresStore(url)
+        await store.open()
+        try:
+            await store.upsert_publisher("f-pub", ["https://fault.example"], time.time())
+        finally:
+            await store.close()
+
+    asyncio.run(go())
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +66,9 @@ def body(signer: Signer) -> tuple[str, bytes]:
 def post(port: int, payload: bytes) -> tuple[int, dict[str, str], bytes]:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     try:
-        conn.request("POST", PATH, payload, {"Content-Type": "application/json"})
+        conn.request(
+            "POST", PATH, payload, {"Content-Type": "application/json", "User-Agent": READER}
+        )
         resp = conn.getresponse()
         return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
     finally:
@@ -119,7 +141,8 @@ def test_sigkill_of_one_node_mid_burst_loses_nothing_and_the_other_serves(durabl
     url = durable_postgres.new_database()
     key = secrets.token_urlsafe(32)
     signer = Signer(key.encode())
-    settings = {"EDGE_SIGNING_KEY": key, "EDGE_LOG_LEVEL": "warning"}
+    settings = {"EDGE_SIGNING_KEY": key, "EDGE_LOG_LEVEL": "warning", **VALID}
+    register_publisher(url)
     with EdgeProcess(db=url, settings=settings) as a, EdgeProcess(db=url, settings=settings) as b:
         with Load(a.port, signer) as load:
             load.wait_acks(150)
@@ -136,7 +159,7 @@ def test_sigkill_of_one_node_mid_burst_loses_nothing_and_the_other_serves(durabl
     # probe, and the replays of the rest: every impression sent, each exactly once.
     assert stored == len(load.sent) + 1
     assert len(load.acked) + len(cut_off_but_stored) <= len(load.sent)
-    assert rows(url, "SELECT count(*) FROM billing_events") == stored
+    assert rows(url, "SELECT count(*) FROM billing_events") == stored  # all valid, all billed
     assert not load.bad, load.bad[:3]
 
 
@@ -144,7 +167,8 @@ def test_a_database_restart_under_load_is_503_then_recovery(durable_postgres):
     url = durable_postgres.new_database()
     key = secrets.token_urlsafe(32)
     signer = Signer(key.encode())
-    settings = {"EDGE_SIGNING_KEY": key, "EDGE_LOG_LEVEL": "error"}
+    settings = {"EDGE_SIGNING_KEY": key, "EDGE_LOG_LEVEL": "error", **VALID}
+    register_publisher(url)
     with EdgeProcess(db=url, settings=settings) as edge:
         with Load(edge.port, signer) as load:
             load.wait_acks(50)
