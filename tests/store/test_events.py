@@ -227,17 +227,3 @@ def test_spend_since_an_instant_reads_billing_rows_by_time(store, run):
         {"cmp-1": 0.002, "cmp-2": 0.001}
     )
     assert run(store.spend_by_campaign(since=1000.0)) == {}
-
-
-def test_an_invalid_impression_is_stored_counted_as_invalid_and_never_billed(
-    store, run, counts, db_target
-):
-    bot = imp(("tok:bot",), cpm_usd=4.0, invalid_reason="bot")
-    assert run(ledger.record_impression(store, bot)) is True
-    assert run(ledger.record_impression(store, bot)) is False  # its keys still dedupe
-    c = counts(store)
-    assert c[("ad", "ad-1", "invalid_bot")] == 1
-    assert c[("campaign", "cmp-1", "invalid_bot")] == 1
-    assert ("ad", "ad-1", "impressions") not in c
-    assert run(store.spend_by_campaign()) == {}
-    assert sql(db_target, "SELECT invalid_reason FROM impressions") == [("bot",)]
