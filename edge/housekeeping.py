@@ -3,7 +3,8 @@ match routes create a no-match window per post) cannot grow the store without bo
 
 The retention rules live here, not in a backend: a no-match window is forgotten
 ``BACKOFF_MEMORY_SECONDS`` after it ended (a post seen again later starts the schedule
-afresh), and a serve once it is older than the frequency-cap window (it no longer counts).
+afresh), a serve once it is older than the frequency-cap window (it no longer counts), and
+a shared rate bucket (PostgreSQL) once it has been full again for an hour.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ log = logging.getLogger("edge.housekeeping")
 BACKOFF_MEMORY_SECONDS = 7 * 24 * 3600
 PRUNE_EVERY_SECONDS = 600.0
 PRUNE_BATCH = 5_000
+RATE_BUCKET_IDLE_SECONDS = 3600.0
 
 
 class Housekeeping:
@@ -34,7 +36,9 @@ class Housekeeping:
     async def prune_once(self, ctx: Context) -> int:
         """Prune until a batch comes back short; how many rows went."""
         now = ctx.clock()
-        total = 0
+        # A shared rate bucket whose TAT is an hour past is full again: forgetting it
+        # changes no decision (every limit's window is far shorter).
+        total = await ctx.store.prune_rate_buckets(now - RATE_BUCKET_IDLE_SECONDS)
         while True:
             gone = await ctx.store.prune_matcher_state(
                 now - BACKOFF_MEMORY_SECONDS, now - FREQUENCY_WINDOW_SECONDS, PRUNE_BATCH

@@ -161,7 +161,7 @@ class RateLimits:
             try:
                 shared = await asyncio.wait_for(
                     self._store.take_rate(
-                        f"{product}:{key}", now, limiter.interval, limiter.tolerance
+                        f"{product}:{key}", now, limiter.interval, limiter.tolerance + _EPS
                     ),
                     SHARED_TIMEOUT_SECONDS,
                 )

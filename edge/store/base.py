@@ -142,6 +142,10 @@ class Store(MatcherStateStore, EventStore, abc.ABC):
         """
         return None
 
+    async def prune_rate_buckets(self, idle_before: float) -> int:
+        """Delete shared buckets whose TAT is before ``idle_before``; how many went."""
+        return 0
+
     async def announce(self, topic: str, payload: str = "") -> None:
         """Tell every node listening on this database that ``topic`` changed (best effort:
         a node that misses it catches up from its own refresh)."""

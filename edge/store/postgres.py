@@ -264,6 +264,13 @@ class PostgresStore(Store):
             return True, float(row[0])
         return False, float(row[1])
 
+    async def prune_rate_buckets(self, idle_before: float) -> int:
+        async def prune(conn: Conn) -> int:
+            cur = await conn.execute("DELETE FROM rate_buckets WHERE tat < %s", (idle_before,))
+            return cur.rowcount
+
+        return await self.read(prune)
+
     async def announce(self, topic: str, payload: str = "") -> None:
         await self.read(_one, "SELECT pg_notify(%s, %s)", (_CHANNEL, f"{topic}:{payload}"))
 

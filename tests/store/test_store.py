@@ -178,3 +178,20 @@ def test_catalogue_versions_the_newest_is_live(store, run):
     assert run(store.live_catalogue()) == (two, "h2")
     assert run(store.catalogue_body(one)) == b'{"campaigns": []}'
     assert run(store.catalogue_body(two + 100)) is None
+
+
+def test_shared_rate_buckets_only_where_nodes_share_them(store, run, backend):
+    # 3 requests a second, burst 3: interval 1/3 s, tolerance 2/3 s.
+    interval, tolerance = 1 / 3, 2 / 3
+    answers = [run(store.take_rate("ugc:fam", 100.0, interval, tolerance)) for _ in range(4)]
+    if backend == "sqlite":  # one machine: the edge keeps buckets in memory
+        assert answers == [None] * 4
+        assert run(store.prune_rate_buckets(1e12)) == 0
+        return
+    assert [a[0] for a in answers] == [True, True, True, False]
+    assert answers[2][1] == pytest.approx(101.0)  # TAT a whole window ahead
+    assert answers[3][1] == pytest.approx(101.0)  # refused: the stored TAT, for Retry-After
+    assert run(store.take_rate("ugc:fam", 100.5, interval, tolerance))[0] is True
+    assert run(store.take_rate("ugc:other", 100.0, interval, tolerance))[0] is True
+    assert run(store.prune_rate_buckets(101.0)) == 1  # "other" is full again; "fam" is not
+    assert run(store.prune_rate_buckets(1e12)) == 1
