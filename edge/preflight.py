@@ -50,7 +50,7 @@ def check_files(settings: Settings) -> None:
 def check_db(settings: Settings) -> None:
     """The database can be created (with its folder), opened and written."""
     path = settings.db
-    if "://" in str(path):  # a server URL, not a file: its own client reports its errors
+    if isinstance(path, str):  # a server URL, not a file: its own client reports its errors
         return
     if path.is_dir():
         raise bad("db", path, "is a folder, not a database file")

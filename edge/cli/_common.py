@@ -42,16 +42,17 @@ def with_context(
     database is a ``SettingsError`` (one line naming EDGE_DB), not a traceback.
     """
     db = settings.db
-    if isinstance(db, Path) and not db.exists():
-        if read_only:
-            raise SettingsError(
-                f"EDGE_DB (--db): no database at {describe_db(db)}; "
-                "name the edge's database with --db or EDGE_DB"
-            )
+    missing = isinstance(db, Path) and not db.exists()
+    if missing and read_only:
+        raise SettingsError(
+            f"EDGE_DB (--db): no database at {describe_db(db)}; "
+            "name the edge's database with --db or EDGE_DB"
+        )
+    check_db(settings)
+    if missing:
         print(f"edge: creating a new database at {describe_db(db)}", file=sys.stderr)
     else:
         print(f"edge: database {describe_db(db)}", file=sys.stderr)
-    check_db(settings)
 
     async def run() -> T:
         ctx = Context.build(settings)

@@ -50,7 +50,9 @@ def register(sub: Subcommands) -> None:
 
 
 def env_file(settings: Settings) -> Path:
-    return settings.db.parent / ENV_FILE
+    # Beside a SQLite file; with a database server, in the working folder's var/.
+    db = settings.db
+    return (db.parent if isinstance(db, Path) else Path("var")) / ENV_FILE
 
 
 def read_env_file(path: Path) -> dict[str, str]:

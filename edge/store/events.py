@@ -564,7 +564,8 @@ def _impression_count(conn: sqlite3.Connection, kind: str | None) -> int:
     return int(conn.execute(sql, (kind,)).fetchone()[0])
 
 
-_TAG_ID = "iid:"  # the dedupe key the tag's impression id is stored under
+TAG_ID_PREFIX = "iid:"  # the dedupe key the tag's impression id is stored under
+_TAG_ID = TAG_ID_PREFIX
 
 
 def _impressions_by_tag_id(conn: sqlite3.Connection, ids: list[str]) -> dict[str, dict[str, Any]]:

@@ -34,6 +34,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from edge.counters import CountBuffer, CountRow
 from edge.store.base import KeyRecord, Store, StoreUnavailable
 from edge.store.events import (
+    TAG_ID_PREFIX,
     Hover,
     Impression,
     ImpressionKind,
@@ -513,6 +514,23 @@ class PostgresStore(Store):
             row = await self.read(_one, "SELECT count(*) FROM impressions WHERE kind = %s", (kind,))
         assert row is not None
         return int(row[0])
+
+    async def impressions_by_tag_id(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        if not ids:
+            return {}
+        rows = await self.read(
+            _all,
+            "SELECT k.dedupe_key, i.kind, i.ad_id, i.campaign_id, i.publisher_id, i.slot_id,"
+            " i.post_id, i.invalid_reason, i.at"
+            " FROM impression_keys k JOIN impressions i ON i.id = k.impression_id"
+            " WHERE k.dedupe_key = ANY(%s)",
+            ([TAG_ID_PREFIX + i for i in ids],),
+        )
+        names = ("kind", "ad_id", "campaign_id", "publisher_id", "slot_id", "post_id",
+                 "invalid_reason", "at")  # fmt: skip
+        return {
+            key[len(TAG_ID_PREFIX) :]: dict(zip(names, rest, strict=True)) for key, *rest in rows
+        }
 
     async def upsert_publisher(self, publisher_id: str, origins: list[str], at: float) -> None:
         if not valid_publisher_id(publisher_id):

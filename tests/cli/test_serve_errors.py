@@ -102,7 +102,8 @@ def test_read_only_database(tmp_path: Path) -> None:
     folder = tmp_path / "ro"
     folder.mkdir()
     db = folder / "e.db"
-    one = edge(tmp_path, "keys", "list", "--db", str(db))
+    # Created by a writing command (a read-only one refuses a database that does not exist).
+    one = edge(tmp_path, "publishers", "add", "p", "--origin", "https://a.example", "--db", str(db))
     assert one.returncode == 0, one.stderr
     db.chmod(0o444)
     folder.chmod(0o555)

@@ -227,3 +227,13 @@ def test_spend_since_an_instant_reads_billing_rows_by_time(store, run):
         {"cmp-1": 0.002, "cmp-2": 0.001}
     )
     assert run(store.spend_by_campaign(since=1000.0)) == {}
+
+
+def test_impressions_by_the_tags_impression_id(store, run):
+    run(ledger.record_impression(store, imp(("tok:1", "iid:a"), slot_id="s1")))
+    run(ledger.record_impression(store, imp(("tok:2", "iid:b"), invalid_reason="bot_user_agent")))
+    found = run(store.impressions_by_tag_id(["a", "b", "missing"]))
+    assert set(found) == {"a", "b"}
+    assert found["a"]["slot_id"] == "s1" and found["a"]["invalid_reason"] is None
+    assert found["b"]["invalid_reason"] == "bot_user_agent"
+    assert run(store.impressions_by_tag_id([])) == {}
