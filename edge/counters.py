@@ -118,3 +118,15 @@ def count_placements(counters: Counters, pid: str, placements: list[dict[str, An
         counters.add("publisher", pid, "no_matches", len(placements) - len(filled))
     for p in filled:
         counters.add("ad", p["ad"]["ad_id"], "matches")
+
+
+def billed_counts(
+    ad_id: str, campaign_id: str | None, publisher_id: str | None, pricing: str, amount: float
+) -> list[CountRow]:
+    """Counter bumps of one billed amount: in total and by pricing model."""
+    rows: list[CountRow] = []
+    for scope, scope_id in (("ad", ad_id), ("campaign", campaign_id), ("publisher", publisher_id)):
+        if scope_id:
+            rows.append((scope, scope_id, "billable_usd", amount))
+            rows.append((scope, scope_id, f"billable_usd_{pricing}", amount))
+    return rows

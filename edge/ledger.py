@@ -20,7 +20,7 @@ and the counter bumps of an event, and the store writes them atomically with the
 
 from __future__ import annotations
 
-from edge.counters import CountRow
+from edge.counters import CountRow, billed_counts
 from edge.store.base import Store
 from edge.store.events import Hover, Impression, PlacementFailure
 
@@ -61,18 +61,6 @@ def impression_counts(imp: Impression, billed: float | None) -> list[CountRow]:
                 rows.append(("campaign", imp.campaign_id, counter, 1))
     if billed is not None:
         rows += billed_counts(imp.ad_id, imp.campaign_id, imp.publisher_id, "cpm", billed)
-    return rows
-
-
-def billed_counts(
-    ad_id: str, campaign_id: str | None, publisher_id: str | None, pricing: str, amount: float
-) -> list[CountRow]:
-    """Counter bumps of one billed amount: in total and by pricing model."""
-    rows: list[CountRow] = []
-    for scope, scope_id in (("ad", ad_id), ("campaign", campaign_id), ("publisher", publisher_id)):
-        if scope_id:
-            rows.append((scope, scope_id, "billable_usd", amount))
-            rows.append((scope, scope_id, f"billable_usd_{pricing}", amount))
     return rows
 
 

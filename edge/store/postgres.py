@@ -31,15 +31,19 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from edge.counters import CountBuffer, CountRow
+from edge.counters import CountBuffer, CountRow, billed_counts
 from edge.store.base import KeyRecord, Store, StoreUnavailable
 from edge.store.events import (
     TAG_ID_PREFIX,
+    Click,
+    ClickConflict,
+    Conversion,
     Hover,
     Impression,
     ImpressionKind,
     PlacementFailure,
     Publisher,
+    StoredClick,
     normalise_origin,
     valid_publisher_id,
 )
@@ -479,9 +483,11 @@ class PostgresStore(Store):
         else:
             rows = await self.read(
                 _all,
-                "SELECT campaign_id, sum(amount_usd) FROM billing_events "
-                "WHERE at >= %s AND campaign_id IS NOT NULL GROUP BY campaign_id",
-                (since,),
+                "SELECT campaign_id, sum(amount_usd) FROM ("
+                " SELECT campaign_id, amount_usd FROM billing_events WHERE at >= %s"
+                " UNION ALL SELECT campaign_id, amount_usd FROM charges WHERE at >= %s"
+                ") AS spent WHERE campaign_id IS NOT NULL GROUP BY campaign_id",
+                (since, since),
             )
         return {cid: float(amount) for cid, amount in rows}
 
@@ -512,6 +518,104 @@ class PostgresStore(Store):
             row = await self.read(_one, "SELECT count(*) FROM impressions", ())
         else:
             row = await self.read(_one, "SELECT count(*) FROM impressions WHERE kind = %s", (kind,))
+        assert row is not None
+        return int(row[0])
+
+    # -- clicks and conversions -----------------------------------------------------------
+
+    async def record_click(self, click: Click) -> bool:
+        c = click
+
+        async def save(w: WriteConn) -> bool:
+            try:
+                async with w.conn.transaction():
+                    row = await _one(
+                        w.conn,
+                        "INSERT INTO clicks (click_id, impression_key, kind, env, ad_id, "
+                        "campaign_id, publisher_id, slot_id, invalid_reason, at) "
+                        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+                        "ON CONFLICT (click_id) DO NOTHING RETURNING id",
+                        (c.click_id, c.impression_key, c.kind, c.env, c.ad_id, c.campaign_id,
+                         c.publisher_id, c.slot_id, c.invalid_reason, c.at),
+                    )  # fmt: skip
+            except pg_errors.UniqueViolation:  # a second valid click of one impression
+                raise ClickConflict(c.impression_key) from None
+            if row is None:
+                return False  # a replay of a stored click id
+            counter = "clicks" if c.invalid_reason is None else f"invalid_clicks_{c.invalid_reason}"
+            scopes = (("ad", c.ad_id), ("campaign", c.campaign_id), ("publisher", c.publisher_id))
+            w.counts.extend((scope, sid, counter, 1) for scope, sid in scopes if sid)
+            if c.charge_usd is not None:
+                await w.conn.execute(
+                    "INSERT INTO charges (pricing, click_row, campaign_id, ad_id, publisher_id, "
+                    "amount_usd, at) VALUES ('cpc', %s, %s, %s, %s, %s, %s)",
+                    (row[0], c.campaign_id, c.ad_id, c.publisher_id, c.charge_usd, c.at),
+                )
+                w.counts.extend(
+                    billed_counts(c.ad_id, c.campaign_id, c.publisher_id, "cpc", c.charge_usd)
+                )
+            return True
+
+        result: bool = await self.write(save)
+        return result
+
+    async def click_by_id(self, click_id: str) -> StoredClick | None:
+        row = await self.read(
+            _one,
+            "SELECT id, click_id, impression_key, kind, env, ad_id, campaign_id, publisher_id, "
+            "invalid_reason, at FROM clicks WHERE click_id = %s",
+            (click_id,),
+        )
+        return None if row is None else StoredClick(*row)
+
+    async def impression_stored(self, dedupe_key: str) -> bool:
+        row = await self.read(
+            _one, "SELECT 1 FROM impression_keys WHERE dedupe_key = %s", (dedupe_key,)
+        )
+        return row is not None
+
+    async def valid_click_stored(self, impression_key: str) -> bool:
+        row = await self.read(
+            _one,
+            "SELECT 1 FROM clicks WHERE impression_key = %s AND invalid_reason IS NULL",
+            (impression_key,),
+        )
+        return row is not None
+
+    async def record_conversion(self, conversion: Conversion) -> bool:
+        v, c = conversion, conversion.click
+
+        async def save(w: WriteConn) -> bool:
+            row = await _one(
+                w.conn,
+                "INSERT INTO conversions (click_row, ad_id, campaign_id, value_usd, at) "
+                "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (click_row) DO NOTHING RETURNING id",
+                (c.row, c.ad_id, c.campaign_id, v.value_usd, v.at),
+            )
+            if row is None:
+                return False  # this click has converted already
+            scopes = (("ad", c.ad_id), ("campaign", c.campaign_id))
+            w.counts.extend((scope, sid, "conversions", 1) for scope, sid in scopes if sid)
+            if v.charge_usd is not None:
+                await w.conn.execute(
+                    "INSERT INTO charges (pricing, click_row, conversion_row, campaign_id, "
+                    "ad_id, publisher_id, amount_usd, at) "
+                    "VALUES ('cpa', %s, %s, %s, %s, %s, %s, %s)",
+                    (c.row, row[0], c.campaign_id, c.ad_id, c.publisher_id, v.charge_usd, v.at),
+                )
+                w.counts.extend(
+                    billed_counts(c.ad_id, c.campaign_id, c.publisher_id, "cpa", v.charge_usd)
+                )
+            return True
+
+        result: bool = await self.write(save)
+        return result
+
+    async def click_count(self, valid: bool | None = None) -> int:
+        sql = "SELECT count(*) FROM clicks"
+        if valid is not None:
+            sql += " WHERE invalid_reason IS NULL" if valid else " WHERE invalid_reason IS NOT NULL"
+        row = await self.read(_one, sql, ())
         assert row is not None
         return int(row[0])
 

@@ -95,7 +95,7 @@ def test_clicks_ctr_conversions_money_by_model_invalid_and_pacing(tmp_path, caps
     async def work():
         # The bundled catalogue's cmp-happy-hound (CPC 1.40, budget 20,000, no flight end).
         for i in range(4):
-            await store.record_impression(Impression(
+            await ledger.record_impression(store, Impression(
                 kind="url", dedupe_keys=(f"tok:{i}",), env="production", ad_id="ad-dog-food",
                 campaign_id="cmp-happy-hound", at=1.0,
             ))  # fmt: skip

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from edge import ledger
 from edge.store import Impression
 from tests.conftest import assert_error_shape, issue_key
 
@@ -33,7 +34,7 @@ def record(
         slot_id=slot,
         invalid_reason=invalid,
     )
-    client.portal.call(ctx.store.record_impression, imp)
+    client.portal.call(ledger.record_impression, ctx.store, imp)
 
 
 @pytest.fixture
@@ -73,7 +74,7 @@ def test_a_replayed_beacon_is_still_one_impression(edge: tuple[Any, str]) -> Non
         kind="url", dedupe_keys=("tok:other", "iid:iid-once-3333"), env="production",
         ad_id="ad-dog-food", campaign_id="cmp-dogs", at=ctx.clock(), slot_id="sidebar",
     )  # fmt: skip
-    assert not client.portal.call(ctx.store.record_impression, again)
+    assert not client.portal.call(ledger.record_impression, ctx.store, again)
     r = client.get(PATH, params={"impression_id": "iid-once-3333"}, headers={"X-API-Key": key})
     assert len(r.json()["impressions"]) == 1
 

@@ -237,3 +237,32 @@ def test_impressions_by_the_tags_impression_id(store, run):
     assert found["a"]["slot_id"] == "s1" and found["a"]["invalid_reason"] is None
     assert found["b"]["invalid_reason"] == "bot_user_agent"
     assert run(store.impressions_by_tag_id([])) == {}
+
+
+def test_clicks_and_conversions_once_each_with_their_charges(store, run, counts, db_target):
+    from edge.store import Click, ClickConflict, Conversion
+
+    click = Click(click_id="c1", impression_key="tok:a", kind="url", env="production",
+                  ad_id="ad-1", campaign_id="cmp-1", at=5.0, publisher_id="pub-1",
+                  charge_usd=0.5)  # fmt: skip
+    assert run(store.record_click(click)) is True
+    assert run(store.record_click(click)) is False  # a replay of its click id
+    with pytest.raises(ClickConflict):  # a second valid click of the same impression
+        run(store.record_click(Click(**{**_fields(click), "click_id": "c2"})))
+    stored = run(store.click_by_id("c1"))
+    assert stored is not None and stored.impression_key == "tok:a"
+    assert run(store.valid_click_stored("tok:a")) and not run(store.valid_click_stored("tok:b"))
+    conversion = Conversion(click=stored, at=9.0, value_usd=20.0, charge_usd=2.0)
+    assert run(store.record_conversion(conversion)) is True
+    assert run(store.record_conversion(conversion)) is False
+    c = counts(store)
+    assert c[("ad", "ad-1", "clicks")] == 1 and c[("ad", "ad-1", "conversions")] == 1
+    assert c[("campaign", "cmp-1", "billable_usd_cpc")] == pytest.approx(0.5)
+    assert c[("campaign", "cmp-1", "billable_usd_cpa")] == pytest.approx(2.0)
+    assert run(store.spend_by_campaign(since=0.0)) == pytest.approx({"cmp-1": 2.5})
+    assert run(store.click_count()) == 1 and run(store.click_count(valid=False)) == 0
+    assert sql(db_target, "SELECT count(*) FROM charges") == [(2,)]
+
+
+def _fields(obj) -> dict:
+    return {f: getattr(obj, f) for f in obj.__dataclass_fields__}
