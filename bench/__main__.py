@@ -21,6 +21,7 @@ SECTIONS = {
     "matcher": "bench.matching",
     "tag": "bench.footprint",
     "ranking": "bench.money",
+    "scale": "bench.scale",
 }
 
 
