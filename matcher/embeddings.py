@@ -10,16 +10,23 @@ through a bounded token window: the first ``HEAD_TOKENS`` and the last ``TAIL_TO
 word pieces. The head carries the topic of nearly every post; the tail keeps the sign-off
 or the question at the end of a long one. A 10,000-character post therefore costs the same
 forward pass as a ~130-token one.
+
+``encode`` returns, from that same single forward pass, one vector per sentence as well: the
+token states of each sentence's span inside the window, mean-pooled. Brand safety reads them
+(one long post can hide one unsafe sentence) without paying for a second pass.
 """
 
 from __future__ import annotations
 
+import bisect
 import ctypes
 import ctypes.util
 import hashlib
+import re
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Protocol
@@ -34,6 +41,40 @@ WINDOW_TOKENS = HEAD_TOKENS + TAIL_TOKENS
 _HEAD_CHARS = HEAD_TOKENS * 12
 _TAIL_CHARS = TAIL_TOKENS * 12
 _BATCH = 32
+# A sentence ends at . ! ? (or an ellipsis) followed by space, or at a line break. Run-on
+# posts without punctuation are cut into pieces of at most this many word pieces instead.
+_SENTENCE_END = re.compile(r"(?<=[.!?…])\s+|\s*\n+\s*")
+_MAX_SENTENCE_TOKENS = 40
+_MAX_SENTENCES = 16
+
+
+@dataclass(frozen=True, slots=True)
+class Sentences:
+    """The sentences of one text that fall inside the token window, and their vectors.
+
+    ``vectors`` is (len(texts), dim) float32, each row L2-normalised; row i belongs to
+    ``texts[i]`` (the sentence as written, from the windowed text). ``peaks`` is
+    (len(texts) + 1, dim): row 0 the element-wise maximum of the token states over the whole
+    window, then the same per sentence, each L2-normalised (a strong word keeps its weight
+    there instead of being averaged away).
+    """
+
+    texts: tuple[str, ...]
+    vectors: np.ndarray
+    peaks: np.ndarray
+
+
+def split_sentences(text: str) -> list[tuple[int, int]]:
+    """Character spans of the sentences of ``text`` (whitespace between them excluded)."""
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for m in _SENTENCE_END.finditer(text):
+        if m.start() > start:
+            spans.append((start, m.start()))
+        start = m.end()
+    if start < len(text) and text[start:].strip():
+        spans.append((start, len(text)))
+    return spans
 
 
 class Embedder(Protocol):
@@ -44,6 +85,14 @@ class Embedder(Protocol):
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """(len(texts), dim) float32, each row L2-normalised."""
+        ...
+
+
+class SentenceEmbedder(Embedder, Protocol):
+    """An Embedder that also gives per-sentence vectors from the same forward pass."""
+
+    def encode(self, texts: Sequence[str]) -> tuple[np.ndarray, list[Sentences]]:
+        """``embed(texts)`` and, per text, its sentences with their vectors."""
         ...
 
 
@@ -95,32 +144,102 @@ class MiniLM:
         self.model_id = f"minilm-l6-int8:{digest[:16]}:w{HEAD_TOKENS}+{TAIL_TOKENS}"
         trim_heap()
 
+    def _precut(self, text: str) -> str:
+        if len(text) > _HEAD_CHARS + _TAIL_CHARS:
+            return text[:_HEAD_CHARS] + " " + text[-_TAIL_CHARS:]
+        return text
+
     def token_ids(self, text: str) -> list[int]:
         """The windowed word-piece ids of ``text``, with [CLS] and [SEP]."""
-        if len(text) > _HEAD_CHARS + _TAIL_CHARS:
-            text = text[:_HEAD_CHARS] + " " + text[-_TAIL_CHARS:]
-        ids = self._tok.encode(text, add_special_tokens=False).ids
+        ids = self._tok.encode(self._precut(text), add_special_tokens=False).ids
         if len(ids) > WINDOW_TOKENS:
             ids = ids[:HEAD_TOKENS] + ids[-TAIL_TOKENS:]
         return [self._cls, *ids, self._sep]
 
+    def _token_sentences(self, text: str) -> tuple[list[int], list[int], list[str]]:
+        """(windowed ids with [CLS]/[SEP], sentence number of each id or -1, sentences).
+
+        The ids are exactly ``token_ids(text)``. Sentences longer than
+        ``_MAX_SENTENCE_TOKENS`` word pieces are cut into pieces of that size, so a post
+        without punctuation still gets several short units.
+        """
+        cut = self._precut(text)
+        enc = self._tok.encode(cut, add_special_tokens=False)
+        ids, offsets = list(enc.ids), enc.offsets
+        spans = split_sentences(cut)
+        starts = [a for a, _ in spans]
+        raw = [max(0, bisect.bisect_right(starts, a) - 1) for a, _ in offsets]
+        # Cut long sentences into pieces; number the units in order of appearance.
+        unit_of: list[int] = []
+        unit_spans: list[tuple[int, int]] = []
+        prev, run = -1, 0
+        for tok, sent in enumerate(raw):
+            if sent != prev or run == _MAX_SENTENCE_TOKENS:
+                unit_spans.append((offsets[tok][0], offsets[tok][1]))
+                prev, run = sent, 0
+            run += 1
+            unit_of.append(len(unit_spans) - 1)
+            a, _ = unit_spans[-1]
+            unit_spans[-1] = (a, offsets[tok][1])
+        if len(ids) > WINDOW_TOKENS:
+            ids = ids[:HEAD_TOKENS] + ids[-TAIL_TOKENS:]
+            unit_of = unit_of[:HEAD_TOKENS] + unit_of[-TAIL_TOKENS:]
+        kept = sorted(set(unit_of))[:_MAX_SENTENCES]
+        number = {u: i for i, u in enumerate(kept)}
+        sent_ids = [number.get(u, -1) for u in unit_of]
+        texts = [cut[unit_spans[u][0] : unit_spans[u][1]] for u in kept]
+        return [self._cls, *ids, self._sep], [-1, *sent_ids, -1], texts
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         encoded = [self.token_ids(t) for t in texts]
+        for rows, hidden, mask in self._batches(encoded):
+            out[rows] = _mean_pool(hidden, mask)
+        return out
+
+    def encode(self, texts: Sequence[str]) -> tuple[np.ndarray, list[Sentences]]:
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        parsed = [self._token_sentences(t) for t in texts]
+        empty = np.empty((0, self.dim), np.float32)
+        sentences = [Sentences((), empty, np.zeros((1, self.dim), np.float32))] * len(texts)
+        for rows, hidden, mask in self._batches([p[0] for p in parsed]):
+            out[rows] = _mean_pool(hidden, mask)
+            for j, i in enumerate(rows):
+                _, sent_ids, sent_texts = parsed[i]
+                labels = np.asarray(sent_ids)
+                width = hidden.shape[1]
+                labels = np.pad(labels, (0, width - len(labels)), constant_values=-1)
+                onehot = (labels[None, :] == np.arange(len(sent_texts))[:, None]).astype(np.float32)
+                pooled = (onehot @ hidden[j]) / np.maximum(onehot.sum(1, keepdims=True), 1.0)
+                peaks = np.empty((len(sent_texts) + 1, self.dim), np.float32)
+                peaks[0] = hidden[j, : len(sent_ids)].max(axis=0)
+                for k in range(len(sent_texts)):
+                    peaks[k + 1] = hidden[j][labels == k].max(axis=0)
+                sentences[i] = Sentences(tuple(sent_texts), normalise(pooled), normalise(peaks))
+        return out, sentences
+
+    def _batches(
+        self, encoded: list[list[int]]
+    ) -> Iterator[tuple[list[int], np.ndarray, np.ndarray]]:
+        """(rows, last hidden state, mask) per forward pass over similar-length texts, one
+        pass at a time (embedding a whole catalogue never holds every hidden state)."""
         # Only similar lengths share a batch: padding a short AI prompt to the length of a
         # long answer would cost more than a second, short forward pass.
-        order = sorted(range(len(texts)), key=lambda i: len(encoded[i]))
+        order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
+        groups: list[list[int]] = []
         rows: list[int] = []
         for i in order:
             if rows and (len(rows) == _BATCH or len(encoded[i]) > 1.25 * len(encoded[rows[0]]) + 8):
-                out[rows] = self._forward([encoded[r] for r in rows])
+                groups.append(rows)
                 rows = []
             rows.append(i)
         if rows:
-            out[rows] = self._forward([encoded[r] for r in rows])
-        return out
+            groups.append(rows)
+        for g in groups:
+            hidden, mask = self._forward([encoded[r] for r in g])
+            yield g, hidden, mask
 
-    def _forward(self, batch: list[list[int]]) -> np.ndarray:
+    def _forward(self, batch: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
         width = max(len(ids) for ids in batch)
         input_ids = np.zeros((len(batch), width), dtype=np.int64)
         mask = np.zeros((len(batch), width), dtype=np.int64)
@@ -131,9 +250,13 @@ class MiniLM:
             ["last_hidden_state"],
             {"input_ids": input_ids, "attention_mask": mask, "token_type_ids": np.zeros_like(mask)},
         )
-        m = mask[:, :, None].astype(np.float32)
-        pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1.0)
-        return normalise(pooled)
+        return np.asarray(hidden, dtype=np.float32), mask
+
+
+def _mean_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    m = mask[:, :, None].astype(np.float32)
+    pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1.0)
+    return normalise(pooled)
 
 
 def trim_heap() -> None:
@@ -171,6 +294,8 @@ class CachedEmbedder:
         self.dim = inner.dim
         self.capacity = capacity
         self._lru: OrderedDict[bytes, np.ndarray] = OrderedDict()
+        # Sentence vectors of texts seen through ``encode``, evicted with their text's vector.
+        self._sentences: dict[bytes, Sentences] = {}
         self._lock = threading.Lock()
         self.hits = self.misses = 0
 
@@ -196,6 +321,51 @@ class CachedEmbedder:
                 for row, i in enumerate(missing):
                     out[i] = fresh[row]
                     self._lru[keys[i]] = fresh[row].copy()
-                while len(self._lru) > self.capacity:
-                    self._lru.popitem(last=False)
+                self._evict()
         return out
+
+    def encode(self, texts: Sequence[str]) -> tuple[np.ndarray, list[Sentences]]:
+        """``embed`` plus sentence vectors; an inner embedder without ``encode`` gives each
+        text a single sentence, the text itself."""
+        keys = [
+            hashlib.blake2b(t.encode("utf-8", "replace"), digest_size=16).digest() for t in texts
+        ]
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        sentences: list[Sentences | None] = [None] * len(texts)
+        missing = []
+        with self._lock:
+            for i, k in enumerate(keys):
+                vec, sent = self._lru.get(k), self._sentences.get(k)
+                if vec is None or sent is None:
+                    missing.append(i)
+                else:
+                    self._lru.move_to_end(k)
+                    out[i], sentences[i] = vec, sent
+            self.hits += len(texts) - len(missing)
+            self.misses += len(missing)
+        if missing:
+            fresh, fresh_sent = encode_texts(self.inner, [texts[i] for i in missing])
+            with self._lock:
+                for row, i in enumerate(missing):
+                    out[i], sentences[i] = fresh[row], fresh_sent[row]
+                    self._lru[keys[i]] = fresh[row].copy()
+                    self._sentences[keys[i]] = fresh_sent[row]
+                self._evict()
+        return out, [s for s in sentences if s is not None]
+
+    def _evict(self) -> None:
+        while len(self._lru) > self.capacity:
+            key, _ = self._lru.popitem(last=False)
+            self._sentences.pop(key, None)
+
+
+def encode_texts(model: Embedder, texts: Sequence[str]) -> tuple[np.ndarray, list[Sentences]]:
+    """Vectors and sentence vectors from any Embedder: its own ``encode`` when it has one,
+    otherwise each text is its one sentence (test doubles, other models)."""
+    encode = getattr(model, "encode", None)
+    if encode is not None:
+        result: tuple[np.ndarray, list[Sentences]] = encode(texts)
+        return result
+    vectors = model.embed(texts)
+    peaks = np.zeros((2, vectors.shape[1]), np.float32)
+    return vectors, [Sentences((t,), vectors[i : i + 1], peaks) for i, t in enumerate(texts)]
