@@ -31,7 +31,15 @@ import numpy as np
 from matcher.catalogue import Catalogue, load_catalogue
 from matcher.ctr import CtrModel
 from matcher.eligibility import EligibilityMasks, static_gate
-from matcher.embeddings import CachedEmbedder, Embedder, MiniLM, normalise, trim_heap
+from matcher.embeddings import (
+    CachedEmbedder,
+    Embedder,
+    MiniLM,
+    Sentences,
+    encode_texts,
+    normalise,
+    trim_heap,
+)
 from matcher.explain import Explainer
 from matcher.geo import Gazetteer, Location, has_targets, targets_match
 from matcher.index import ad_text, build_index, cache_path, load_or_embed
@@ -301,17 +309,33 @@ class Matcher:
 
     # -- the synchronous core ------------------------------------------------------------------
 
-    def query_vectors(self, request: MatchRequest) -> tuple[list[str], np.ndarray, np.ndarray]:
-        """(texts, their vectors, the query vector). AI turns weigh the prompt and the answer
-        as two vectors, so a long answer does not drown a short question (or vice versa)."""
+    def query_vectors(
+        self, request: MatchRequest
+    ) -> tuple[list[str], np.ndarray, list[Sentences], np.ndarray]:
+        """(texts, their vectors, their sentences, the query vector). AI turns weigh the
+        prompt and the answer as two vectors, so a long answer does not drown a short
+        question (or vice versa). Sentence vectors come from the same forward pass."""
         texts = [request.content]
         if request.product == "ai" and request.prompt and request.prompt.strip():
             texts = [request.prompt, request.content]
-        vectors = self.embedder.embed(texts)
+        vectors, sentences = encode_texts(self.embedder, texts)
         if len(texts) == 1:
-            return texts, vectors, vectors[0]
+            return texts, vectors, sentences, vectors[0]
         w = self.config.prompt_weight
-        return texts, vectors, normalise(w * vectors[0] + (1 - w) * vectors[1])
+        return texts, vectors, sentences, normalise(w * vectors[0] + (1 - w) * vectors[1])
+
+    def judge_safety(
+        self, texts: list[str], vectors: np.ndarray, sentences: list[Sentences]
+    ) -> list[SafetyVerdict]:
+        """One verdict per text; for an AI turn the prompt (first) and the answer are judged
+        together: either one unsafe means no ad, so a self-harm prompt gets none whatever the
+        answer says, and each verdict names its part for the explanation."""
+        assert self.safety is not None
+        parts = ["content"] if len(texts) == 1 else ["prompt", "answer"]
+        return [
+            replace(self.safety.check(t, vectors[i], sentences[i]), part=parts[i])
+            for i, t in enumerate(texts)
+        ]
 
     def decide(
         self,
@@ -322,9 +346,9 @@ class Matcher:
     ) -> MatchResult:
         ex = Explainer(request.explain)
         spend = as_spend(spend)
-        texts, vectors, query = self.query_vectors(request)
+        texts, vectors, sentences, query = self.query_vectors(request)
         if self.safety is not None:
-            verdicts = [self.safety.check(t, v) for t, v in zip(texts, vectors, strict=True)]
+            verdicts = self.judge_safety(texts, vectors, sentences)
             ex.safety(verdicts)
             if not all(v.safe for v in verdicts):
                 return ex.result(MatchResult(outcome="no_match", reason="unsafe"))
@@ -418,8 +442,8 @@ class Matcher:
         """Safety verdicts for texts alone (the bench's precision/recall uses this)."""
         if self.safety is None:
             raise RuntimeError("this matcher was built without a safety classifier")
-        vectors = self.embedder.embed(texts)
-        return [self.safety.check(t, v) for t, v in zip(texts, vectors, strict=True)]
+        vectors, sentences = encode_texts(self.embedder, texts)
+        return [self.safety.check(t, vectors[i], sentences[i]) for i, t in enumerate(texts)]
 
 
 class _TopRanks:

@@ -5,7 +5,8 @@ operators); otherwise every method returns at once, so the hot path pays nothing
 
 Shape::
 
-    {"outcome": "matched", "reason": "", "safety": [{"safe", "p_unsafe", "lexicon"}],
+    {"outcome": "matched", "reason": "", "safety": [{"part", "safe", "class", "sentence",
+                                                     "p_unsafe", "lexicon", "scores"}],
      "location": {...} | null, "floor": {"relevancy", "cosine"},
      "ads": [{"ad_id", "campaign_id", "cosine", "relevancy", "gate", "detail"}],
      "ranked": [{"ad_id", "relevancy", "rank_score", "ecpm", "pricing", "estimate"}],

@@ -1,102 +1,286 @@
-"""Brand safety: a lexicon plus an embedding classifier. Content about news or tragedy gets
-no ad, whatever the demand.
+"""Brand safety: news, tragedy and self-harm get no ad; everyday money and health posts do.
+
+Classes of unsafe content (``UNSAFE_CLASSES``):
+
+- ``self_harm``: suicidal ideation and self-injury in any wording ("not waking up", "everyone
+  better off without me", goodbye notes, cutting, overdose or method questions), with or
+  without ordinary commercial text before or after it;
+- ``violence_crime``: shootings, stabbings, assault, abuse, murder and its trials;
+- ``disaster_war``: disasters, accidents, war and terror;
+- ``death_grief``: a death and the grief after it (people and pets);
+- ``news``: hard news: politics, elections, markets in turmoil, outbreaks, layoffs news.
+
+Deliberately served: idioms ("to die for", "killer deal", "my phone died"), games and sports
+language, hobbies (photo shoots, dying plants, true-crime books), and sensitive but
+commercial topics: debt, mortgages, insurance, pain, sleep, acne, injury recovery, a job lost
+with a career change, planning one's own funeral or will.
 
 Two layers, either one blocks:
 
-1. A lexicon of high-precision cues ("death toll", "mass shooting", "passed away"): phrases
-   that are news or grief in nearly every use. Single violent-sounding words ("kill",
-   "shoot", "dying") are deliberately absent, because ordinary posts use them for albums,
-   photos and laughter.
-2. Logistic regression on the same MiniLM vector the matcher already computed for relevance
-   (no second forward pass). Its weights are trained by ``matcher.safety_train`` from the
-   labelled set in ``tests/data/safety_labelled.jsonl`` and shipped as
-   ``data/safety_model.json`` together with the hash of the training rows, so a test catches
-   weights that no longer match the labelled set.
+1. A lexicon of phrases that are unsafe in every use ("death toll", "passed away", "kill
+   myself"). Words with everyday senses ("kill", "shoot", "dying", "funeral", "suicides" as a
+   running drill) are left to the model.
+2. Small MLPs (numpy only, one hidden layer, 6 classes; a few fitted from different seeds,
+   their probabilities averaged) applied to the whole text and to each of its sentences. A
+   unit's input is its MiniLM vector (mean of the token states), the element-wise maximum
+   of its token states, and hashed word unigrams and bigrams (so "kill myself" and "killer
+   deal" stay apart however close their meanings average out). The token states come from
+   the one forward pass the matcher already runs for relevance. A class blocks when its
+   probability on the text or on any one sentence reaches that class's threshold, so one
+   unsafe sentence in a long post is found. Weights and thresholds come from
+   ``matcher.safety_train`` and ship in ``data/safety_model.npz`` with the hash of the rows
+   they were fitted on.
+
+A verdict names the class that blocked and the sentence it read there (sandbox ``explain``).
 """
 
 from __future__ import annotations
 
-import math
+import itertools
 import re
-from dataclasses import dataclass
+import zlib
+from dataclasses import dataclass, field
 from importlib import resources
+from io import BytesIO
 from typing import Any
 
 import numpy as np
 import orjson
 
-MODEL_FILE = "safety_model.json"
+from matcher.embeddings import Sentences, split_sentences
 
-_LEXICON = [
-    r"death toll",
-    r"(?:were|been|people|persons?|dozens|hundreds|thousands|\d+) (?:killed|dead|injured|wounded)",
-    r"found dead|(?:died|killed) in (?:a|an|the) (?:crash|fire|attack|shooting|blast|explosion)",
-    r"killed in (?:a|an|the)",
-    r"mass shooting",
-    r"gunman|gunmen|shooter opened fire|opened fire on",
-    r"shot (?:dead|and killed)|fatally (?:shot|stabbed|injured|wounded)|stabbed to death",
-    r"passed away|rest in peace|\brip\b|funeral|obituar(?:y|ies)|laid to rest|in memoriam",
-    r"terror(?:ist)? attack|suicide bomb|car bomb|airstrikes?|missile strikes?|shelling",
-    r"hostages?|massacre (?:of|in|at)|massacred|genocide|war crimes?|refugees? fleeing|ceasefire",
-    # Disaster words alone also name preparedness ("hurricane season kit"): only in news use.
-    r"(?:earthquake|tsunami|hurricane|tornado(?:es)?|wildfires?|flood(?:s|ing|waters)?|storm|"
-    r"blizzard|landslide|eruption) (?:hit|hits|struck|strikes|tore|killed|kills|destroyed|"
-    r"swept|forced|made landfall|leveled|flattened|victims|death)|magnitude \d|"
-    r"tsunami warning|flash flood(?:ing)?|evacuation orders?|state of emergency",
-    r"plane crash|train derail|derailed|(?:fatal|deadly) (?:crash|collision|fire|accident|blast)",
-    r"breaking news|\bbreaking:|developing story|press conference|authorities said|police said",
-    r"indicted|arrested (?:for|on|after)|charged with (?:murder|assault|manslaughter)|"
-    r"manslaughter|homicide|murder(?:ed)? (?:of|in|by)",
-    r"election (?:results|fraud|night)|impeach|senate vote|polls? (?:show|closed)|ballots?",
-    r"stock market (?:crash|plunge)|markets? (?:plunged|tumbled|crashed|sell-?off)|recession fears",
-    r"overdose|suicide|took (?:his|her|their) own life",
-    r"diagnosed with terminal|lost (?:my|our|his|her) (?:battle|fight) with|miscarriage",
-]
-LEXICON = re.compile(r"\b(?:" + "|".join(_LEXICON) + r")", re.IGNORECASE)
+MODEL_FILE = "safety_model.npz"
+DIM = 384
+NGRAM_DIM = 2048
+FEATURES = 2 * DIM + NGRAM_DIM
+_WORD = re.compile(r"[a-z0-9']+", re.IGNORECASE)
+MIN_SENTENCE_WORDS = 4
+CLASSES = ("safe", "self_harm", "violence_crime", "disaster_war", "death_grief", "news")
+UNSAFE_CLASSES = CLASSES[1:]
+
+# (class, pattern): phrases unsafe wherever they appear.
+_LEXICON: tuple[tuple[str, str], ...] = (
+    (
+        "self_harm",
+        r"suicidal|(?:commit(?:ted|ting)?|attempt(?:ed)?) suicide|"
+        r"suicide (?:note|letter|attempt|plan|hotline|crisis|prevention|watch)|"
+        r"kill(?:ing)? myself|end(?:ing)? my (?:own )?life|take my (?:own )?life|"
+        r"took (?:his|her|their) own life|self[- ]harm(?:ing|ed)?|unalive|"
+        r"overdos(?:e|ed|ing)|(?:wish|hope) i (?:was|were) dead|better off without me|"
+        r"no reason to (?:keep )?(?:living|live)",
+    ),
+    ("disaster_war", r"death toll|killed in (?:a|an|the) (?:crash|fire|attack|blast|explosion)"),
+    (
+        "disaster_war",
+        r"terror(?:ist)? attack|suicide bomb(?:er|ing)?|car bomb|air ?strikes?|missile strikes?|"
+        r"shelling of|massacre (?:of|in|at)|massacred|genocide|war crimes?|refugees? fleeing|"
+        r"ceasefire",
+    ),
+    (
+        "disaster_war",
+        r"(?:earthquake|tsunami|hurricane|tornado(?:es)?|wildfires?|flood(?:s|ing|waters)?|"
+        r"blizzard|landslide|eruption) (?:hit|hits|struck|strikes|tore|killed|kills|destroyed|"
+        r"swept|made landfall|leveled|flattened|victims)|magnitude \d|tsunami warning|"
+        r"evacuation orders?|state of emergency|plane crash|train derail|derailed|"
+        r"(?:fatal|deadly) (?:crash|collision|fire|accident|blast)",
+    ),
+    (
+        "violence_crime",
+        r"mass shooting|gunm[ae]n|opened fire (?:on|at|in)|shot (?:dead|and killed)|"
+        r"fatally (?:shot|stabbed|injured|wounded)|stabbed to death|beaten to death|"
+        r"charged with (?:murder|assault|manslaughter)|manslaughter|indicted|"
+        r"(?:\d+|dozens|hundreds|thousands|several) (?:people|persons|civilians|children|"
+        r"students|workers|passengers) (?:were |are )?(?:killed|dead|injured|wounded)",
+    ),
+    (
+        "death_grief",
+        r"passed away|obituar(?:y|ies)|laid to rest|in loving memory|in memoriam|"
+        r"stillb(?:orn|irth)|miscarr(?:iage|ied)|diagnosed with terminal|"
+        r"lost (?:my|our|his|her) (?:battle|fight) with",
+    ),
+    (
+        "news",
+        r"breaking news|\bbreaking:|authorities said|police said|impeach|recession fears|"
+        r"stock market (?:crash|plunge)|markets? (?:plunged|tumbled|crashed)|"
+        r"election (?:results|fraud)",
+    ),
+)
+LEXICON = re.compile(r"\b(?:" + "|".join(p for _, p in _LEXICON) + r")", re.IGNORECASE)
+_LEXICON_CLASS = [(c, re.compile(r"\b(?:" + p + r")", re.IGNORECASE)) for c, p in _LEXICON]
+
+
+def lexicon_hit(text: str) -> tuple[str, str, tuple[int, int]] | None:
+    """(class, matched phrase, its span) of the first lexicon phrase in ``text``, if any."""
+    m = LEXICON.search(text)
+    if m is None:
+        return None
+    for cls, pattern in _LEXICON_CLASS:
+        if pattern.match(text, m.start()):
+            return cls, m.group(0).lower(), m.span()
+    return "news", m.group(0).lower(), m.span()  # unreachable: every phrase has a class
+
+
+def ngram_vector(text: str) -> np.ndarray:
+    """Hashed (CRC-32) word unigrams and bigrams of ``text``, present/absent, L2-normalised."""
+    words = _WORD.findall(text.lower())
+    grams = words + [f"{a} {b}" for a, b in itertools.pairwise(words)]
+    v = np.zeros(NGRAM_DIM, np.float32)
+    if grams:
+        v[[zlib.crc32(g.encode()) % NGRAM_DIM for g in grams]] = 1.0
+        v /= np.linalg.norm(v)
+    return v
+
+
+def unit_features(text: str, vector: np.ndarray, sentences: Sentences | None) -> np.ndarray:
+    """(1 + scored sentences, FEATURES): row 0 the whole text, then one row per sentence of
+    at least ``MIN_SENTENCE_WORDS`` words (a two-word aside such as "Genuinely curious" is too
+    little text to judge alone; the whole-text row still reads it)."""
+    kept = [] if sentences is None else scored_sentences(sentences)
+    out = np.zeros((1 + len(kept), FEATURES), np.float32)
+    out[0, :DIM] = vector
+    out[0, 2 * DIM :] = ngram_vector(text)
+    if sentences is not None:
+        out[0, DIM : 2 * DIM] = sentences.peaks[0]
+        for row, i in enumerate(kept, start=1):
+            out[row, :DIM] = sentences.vectors[i]
+            out[row, DIM : 2 * DIM] = sentences.peaks[i + 1]
+            out[row, 2 * DIM :] = ngram_vector(sentences.texts[i])
+    return out
+
+
+def scored_sentences(sentences: Sentences) -> list[int]:
+    """Indices of the sentences long enough to be judged on their own."""
+    return [i for i, t in enumerate(sentences.texts) if len(_WORD.findall(t)) >= MIN_SENTENCE_WORDS]
 
 
 @dataclass(frozen=True, slots=True)
 class SafetyVerdict:
     safe: bool
-    probability: float  # the classifier's P(unsafe)
-    lexicon_hit: str | None  # the cue that matched, if any
+    probability: float  # the highest P(any unsafe class) over the text and its sentences
+    lexicon_hit: str | None  # the phrase that matched, if any
+    category: str | None = None  # the class that blocked (None when safe)
+    sentence: str | None = None  # the sentence where that class scored highest
+    scores: dict[str, float] = field(default_factory=dict)  # class -> highest probability
+    part: str | None = None  # which text of the request: content, prompt or answer
 
     def as_dict(self) -> dict[str, Any]:
         return {
+            "part": self.part,
             "safe": self.safe,
+            "class": self.category,
+            "sentence": self.sentence,
             "p_unsafe": round(self.probability, 4),
             "lexicon": self.lexicon_hit,
+            "scores": {k: round(v, 4) for k, v in self.scores.items()},
         }
 
 
 class SafetyClassifier:
-    """``check(text, vector)``: unsafe when the lexicon fires or P(unsafe) >= threshold."""
+    """``check(text, vector, sentences)``: unsafe when the lexicon fires or any class's
+    probability, on the whole text or on one sentence, reaches that class's threshold (or
+    P(any unsafe class) reaches the ``unsafe`` threshold)."""
 
-    def __init__(self, weights: np.ndarray | None, bias: float = 0.0, threshold: float = 1.0):
-        """``weights`` None: the lexicon alone (a fallback for tests and tools)."""
-        self.weights = None if weights is None else np.ascontiguousarray(weights, np.float32)
-        self.bias = float(bias)
-        self.threshold = float(threshold)
+    def __init__(
+        self,
+        models: list[list[tuple[np.ndarray, np.ndarray]]] | None,
+        thresholds: dict[str, float] | None = None,
+        meta: dict[str, Any] | None = None,
+    ) -> None:
+        """``models``: MLPs whose probabilities are averaged, each a list of (weights, bias)
+        layers; None: the lexicon alone (a fallback for tests and tools)."""
+        self.models = (
+            None
+            if models is None
+            else [
+                [(np.ascontiguousarray(w, np.float32), np.asarray(b, np.float32)) for w, b in m]
+                for m in models
+            ]
+        )
+        self.thresholds = dict(thresholds or {})
+        self.meta = dict(meta or {})
+        if self.models is not None:
+            # Every model's first layer side by side, split into the dense part (the two
+            # vectors) and the hashed n-grams, which are looked up row by row: a text has a
+            # few dozen n-grams out of thousands of buckets. einsum keeps this single-threaded
+            # (no BLAS thread pool waking up for a few small products on the hot path).
+            first = np.hstack([m[0][0] for m in self.models])
+            self._dense = np.ascontiguousarray(first[: 2 * DIM])
+            self._grams = np.ascontiguousarray(first[2 * DIM :])
+            self._bias = np.concatenate([m[0][1] for m in self.models])
 
     @classmethod
-    def load(cls, data: dict[str, Any] | None = None) -> SafetyClassifier:
-        """The shipped model (``data/safety_model.json``), or one from a parsed dict."""
-        if data is None:
+    def load(cls, raw: bytes | None = None) -> SafetyClassifier:
+        """The shipped model (``data/safety_model.npz``), or one from the file's bytes."""
+        if raw is None:
             raw = resources.files("matcher.data").joinpath(MODEL_FILE).read_bytes()
-            data = orjson.loads(raw)
-        return cls(np.array(data["weights"], dtype=np.float32), data["bias"], data["threshold"])
+        with np.load(BytesIO(raw), allow_pickle=False) as z:
+            meta = orjson.loads(str(z["meta"]))
+            models = [
+                [(z[f"m{m}_w{i}"], z[f"m{m}_b{i}"]) for i in range(meta["layers"])]
+                for m in range(meta["models"])
+            ]
+        return cls(models, meta["thresholds"], meta)
 
-    def probability(self, vector: np.ndarray) -> float:
-        if self.weights is None:
-            return 0.0
-        z = float(vector @ self.weights) + self.bias
-        return 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, z))))
+    def probabilities(self, features: np.ndarray) -> np.ndarray:
+        """(n, len(CLASSES)) class probabilities of n units' features (``unit_features``)."""
+        n = features.shape[0]
+        out = np.zeros((n, len(CLASSES)), np.float32)
+        if self.models is None:
+            out[:, 0] = 1.0
+            return out
+        x = np.asarray(features, np.float32)
+        hidden = np.einsum("ij,jk->ik", x[:, : 2 * DIM], self._dense) + self._bias
+        for i in range(n):
+            grams = np.flatnonzero(x[i, 2 * DIM :])
+            if len(grams):
+                hidden[i] += self._grams[grams].sum(axis=0) * x[i, 2 * DIM + grams[0]]
+        hidden = np.maximum(hidden, 0.0)
+        width = hidden.shape[1] // len(self.models)
+        for m, layers in enumerate(self.models):
+            h = hidden[:, m * width : (m + 1) * width]
+            for j, (w, b) in enumerate(layers[1:], start=1):
+                h = np.einsum("ij,jk->ik", h, w) + b
+                if j < len(layers) - 1:
+                    h = np.maximum(h, 0.0)
+            h = h - h.max(axis=1, keepdims=True)
+            e = np.exp(h)
+            out += e / e.sum(axis=1, keepdims=True)
+        return out / len(self.models)
 
-    def check(self, text: str, vector: np.ndarray) -> SafetyVerdict:
-        hit = LEXICON.search(text)
-        p = self.probability(vector)
-        return SafetyVerdict(
-            safe=hit is None and p < self.threshold,
-            probability=p,
-            lexicon_hit=hit.group(0).lower() if hit else None,
-        )
+    def check(
+        self, text: str, vector: np.ndarray, sentences: Sentences | None = None
+    ) -> SafetyVerdict:
+        probs = self.probabilities(unit_features(text, vector, sentences))
+        best_unit = probs.argmax(axis=0)
+        scores = {c: float(probs[best_unit[i], i]) for i, c in enumerate(CLASSES) if i}
+        top = float(1.0 - probs[:, 0].min())
+        hit = lexicon_hit(text)
+        if hit is not None:
+            cls, phrase, (a, _) = hit
+            return SafetyVerdict(False, top, phrase, cls, _sentence_at(text, a), scores)
+        fired = [
+            (scores[c] / self.thresholds[c], c)
+            for c in UNSAFE_CLASSES
+            if c in self.thresholds and scores[c] >= self.thresholds[c]
+        ]
+        p_unsafe = 1.0 - probs[:, 0]
+        if not fired and p_unsafe.max() >= self.thresholds.get("unsafe", 2.0):
+            # No single class is sure, but the text is unsafe: name the likeliest class.
+            unit = int(p_unsafe.argmax())
+            fired = [(1.0, UNSAFE_CLASSES[int(probs[unit, 1:].argmax())])]
+        if not fired:
+            return SafetyVerdict(True, top, None, None, None, scores)
+        _, cls = max(fired)
+        k = CLASSES.index(cls)
+        sentence = text
+        kept = [] if sentences is None else scored_sentences(sentences)
+        if sentences is not None and kept:
+            sentence = sentences.texts[kept[int(probs[1:, k].argmax())]]
+        return SafetyVerdict(False, top, None, cls, sentence, scores)
+
+
+def _sentence_at(text: str, pos: int) -> str:
+    for a, b in split_sentences(text):
+        if a <= pos < b:
+            return text[a:b]
+    return text

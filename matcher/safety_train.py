@@ -1,45 +1,76 @@
-"""Train and evaluate the brand-safety classifier on the labelled set.
+"""Train and evaluate the brand-safety classifier.
 
-``python -m matcher.safety_train`` fits logistic regression on the MiniLM vectors of the
-``train`` rows of ``tests/data/safety_labelled.jsonl``, picks the threshold from
-out-of-fold probabilities (so it is not tuned on the rows it was fitted to), and writes
-``matcher/data/safety_model.json`` with the SHA-256 of the training rows. ``evaluate`` reports
-precision and recall on the ``heldout`` rows, which neither the weights nor the threshold saw;
-``make bench`` prints it and a test holds it to floors.
+``python -m matcher.safety_train`` fits the MLP on the ``train`` rows of
+``tests/data/safety_labelled.jsonl``, picks its hyper-parameters and per-class thresholds from
+5-fold out-of-fold scores of those same rows (never the held-out ones), refits on all
+training rows and writes ``matcher/data/safety_model.npz``. It then prints the figures on the
+``heldout`` rows, which no weight or threshold saw, and on ``tests/data/safety_independent.jsonl``,
+a set written separately and committed before any model was fitted on the labelled set.
 
-The threshold aims at the rule's asymmetry (news or tragedy never gets an ad): missing news
-next to an ad is worse than a lost impression, so it is the highest threshold that keeps
-out-of-fold recall >= ``TARGET_RECALL`` with the lexicon's help, provided at most
-``MAX_SAFE_BLOCKED`` of safe texts are blocked.
+How a text is scored: the MLP gives class probabilities for the whole-text vector and for each
+sentence vector (both from one forward pass); a class's score is its highest probability over
+those units. Training uses the whole-text vectors, every sentence of a safe text as a safe
+example (so a harmless sentence of a long post is not blamed), and, for a multi-sentence
+unsafe text, the sentence the first fit finds most typical of its class (multiple-instance
+learning: at least one sentence carries the class, we do not know which).
+
+Thresholds: a text is blocked when any class reaches its threshold. Thresholds are lowered
+greedily from out-of-fold scores towards each class's recall target (self-harm 1.00, other
+classes 0.99), self-harm weighted first, as far as out-of-fold safe texts blocked stay within
+``MAX_SAFE_BLOCKED`` (see ``choose_thresholds``).
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from io import BytesIO
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import orjson
 
-from matcher.safety import LEXICON, MODEL_FILE, SafetyClassifier, SafetyVerdict
+from matcher.embeddings import Sentences
+from matcher.safety import (
+    CLASSES,
+    MODEL_FILE,
+    UNSAFE_CLASSES,
+    SafetyClassifier,
+    SafetyVerdict,
+    unit_features,
+)
 
-LABELLED = Path(__file__).resolve().parents[1] / "tests" / "data" / "safety_labelled.jsonl"
-TARGET_RECALL = 0.97
-MAX_SAFE_BLOCKED = 0.05
-L2_GRID = (1e-4, 3e-4, 1e-3, 3e-3)  # chosen by out-of-fold results, never the held-out rows
+DATA = Path(__file__).resolve().parents[1] / "tests" / "data"
+LABELLED = DATA / "safety_labelled.jsonl"
+INDEPENDENT = DATA / "safety_independent.jsonl"
 FOLDS = 5
+OOF_DUMP = Path(__file__).resolve().parents[1] / "var" / "safety_oof.npz"  # for tuning only
+SEED = 20261123
+RECALL_TARGET = {c: (1.0 if c == "self_harm" else 0.99) for c in UNSAFE_CLASSES}
+MAX_SAFE_BLOCKED = 0.03  # out of fold, as the aim on unseen text
+GRID = ((64, 1e-4),)  # (hidden units, weight decay); more cost minutes per entry
+EPOCHS = 40
+ENSEMBLE = 5
+MIN_THRESHOLD = 0.02
+START_THRESHOLD = 0.95
+SELF_HARM_WEIGHT = 5.0
+
+Encode = Callable[[Sequence[str]], tuple[np.ndarray, list[Sentences]]]
+Check = Callable[[list[str]], list[SafetyVerdict]]
 
 
 @dataclass(frozen=True, slots=True)
 class Row:
     text: str
     unsafe: bool
+    cls: str
     kind: str
     split: str
+    prompt: str | None = None  # AI turns: the user's prompt; ``text`` is the answer
 
 
 def load_labelled(path: Path | None = None) -> list[Row]:
@@ -47,135 +78,339 @@ def load_labelled(path: Path | None = None) -> list[Row]:
     for line in Path(path or LABELLED).read_text("utf-8").splitlines():
         if line.strip():
             d = orjson.loads(line)
-            rows.append(Row(d["text"], d["label"] == "unsafe", d["kind"], d["split"]))
+            rows.append(
+                Row(
+                    d["text"],
+                    d["label"] == "unsafe",
+                    d["class"],
+                    d["kind"],
+                    d.get("split", "independent"),
+                    d.get("prompt"),
+                )
+            )
     return rows
 
 
 def rows_hash(rows: Sequence[Row]) -> str:
     h = hashlib.sha256()
     for r in rows:
-        h.update(orjson.dumps([r.text, r.unsafe]))
+        h.update(orjson.dumps([r.text, r.cls]))
     return h.hexdigest()
 
 
-def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float, steps: int = 25) -> np.ndarray:
-    """Newton's method on L2-regularised log loss; returns [weights..., bias]."""
-    xb = np.hstack([x, np.ones((len(x), 1))]).astype(np.float64)
-    w = np.zeros(xb.shape[1])
-    reg = np.full(xb.shape[1], l2 * len(x))
-    reg[-1] = 0.0  # the bias is not shrunk
-    for _ in range(steps):
-        p = 1 / (1 + np.exp(-np.clip(xb @ w, -50, 50)))
-        grad = xb.T @ (p - y) + reg * w
-        hess = (xb * (p * (1 - p))[:, None]).T @ xb + np.diag(reg + 1e-9)
-        step = np.linalg.solve(hess, grad)
-        w -= step
-        if np.abs(step).max() < 1e-7:
+# -- the MLP ---------------------------------------------------------------------------------
+
+Layers = list[tuple[np.ndarray, np.ndarray]]
+
+
+def fit_mlp(
+    x: np.ndarray, y: np.ndarray, weight: np.ndarray, hidden: int, decay: float, seed: int
+) -> Layers:
+    """One hidden ReLU layer, softmax output; Adam on weighted cross-entropy, minibatches."""
+    rng = np.random.default_rng(seed)
+    k = len(CLASSES)
+    params = [
+        rng.normal(0, np.sqrt(2 / x.shape[1]), (x.shape[1], hidden)).astype(np.float32),
+        np.zeros(hidden, np.float32),
+        rng.normal(0, np.sqrt(1 / hidden), (hidden, k)).astype(np.float32),
+        np.zeros(k, np.float32),
+    ]
+    m = [np.zeros_like(p) for p in params]
+    v = [np.zeros_like(p) for p in params]
+    onehot = np.eye(k, dtype=np.float32)[y]
+    wsum = float(weight.sum())
+    step, lr, b1, b2 = 0, 2e-3, 0.9, 0.999
+    for _ in range(EPOCHS):
+        order = rng.permutation(len(x))
+        for start in range(0, len(x), 128):
+            idx = order[start : start + 128]
+            xb, tb, wb = x[idx], onehot[idx], weight[idx][:, None] * (len(x) / wsum)
+            w1, c1, w2, c2 = params
+            pre = xb @ w1 + c1
+            h = np.maximum(pre, 0)
+            z = h @ w2 + c2
+            z -= z.max(1, keepdims=True)
+            p = np.exp(z)
+            p /= p.sum(1, keepdims=True)
+            dz = (p - tb) * wb / len(idx)
+            grads = [
+                xb.T @ ((dz @ w2.T) * (pre > 0)) + decay * w1,
+                ((dz @ w2.T) * (pre > 0)).sum(0),
+                h.T @ dz + decay * w2,
+                dz.sum(0),
+            ]
+            step += 1
+            for i, g in enumerate(grads):
+                m[i] = b1 * m[i] + (1 - b1) * g
+                v[i] = b2 * v[i] + (1 - b2) * g * g
+                mh = m[i] / (1 - b1**step)
+                vh = v[i] / (1 - b2**step)
+                params[i] -= lr * mh / (np.sqrt(vh) + 1e-8)
+    return [(params[0], params[1]), (params[2], params[3])]
+
+
+def _class_scores(clf: SafetyClassifier, units: Sequence[np.ndarray]) -> np.ndarray:
+    """(n, classes): per text, each unsafe class's highest probability over the text and its
+    sentences; column 0 holds the highest P(any unsafe class) = 1 - P(safe) instead."""
+    out = np.empty((len(units), len(CLASSES)), np.float32)
+    for i, u in enumerate(units):
+        p = clf.probabilities(u)
+        out[i] = p.max(axis=0)
+        out[i, 0] = 1.0 - p[:, 0].min()
+    return out
+
+
+def fit_ensemble(
+    units: Sequence[np.ndarray], y: np.ndarray, hidden: int, decay: float
+) -> list[Layers]:
+    """``ENSEMBLE`` fits from different seeds (their probabilities are averaged)."""
+    return [fit_texts(units, y, hidden, decay, SEED + 101 * m) for m in range(ENSEMBLE)]
+
+
+def fit_texts(
+    units: Sequence[np.ndarray], y: np.ndarray, hidden: int, decay: float, seed: int = SEED
+) -> Layers:
+    """Two fits: whole texts plus every sentence of safe texts, then the same plus each
+    multi-sentence unsafe text's most typical sentence under the first fit.
+
+    ``units[i]`` is ``unit_features`` of text i: row 0 the text, then its sentences.
+    """
+    xs: list[np.ndarray] = [np.stack([u[0] for u in units])]
+    ys: list[np.ndarray] = [y]
+    for i, u in enumerate(units):
+        if y[i] == 0 and len(u) > 2:
+            xs.append(u[1:])
+            ys.append(np.zeros(len(u) - 1, np.int64))
+    x0, y0 = np.vstack(xs), np.concatenate(ys)
+    layers = fit_mlp(x0, y0, _weights(y0), hidden, decay, seed)
+    clf = SafetyClassifier([layers])
+    extra_x, extra_y = [], []
+    for i, u in enumerate(units):
+        if y[i] != 0 and len(u) > 2:
+            best = int(clf.probabilities(u[1:])[:, y[i]].argmax())
+            extra_x.append(u[1 + best])
+            extra_y.append(y[i])
+    if extra_x:
+        x0 = np.vstack([x0, np.asarray(extra_x)])
+        y0 = np.concatenate([y0, np.asarray(extra_y, np.int64)])
+    return fit_mlp(x0, y0, _weights(y0), hidden, decay, seed + 1)
+
+
+def _weights(y: np.ndarray) -> np.ndarray:
+    """Class weights between none and fully balanced (square root of the balance)."""
+    counts = np.bincount(y, minlength=len(CLASSES)).astype(np.float64)
+    per_class = np.sqrt(len(y) / (len(CLASSES) * np.maximum(counts, 1)))
+    return per_class[y].astype(np.float32)
+
+
+# -- thresholds ------------------------------------------------------------------------------
+
+
+def choose_thresholds(scores: np.ndarray, y: np.ndarray) -> dict[str, float]:
+    """Per-class thresholds from out-of-fold class scores.
+
+    Thresholds: one per unsafe class on its probability, and ``unsafe`` on 1 - P(safe) (a
+    text split between two unsafe classes). Every threshold starts at ``START_THRESHOLD``.
+    Then, step by step, the one threshold that, lowered to catch its next missed unsafe
+    text, buys the most (weighted unsafe
+    texts caught per safe text newly blocked; self-harm counts ``SELF_HARM_WEIGHT`` times)
+    takes that step, until every class meets its recall target or the next step would block
+    more than ``MAX_SAFE_BLOCKED`` of the safe texts.
+    """
+    names = ("unsafe", *UNSAFE_CLASSES)
+    col = {"unsafe": 0, **{c: CLASSES.index(c) for c in UNSAFE_CLASSES}}
+    t = {c: START_THRESHOLD for c in names}
+    safe, unsafe = y == 0, y != 0
+    weight = np.where(y == CLASSES.index("self_harm"), SELF_HARM_WEIGHT, 1.0)
+    cols = [col[c] for c in names]
+
+    def blocked(th: dict[str, float]) -> np.ndarray:
+        return (scores[:, cols] >= np.array([th[c] for c in names])).any(axis=1)
+
+    def short(b: np.ndarray) -> bool:
+        return any(b[y == CLASSES.index(c)].mean() < RECALL_TARGET[c] for c in UNSAFE_CLASSES)
+
+    b = blocked(t)
+    while short(b):
+        best: tuple[float, str, float] | None = None
+        for c in names:
+            k = col[c]
+            missed = unsafe & ~b & (scores[:, k] < t[c])
+            if not missed.any():
+                continue
+            cand = max(MIN_THRESHOLD, float(scores[missed, k].max()) * 0.999)
+            nb = blocked({**t, c: cand})
+            gain = float(weight[nb & ~b].sum())
+            cost = float((nb & ~b & safe).sum())
+            if nb[safe].mean() > MAX_SAFE_BLOCKED or gain == 0:
+                continue
+            if best is None or gain / (cost + 0.5) > best[0]:
+                best = (gain / (cost + 0.5), c, cand)
+        if best is None:
             break
-    return w
+        t[best[1]] = best[2]
+        b = blocked(t)
+    return {c: round(v, 4) for c, v in t.items()}
 
 
-def _out_of_fold(x: np.ndarray, y: np.ndarray, l2: float) -> np.ndarray:
-    folds = np.arange(len(x)) % FOLDS
-    probs = np.empty(len(x))
-    for k in range(FOLDS):
-        w = fit_logistic(x[folds != k], y[folds != k], l2)
-        probs[folds == k] = 1 / (1 + np.exp(-(x[folds == k] @ w[:-1] + w[-1])))
-    return probs
+def blocked_by(scores: np.ndarray, thresholds: dict[str, float]) -> np.ndarray:
+    """Texts whose class scores (``_class_scores``) reach any threshold."""
+    out = np.zeros(len(scores), bool)
+    for c, t in thresholds.items():
+        out |= scores[:, 0 if c == "unsafe" else CLASSES.index(c)] >= t
+    return out
 
 
-def choose_threshold(probs: np.ndarray, y: np.ndarray, lexicon: np.ndarray) -> float:
-    """The highest threshold meeting the recall target within the safe-blocked budget."""
-    best = 0.5
-    for t in np.linspace(0.95, 0.05, 91):
-        blocked = lexicon | (probs >= t)
-        recall = blocked[y == 1].mean()
-        safe_blocked = blocked[y == 0].mean()
-        if safe_blocked > MAX_SAFE_BLOCKED:
-            break
-        best = float(t)
-        if recall >= TARGET_RECALL:
-            return best
-    return best
+def summary(blocked: np.ndarray, rows: Sequence[Row]) -> dict[str, Any]:
+    """Per-class recall (unsafe classes) and share blocked (safe), and the safe kinds hit."""
+    out: dict[str, Any] = {"texts": len(rows)}
+    for c in CLASSES:
+        idx = [i for i, r in enumerate(rows) if r.cls == c]
+        if not idx:
+            continue
+        share = float(blocked[idx].mean())
+        out[c] = {"texts": len(idx), ("blocked" if c == "safe" else "recall"): round(share, 4)}
+    unsafe = [i for i, r in enumerate(rows) if r.unsafe]
+    safe = [i for i, r in enumerate(rows) if not r.unsafe]
+    out["recall_unsafe"] = round(float(blocked[unsafe].mean()), 4) if unsafe else 1.0
+    out["safe_blocked"] = round(float(blocked[safe].mean()), 4) if safe else 0.0
+    out["false_positives"] = [rows[i].text for i in safe if blocked[i]]
+    out["false_negatives"] = [f"[{rows[i].cls}] {rows[i].text}" for i in unsafe if not blocked[i]]
+    return out
 
 
-def train(embed: Callable[[list[str]], np.ndarray], rows: Sequence[Row]) -> dict[str, Any]:
-    """The model file's content, fitted on the ``train`` rows only."""
+# -- training ---------------------------------------------------------------------------------
+
+
+def _folds(y: np.ndarray) -> np.ndarray:
+    rng = np.random.default_rng(SEED)
+    folds = np.empty(len(y), np.int64)
+    for k in range(len(CLASSES)):
+        idx = np.flatnonzero(y == k)
+        rng.shuffle(idx)
+        folds[idx] = np.arange(len(idx)) % FOLDS
+    return folds
+
+
+def train(encode: Encode, rows: Sequence[Row], log: Callable[[str], None] = print) -> bytes:
+    """The model file's bytes, fitted and calibrated on the ``train`` rows only."""
     train_rows = [r for r in rows if r.split == "train"]
-    x = np.asarray(embed([r.text for r in train_rows]), dtype=np.float64)
-    y = np.array([r.unsafe for r in train_rows], dtype=np.float64)
-    lexicon = np.array([LEXICON.search(r.text) is not None for r in train_rows])
-    best: tuple[float, float, float, float] | None = None  # (recall, -blocked, l2, threshold)
-    for l2 in L2_GRID:
-        probs = _out_of_fold(x, y, l2)
-        t = choose_threshold(probs, y, lexicon)
-        blocked = lexicon | (probs >= t)
-        score = (float(blocked[y == 1].mean()), -float(blocked[y == 0].mean()), l2, t)
-        if best is None or score[:2] > best[:2]:
-            best = score
+    vectors, sents = encode([r.text for r in train_rows])
+    units = [unit_features(r.text, vectors[i], sents[i]) for i, r in enumerate(train_rows)]
+    y = np.array([CLASSES.index(r.cls) for r in train_rows], np.int64)
+    folds = _folds(y)
+    best: tuple[float, int, float, dict[str, float], dict[str, Any]] | None = None
+    for hidden, decay in GRID:
+        t0 = time.monotonic()
+        oof = np.empty((len(y), len(CLASSES)), np.float32)
+        for f in range(FOLDS):
+            tr, te = folds != f, folds == f
+            models = fit_ensemble([units[i] for i in np.flatnonzero(tr)], y[tr], hidden, decay)
+            oof[te] = _class_scores(
+                SafetyClassifier(models), [units[i] for i in np.flatnonzero(te)]
+            )
+        t = choose_thresholds(oof, y)
+        if OOF_DUMP.parent.is_dir():
+            np.savez(OOF_DUMP, oof=oof, y=y)
+        blocked = blocked_by(oof, t)
+        rep = summary(blocked, train_rows)
+        log(
+            f"hidden {hidden} decay {decay:g}: out-of-fold recall {rep['recall_unsafe']}, "
+            f"safe blocked {rep['safe_blocked']}, thresholds {t} ({time.monotonic() - t0:.0f} s)"
+        )
+        # Best self-harm recall, then best recall overall, within the same budget.
+        key = -(rep["self_harm"]["recall"] * 10 + rep["recall_unsafe"])
+        if best is None or key < best[0]:
+            best = (key, hidden, decay, t, rep)
     assert best is not None
-    _, _, l2, threshold = best
-    w = fit_logistic(x, y, l2)
-    return {
-        "weights": [round(float(v), 6) for v in w[:-1]],
-        "bias": round(float(w[-1]), 6),
-        "threshold": round(threshold, 4),
-        "l2": l2,
+    _, hidden, decay, thresholds, rep = best
+    models = fit_ensemble(units, y, hidden, decay)
+    meta = {
+        "classes": list(CLASSES),
+        "thresholds": thresholds,
+        "models": len(models),
+        "layers": len(models[0]),
+        "hidden": hidden,
+        "decay": decay,
         "trained_on": {"rows": len(train_rows), "sha256": rows_hash(train_rows)},
+        "out_of_fold": {
+            k: v for k, v in rep.items() if k not in ("false_positives", "false_negatives")
+        },
     }
+    arrays: dict[str, np.ndarray] = {"meta": np.array(orjson.dumps(meta).decode())}
+    for m, layers in enumerate(models):
+        for i, (w, b) in enumerate(layers):
+            arrays[f"m{m}_w{i}"] = w.astype(np.float32)
+            arrays[f"m{m}_b{i}"] = b.astype(np.float32)
+    buf = BytesIO()
+    np.savez_compressed(buf, **arrays)  # type: ignore[arg-type]
+    return buf.getvalue()
+
+
+# -- evaluation --------------------------------------------------------------------------------
+
+
+def default_check() -> Check:
+    """Verdicts from a MiniLM and the shipped model, as the matcher computes them."""
+    from matcher.embeddings import MiniLM
+
+    model, clf = MiniLM(), SafetyClassifier.load()
+
+    def check(texts: list[str]) -> list[SafetyVerdict]:
+        vectors, sents = model.encode(texts)
+        return [clf.check(t, vectors[i], sents[i]) for i, t in enumerate(texts)]
+
+    return check
 
 
 def evaluate(
-    check: Callable[[list[str]], list[SafetyVerdict]] | None = None,
-    path: Path | None = None,
-    split: str = "heldout",
-) -> dict[str, float | int]:
-    """Precision/recall of "unsafe" on a split of the labelled set.
+    check: Check | None = None, path: Path | None = None, split: str = "heldout"
+) -> dict[str, Any]:
+    """Per-class figures on one split (``independent``: the whole independent set).
 
-    ``check(texts) -> list[SafetyVerdict]``; by default a matcher with the shipped model
-    (``Matcher.check_safety`` fits). Only texts of ``split`` are scored.
+    ``check(texts) -> list[SafetyVerdict]`` (``Matcher.check_safety`` fits). An AI turn
+    is blocked when its prompt or its answer is unsafe, as the matcher decides it.
     """
+    if path is None:
+        path = INDEPENDENT if split == "independent" else LABELLED
     rows = [r for r in load_labelled(path) if r.split == split]
-    if check is None:
-        from matcher.embeddings import MiniLM
-
-        model, clf = MiniLM(), SafetyClassifier.load()
-
-        def check(texts: list[str]) -> list[SafetyVerdict]:
-            return [clf.check(t, v) for t, v in zip(texts, model.embed(texts), strict=True)]
-
-    verdicts = check([r.text for r in rows])
-    tp = sum(1 for r, v in zip(rows, verdicts, strict=True) if r.unsafe and not v.safe)
-    fp = sum(1 for r, v in zip(rows, verdicts, strict=True) if not r.unsafe and not v.safe)
-    fn = sum(1 for r, v in zip(rows, verdicts, strict=True) if r.unsafe and v.safe)
-    n_safe = sum(1 for r in rows if not r.unsafe)
-    return {
-        "texts": len(rows),
-        "unsafe": tp + fn,
-        "precision": tp / (tp + fp) if tp + fp else 1.0,
-        "recall": tp / (tp + fn) if tp + fn else 1.0,
-        "safe_blocked": fp / n_safe if n_safe else 0.0,
-        "false_positives": fp,
-        "false_negatives": fn,
-    }
+    check = check or default_check()
+    texts: list[str] = []
+    for r in rows:
+        texts += [r.prompt, r.text] if r.prompt else [r.text]
+    verdicts = iter(check(texts))
+    blocked = np.zeros(len(rows), bool)
+    for i, r in enumerate(rows):
+        parts = [next(verdicts) for _ in range(2 if r.prompt else 1)]
+        blocked[i] = not all(v.safe for v in parts)
+    return summary(blocked, rows)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Train the brand-safety classifier.")
     parser.add_argument("--labelled", type=Path, default=LABELLED)
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "data" / MODEL_FILE)
+    parser.add_argument("--evaluate-only", action="store_true", help="score the shipped model")
     args = parser.parse_args(argv)
     from matcher.embeddings import MiniLM
 
-    model = train(MiniLM().embed, load_labelled(args.labelled))
-    args.out.write_bytes(orjson.dumps(model) + b"\n")
-    clf = SafetyClassifier.load(model)
-    emb = MiniLM()
-    report = evaluate(
-        lambda ts: [clf.check(t, v) for t, v in zip(ts, emb.embed(ts), strict=True)],
-        args.labelled,
-    )
-    print(f"wrote {args.out} (threshold {model['threshold']}); held-out: {report}")
+    model = MiniLM()
+    if not args.evaluate_only:
+        raw = train(model.encode, load_labelled(args.labelled))
+        args.out.write_bytes(raw)
+        print(f"wrote {args.out}")
+    clf = SafetyClassifier.load(args.out.read_bytes())
+
+    def check(texts: list[str]) -> list[SafetyVerdict]:
+        vectors, sents = model.encode(texts)
+        return [clf.check(t, vectors[i], sents[i]) for i, t in enumerate(texts)]
+
+    for name, rep in (
+        ("held-out", evaluate(check, args.labelled, "heldout")),
+        ("independent", evaluate(check, INDEPENDENT, "independent")),
+    ):
+        print(f"{name}: {orjson.dumps(rep, option=orjson.OPT_INDENT_2).decode()}")
+    print(f"thresholds: {clf.thresholds}")
     return 0
 
 

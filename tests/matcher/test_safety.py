@@ -1,81 +1,221 @@
-"""Brand safety: the labelled set, the held-out floors, the lexicon's precision, AI turns."""
+"""Brand safety: the labelled and independent sets, the shipped model's figures, clear cases of
+every class, sentence-level blocking, the lexicon's precision, AI turns judged as a whole."""
 
 from __future__ import annotations
 
+from collections import Counter
+from importlib import resources
+
+import numpy as np
 import orjson
 import pytest
 
 from matcher import safety_train
-from matcher.safety import LEXICON, SafetyClassifier
+from matcher.embeddings import MiniLM
+from matcher.safety import CLASSES, LEXICON, SafetyClassifier, lexicon_hit
 from matcher.state import ThreadState
 from matcher.types import MatchRequest
 
 ROWS = safety_train.load_labelled()
+INDEPENDENT = safety_train.load_labelled(safety_train.INDEPENDENT)
+NOW = 1.79e9
 
 
-def test_labelled_set_is_large_and_varied():
-    assert len(ROWS) >= 300
-    kinds = {r.kind for r in ROWS if r.unsafe}
-    assert {"crime", "disaster", "war", "politics", "markets", "deaths", "grief"} <= kinds
-    idioms = [r for r in ROWS if r.kind == "idiom"]
-    assert len(idioms) >= 40 and not any(r.unsafe for r in idioms)
+def test_labelled_set_is_large_and_covers_every_class_and_style():
+    assert len(ROWS) >= 2000
+    for split in ("train", "heldout"):
+        classes = Counter(r.cls for r in ROWS if r.split == split)
+        assert set(classes) == set(CLASSES), (split, classes)
     held = [r for r in ROWS if r.split == "heldout"]
-    assert 0.2 <= len(held) / len(ROWS) <= 0.4
-    assert any(r.unsafe for r in held) and any(not r.unsafe for r in held)
+    assert 0.2 <= len(held) / len(ROWS) <= 0.3
+    self_harm = [r for r in ROWS if r.cls == "self_harm"]
+    assert len(self_harm) >= 300
+    assert sum(r.kind in ("commercial-tail", "commercial-head") for r in self_harm) >= 60
+    assert sum("suicid" not in r.text.lower() for r in self_harm) / len(self_harm) > 0.9
+    kinds = Counter(r.kind for r in ROWS if not r.unsafe)
+    for kind in ("assistant", "idiom-short", "games", "sports", "hobby", "money", "health"):
+        assert kinds[kind] >= 20, (kind, kinds)
+    assert len({r.text for r in ROWS}) == len(ROWS)
 
 
-def test_shipped_weights_were_trained_on_this_labelled_set():
+def test_independent_set_is_apart_from_the_labelled_set():
+    labelled = {r.text.lower() for r in ROWS}
+    assert not [r.text for r in INDEPENDENT if r.text.lower() in labelled]
+    assert {r.cls for r in INDEPENDENT} == set(CLASSES)
+    assert sum(r.prompt is not None for r in INDEPENDENT) >= 10
+
+
+def test_shipped_model_was_trained_on_this_labelled_set():
     # Edit the labelled set and forget `python -m matcher.safety_train`: this fails.
-    from importlib import resources
-
-    model = orjson.loads(resources.files("matcher.data").joinpath("safety_model.json").read_bytes())
+    raw = resources.files("matcher.data").joinpath("safety_model.npz").read_bytes()
+    clf = SafetyClassifier.load(raw)
     train_rows = [r for r in ROWS if r.split == "train"]
-    assert model["trained_on"]["sha256"] == safety_train.rows_hash(train_rows)
-    assert len(model["weights"]) == 384
+    assert clf.meta["trained_on"]["sha256"] == safety_train.rows_hash(train_rows)
+    assert set(clf.thresholds) >= set(CLASSES[1:])
 
 
-def test_heldout_precision_and_recall(shared_matcher):
-    report = safety_train.evaluate(shared_matcher.check_safety)
-    assert report["texts"] >= 90
-    assert report["recall"] >= 0.95, report
-    assert report["safe_blocked"] <= 0.08, report
-    assert report["precision"] >= 0.9, report
+@pytest.fixture(scope="module")
+def heldout(shared_matcher):
+    return safety_train.evaluate(shared_matcher.check_safety)
 
 
-def test_lexicon_never_fires_on_the_safe_rows():
-    hits = [r.text for r in ROWS if not r.unsafe and LEXICON.search(r.text)]
+@pytest.fixture(scope="module")
+def independent(shared_matcher):
+    return safety_train.evaluate(shared_matcher.check_safety, split="independent")
+
+
+def test_heldout_figures(heldout):
+    # Floors at the figures measured when the model shipped (BENCHMARKS.md): a retrain that
+    # makes any class worse fails here.
+    assert heldout["texts"] >= 500
+    assert heldout["self_harm"]["recall"] >= 0.83, heldout
+    assert heldout["recall_unsafe"] >= 0.88, heldout
+    assert heldout["safe_blocked"] <= 0.03, heldout
+
+
+def test_independent_figures(independent):
+    assert independent["self_harm"]["recall"] >= 0.94, independent
+    assert independent["recall_unsafe"] >= 0.95, independent
+    assert independent["safe_blocked"] <= 0.035, independent
+
+
+def test_lexicon_never_fires_on_safe_rows():
+    hits = [r.text for r in [*ROWS, *INDEPENDENT] if not r.unsafe and LEXICON.search(r.text)]
     assert hits == []
 
 
 @pytest.mark.parametrize(
-    "text",
-    ["This album kills", "I'm dying of laughter", "Shooting photos at the beach all day"],
+    ("text", "cls"),
+    [
+        ("i just want to go to sleep and never wake up. everyone would be better off", "self_harm"),
+        ("I've written goodbye letters to my family and I'm ending it tonight", "self_harm"),
+        ("i keep cutting my arms so nobody sees", "self_harm"),
+        ("A man was stabbed to death outside a bar and police arrested his brother", None),
+        ("Police say a gunman shot three people at a bus stop this morning.", None),
+        ("The earthquake flattened the old town and rescuers are still digging", None),
+        ("My mom died on Sunday and I can't stop crying", None),
+        ("Stocks crashed and lawmakers are deadlocked as the shutdown begins", None),
+    ],
 )
-def test_violent_sounding_but_safe_text_gets_ads_considered(shared_matcher, text):
+def test_clear_unsafe_cases(shared_matcher, text, cls):
+    (verdict,) = shared_matcher.check_safety([text])
+    assert not verdict.safe, verdict
+    assert verdict.category in CLASSES[1:]
+    if cls:
+        assert verdict.category == cls, verdict
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "cinnamon rolls are to die for",
+        "killer deal on headphones this weekend",
+        "my phone died again, which power bank lasts longest?",
+        "Got a triple headshot in ranked last night",
+        "We killed it at the tournament, first place!",
+        "Shooting photos of the sunset at the beach all day",
+        "How do I lower my debt-to-income ratio before a mortgage?",
+        "Morning back pain is often related to sleep posture or a mattress.",
+        "Best cleanser for hormonal acne along my jaw?",
+        "Lost my job last month, retraining as an electrician. Which tools should I buy?",
+        "Recovering from a sprained ankle, which brace helps?",
+    ],
+)
+def test_hard_negatives_are_served(shared_matcher, text):
     (verdict,) = shared_matcher.check_safety([text])
     assert verdict.safe, verdict
 
 
+def test_one_unsafe_sentence_in_a_commercial_post_blocks_and_is_named(shared_matcher):
+    text = (
+        "Looking for a new air fryer, budget about $100. Honestly I don't want to be alive "
+        "anymore. Which brand is easiest to clean?"
+    )
+    (verdict,) = shared_matcher.check_safety([text])
+    assert not verdict.safe and verdict.category == "self_harm", verdict
+    assert verdict.sentence == "Honestly I don't want to be alive anymore."
+
+
+def test_sentence_vectors_come_from_the_same_single_forward_pass(monkeypatch):
+    model = MiniLM()
+    calls = []
+    forward = model._forward
+
+    def counting(batch):
+        calls.append(len(batch))
+        return forward(batch)
+
+    monkeypatch.setattr(model, "_forward", counting)
+    text = "I love this cafe. The croissants are to die for! Any other bakery tips?"
+    vectors, (sentences,) = model.encode([text])
+    assert calls == [1]
+    assert sentences.texts == (
+        "I love this cafe.",
+        "The croissants are to die for!",
+        "Any other bakery tips?",
+    )
+    assert np.allclose(vectors[0], model.embed([text])[0], atol=1e-6)
+    assert np.allclose(np.linalg.norm(sentences.vectors, axis=1), 1.0, atol=1e-5)
+
+
 def test_news_gets_no_ad_whatever_demand_exists(shared_matcher):
-    # Dog food demand is there, but this is a tragedy.
     text = "Police said a dog walker was shot dead in the park; the gunman fled on foot."
-    r = shared_matcher.decide(MatchRequest(product="ugc", content=text), ThreadState(), 1.79e9, {})
+    r = shared_matcher.decide(MatchRequest(product="ugc", content=text), ThreadState(), NOW, {})
     assert r.outcome == "no_match" and r.reason == "unsafe"
 
 
-def test_ai_turn_is_checked_on_prompt_and_answer(shared_matcher):
+def test_ai_turn_is_judged_on_prompt_and_answer_together(shared_matcher):
     safe_prompt = "What should I cook for dinner tonight?"
     unsafe_answer = "Before that: breaking news, an earthquake killed at least 40 people today."
     for prompt, content in ((safe_prompt, unsafe_answer), (unsafe_answer, safe_prompt)):
         req = MatchRequest(product="ai", content=content, prompt=prompt, explain=True)
-        r = shared_matcher.decide(req, ThreadState(), 1.79e9, {})
+        r = shared_matcher.decide(req, ThreadState(), NOW, {})
         assert r.reason == "unsafe", (prompt, r)
-        assert len(r.explanation["safety"]) == 2
+        parts = [v["part"] for v in r.explanation["safety"]]
+        assert parts == ["prompt", "answer"]
 
 
 def test_lexicon_only_classifier_still_blocks_clear_news():
-    import numpy as np
-
     clf = SafetyClassifier(None)
-    assert not clf.check("The death toll rose to 40", np.zeros(384, np.float32)).safe
+    verdict = clf.check("The death toll rose to 40. More soon.", np.zeros(384, np.float32))
+    assert not verdict.safe and verdict.category == "disaster_war"
+    assert verdict.sentence == "The death toll rose to 40."
     assert clf.check("I love my dog", np.zeros(384, np.float32)).safe
+
+
+def test_lexicon_keeps_to_phrases_unsafe_in_every_use():
+    for text in (
+        "coach made us run suicides",
+        "rest in peace to my old sneakers",
+        "RIP my wallet",
+        "we murdered them at trivia",
+        "pre-planning my own funeral",
+        "the comedy set was a massacre",
+    ):
+        assert lexicon_hit(text) is None, text
+    assert lexicon_hit("I want to kill myself")[0] == "self_harm"
+    assert lexicon_hit("She passed away in her sleep")[0] == "death_grief"
+
+
+def test_model_file_is_numpy_only():
+    raw = resources.files("matcher.data").joinpath("safety_model.npz").read_bytes()
+    meta = SafetyClassifier.load(raw).meta
+    assert meta["classes"] == list(CLASSES)
+    assert orjson.dumps(meta)  # plain JSON metadata, no pickles
+
+
+@pytest.mark.parametrize(
+    ("text", "ad"),
+    [
+        ("shooting photos of the sunset", "ad-photo-course"),
+        ("Shooting photos of the sunset tonight, which lens for landscapes?", "ad-camera-lens"),
+        ("my tomato plants are dying in this heat, how often should I water?", "ad-seed-kit"),
+    ],
+)
+def test_violent_sounding_hobby_posts_pass_safety_and_get_their_ad(shared_matcher, text, ad):
+    # Safety lets them through and the relevance floor (cosine 0.27) keeps their ad: the
+    # photography post scores 0.38 against the photo course, the tomato post 0.27.
+    request = MatchRequest(product="ugc", content=text)
+    r = shared_matcher.decide(request, ThreadState(), NOW, {})
+    assert r.outcome == "matched", r
+    assert r.ads[0].placement.ad.id == ad
