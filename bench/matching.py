@@ -1,7 +1,7 @@
 """Section 3 (issue 3): the matcher alone, in-process, one core: p50/p99 of a whole decision
 at 1k/10k/100k ads for a 40-word post and a 10,000-character post, the model's forward pass
 for the same texts beside it (the floor), resident memory per size, and the brand-safety
-classifier's precision and recall on the held-out split of the labelled set."""
+classifier's per-class figures on the held-out split and on the independent set."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from bench.options import Options, progress
 from bench.report import Section, Table
 from bench.stats import Spread, ratios
 from matcher.index import IVF_MIN_ROWS
+from matcher.safety import CLASSES
 from matcher.safety_train import evaluate
 
 AIMS = {10_000: 1.3, 100_000: 1.5}  # issue 3: matcher p50 within this many floors
@@ -150,41 +151,80 @@ def run(options: Options) -> Section:
     return section
 
 
+# The classifier before issue 14 (lexicon + logistic regression on the whole-text vector,
+# commit c20d000), scored on these same rows: the "before" column of the safety table.
+PREVIOUS_SAFETY: dict[str, dict[str, float]] = {
+    "held-out": {
+        "safe": 0.064,
+        "self_harm": 0.312,
+        "violence_crime": 0.929,
+        "disaster_war": 0.952,
+        "death_grief": 0.905,
+        "news": 1.0,
+        "recall_unsafe": 0.690,
+    },
+    "independent": {
+        "safe": 0.081,
+        "self_harm": 0.346,
+        "violence_crime": 0.952,
+        "disaster_war": 1.0,
+        "death_grief": 0.905,
+        "news": 1.0,
+        "recall_unsafe": 0.715,
+    },
+}
+
+
 def _safety(section: Section) -> None:
-    progress("matcher: brand-safety precision/recall on the held-out split")
-    r = evaluate()
-    t = Table(
-        [
-            "held-out texts",
-            "unsafe",
-            "precision",
-            "recall",
-            "safe texts blocked",
-            "false positives",
-            "false negatives",
-        ]
-    )
-    t.rows.append(
-        [
-            str(r["texts"]),
-            str(r["unsafe"]),
-            f"{r['precision']:.3f}",
-            f"{r['recall']:.3f}",
-            f"{r['safe_blocked']:.3f}",
-            str(r["false_positives"]),
-            str(r["false_negatives"]),
-        ]
-    )
+    progress("matcher: brand-safety figures on the held-out split and the independent set")
+    reports = {"held-out": evaluate(), "independent": evaluate(split="independent")}
+    t = Table(["set", "class", "texts", "measure", "now", "before"])
+    for name, r in reports.items():
+        before = PREVIOUS_SAFETY.get(name, {})
+        for cls in CLASSES:
+            if cls not in r:
+                continue
+            measure = "share blocked" if cls == "safe" else "recall"
+            value = r[cls]["blocked" if cls == "safe" else "recall"]
+            prev = before.get(cls)
+            t.rows.append(
+                [
+                    name,
+                    cls,
+                    str(r[cls]["texts"]),
+                    measure,
+                    f"{value:.3f}",
+                    "" if prev is None else f"{prev:.3f}",
+                ]
+            )
+        prev_all = before.get("recall_unsafe")
+        t.rows.append(
+            [
+                name,
+                "all unsafe",
+                str(r["texts"] - r["safe"]["texts"]),
+                "recall",
+                f"{r['recall_unsafe']:.3f}",
+                "" if prev_all is None else f"{prev_all:.3f}",
+            ]
+        )
     section.tables.append(t)
     section.notes.append(
-        "Brand safety: the shipped classifier (lexicon + logistic regression on MiniLM "
-        "vectors) scored on the `heldout` rows of `tests/data/safety_labelled.jsonl`, which "
-        "neither its weights nor its threshold saw. Aim: recall >= 0.97 with at most 0.05 "
-        "of safe texts blocked."
+        "Brand safety: the shipped classifier (lexicon, then MLPs over the whole text and each "
+        "sentence, per-class thresholds) on the `heldout` rows of "
+        "`tests/data/safety_labelled.jsonl`, which no weight or threshold saw, and on "
+        "`tests/data/safety_independent.jsonl`, written apart and committed before training. "
+        "An AI turn counts as blocked when its prompt or its answer is. Aim: recall >= 0.98 "
+        "on unsafe text, 1.00 on self-harm, at most 3% of safe texts blocked."
     )
-    met = r["recall"] >= 0.97 and r["safe_blocked"] <= 0.05
-    section.headline.append(
-        f"Brand safety (held-out): recall {r['recall']:.3f}, precision {r['precision']:.3f}, "
-        f"{r['safe_blocked']:.1%} of safe texts blocked (aim: recall >= 0.97 with at most "
-        f"5% blocked, {'met' if met else 'NOT met'})."
-    )
+    for name, r in reports.items():
+        met = (
+            r["recall_unsafe"] >= 0.98
+            and r["self_harm"]["recall"] >= 1.0
+            and r["safe_blocked"] <= 0.03
+        )
+        section.headline.append(
+            f"Brand safety ({name}): recall {r['recall_unsafe']:.3f} on unsafe text, "
+            f"{r['self_harm']['recall']:.3f} on self-harm, {r['safe_blocked']:.1%} of safe "
+            f"texts blocked (aim: 0.98, 1.00, at most 3%: {'met' if met else 'NOT met'})."
+        )
