@@ -200,7 +200,8 @@ def _weights(y: np.ndarray) -> np.ndarray:
     """Class weights between none and fully balanced (square root of the balance)."""
     counts = np.bincount(y, minlength=len(CLASSES)).astype(np.float64)
     per_class = np.sqrt(len(y) / (len(CLASSES) * np.maximum(counts, 1)))
-    return per_class[y].astype(np.float32)
+    out: np.ndarray = per_class[y].astype(np.float32)
+    return out
 
 
 # -- thresholds ------------------------------------------------------------------------------
@@ -225,7 +226,9 @@ def choose_thresholds(scores: np.ndarray, y: np.ndarray) -> dict[str, float]:
     cols = [col[c] for c in names]
 
     def blocked(th: dict[str, float]) -> np.ndarray:
-        return (scores[:, cols] >= np.array([th[c] for c in names])).any(axis=1)
+        hit: np.ndarray = np.asarray(scores[:, cols] >= np.array([th[c] for c in names]))
+        any_hit: np.ndarray = np.asarray(hit.any(axis=1))
+        return any_hit
 
     def short(b: np.ndarray) -> bool:
         return any(b[y == CLASSES.index(c)].mean() < RECALL_TARGET[c] for c in UNSAFE_CLASSES)

@@ -68,15 +68,15 @@ def test_heldout_figures(heldout):
     # Floors at the figures measured when the model shipped (BENCHMARKS.md): a retrain that
     # makes any class worse fails here.
     assert heldout["texts"] >= 500
-    assert heldout["self_harm"]["recall"] >= 0.83, heldout
-    assert heldout["recall_unsafe"] >= 0.88, heldout
-    assert heldout["safe_blocked"] <= 0.03, heldout
+    assert heldout["self_harm"]["recall"] >= 0.89, heldout
+    assert heldout["recall_unsafe"] >= 0.93, heldout
+    assert heldout["safe_blocked"] <= 0.085, heldout
 
 
 def test_independent_figures(independent):
     assert independent["self_harm"]["recall"] >= 0.94, independent
-    assert independent["recall_unsafe"] >= 0.95, independent
-    assert independent["safe_blocked"] <= 0.035, independent
+    assert independent["recall_unsafe"] >= 0.97, independent
+    assert independent["safe_blocked"] <= 0.03, independent
 
 
 def test_lexicon_never_fires_on_safe_rows():
