@@ -155,8 +155,8 @@ def run(options: Options) -> Section:
 # commit c20d000), scored on these same rows: the "before" column of the safety table.
 PREVIOUS_SAFETY: dict[str, dict[str, float]] = {
     "held-out": {
-        "safe": 0.064,
-        "self_harm": 0.312,
+        "safe": 0.074,
+        "self_harm": 0.321,
         "violence_crime": 0.929,
         "disaster_war": 0.952,
         "death_grief": 0.905,
