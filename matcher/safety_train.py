@@ -57,6 +57,11 @@ EPOCHS = 40
 ENSEMBLE = 5
 MIN_THRESHOLD = 0.02
 START_THRESHOLD = 0.95
+# Set by hand, not by the folds: at the out-of-fold choice (0.48) ordinary posts such as
+# "looking to buy some houseplants for my apartment" (0.53) were blocked as self-harm. Out of
+# fold this floor costs ~2 points of self-harm recall (0.938 -> 0.920 for that class alone)
+# and spares ~0.1% of safe texts; a stopgap until the set has more such negatives.
+SELF_HARM_MIN_THRESHOLD = 0.55
 SELF_HARM_WEIGHT = 5.0
 
 Encode = Callable[[Sequence[str]], tuple[np.ndarray, list[Sentences]]]
@@ -313,6 +318,7 @@ def train(encode: Encode, rows: Sequence[Row], log: Callable[[str], None] = prin
                 SafetyClassifier(models), [units[i] for i in np.flatnonzero(te)]
             )
         t = choose_thresholds(oof, y)
+        t["self_harm"] = max(t["self_harm"], SELF_HARM_MIN_THRESHOLD)
         if OOF_DUMP.parent.is_dir():
             np.savez(OOF_DUMP, oof=oof, y=y)
         blocked = blocked_by(oof, t)
