@@ -29,6 +29,9 @@ from edge.store import StoreUnavailable
 PATH = "/v1/ad-manager/impressions"
 MAX_IDS = 50
 _IMPRESSION_ID = re.compile(r"[A-Za-z0-9_\-]{8,64}")  # as the tag's beacons accept them
+# One query value: an id, or ids separated by commas. Anchored, since an OpenAPI pattern
+# matches anywhere in the value unless told otherwise.
+_VALUE_PATTERN = rf"^{_IMPRESSION_ID.pattern}(,{_IMPRESSION_ID.pattern})*$"
 
 
 def impression_ids(request: Request) -> list[str]:
@@ -38,11 +41,9 @@ def impression_ids(request: Request) -> list[str]:
             raise BadRequest(
                 f"{name} is not a known query parameter (expected impression_id)", field=name
             )
+    # An empty value or an empty part between commas is refused like any other bad id.
     ids = [
-        part
-        for value in request.query_params.getlist("impression_id")
-        for part in value.split(",")
-        if part
+        part for value in request.query_params.getlist("impression_id") for part in value.split(",")
     ]
     if not ids:
         raise BadRequest("give at least one impression_id", field="impression_id")
@@ -140,10 +141,10 @@ def openapi(ctx: Context) -> dict[str, Any]:
                     "type": "array",
                     "minItems": 1,
                     "maxItems": MAX_IDS,
-                    "items": {"type": "string", "pattern": _IMPRESSION_ID.pattern},
+                    "items": {"type": "string", "pattern": _VALUE_PATTERN},
                 },
                 "description": "The `impression_id` of the tag's `viewable` events (repeat "
-                f"the parameter or separate with commas; at most {MAX_IDS})",
+                f"the parameter or separate with commas; at most {MAX_IDS} ids in all)",
             }
         ],
     )

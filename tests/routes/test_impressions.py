@@ -3,11 +3,13 @@ with an Ad Manager key (the QA kit's way in to a staging edge)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
 
 from edge import ledger
+from edge.routes.impressions import _VALUE_PATTERN
 from edge.store import Impression
 from tests.conftest import assert_error_shape, issue_key
 
@@ -82,8 +84,10 @@ def test_a_replayed_beacon_is_still_one_impression(edge: tuple[Any, str]) -> Non
 @pytest.mark.parametrize(
     "params",
     [{}, {"impression_id": "short"}, {"impression_id": "bad id!!"}, {"other": "x"},
-     {"impression_id": ",".join(f"iid-{i:08d}" for i in range(51))}],
-    ids=["none", "too-short", "bad-chars", "unknown-param", "too-many"],
+     {"impression_id": ",".join(f"iid-{i:08d}" for i in range(51))},
+     {"impression_id": ""}, {"impression_id": "iid-aaaa-1111,"}],
+    ids=["none", "too-short", "bad-chars", "unknown-param", "too-many", "empty",
+         "empty-part"],
 )  # fmt: skip
 def test_bad_queries_are_400(edge: tuple[Any, str], params: dict[str, str]) -> None:
     client, key = edge
@@ -110,3 +114,13 @@ def test_invalid_traffic_is_reported_as_such(edge: tuple[Any, str]) -> None:
     record(client, "iid-bot-4444", invalid="known_bot")
     r = client.get(PATH, params={"impression_id": "iid-bot-4444"}, headers={"X-API-Key": key})
     assert r.json()["impressions"][0]["invalid_reason"] == "known_bot"
+
+
+def test_the_documented_pattern_refuses_what_the_route_refuses() -> None:
+    # An OpenAPI pattern matches anywhere in a value: unanchored, it allowed values the route
+    # refuses (an empty part, a bad character beside a good id), so clients and fuzzers were
+    # told those requests were valid.
+    value = re.compile(_VALUE_PATTERN)
+    assert value.search("iid-aaaa-1111") and value.search("iid-aaaa-1111,iid-bbbb-2222")
+    for bad in ("", "iid-aaaa-1111,", ",iid-aaaa-1111", "x!iid-aaaa-1111", "iid-aaaa-1111 "):
+        assert not value.search(bad), bad
