@@ -216,7 +216,10 @@ class SafetyClassifier:
         with np.load(BytesIO(raw), allow_pickle=False) as z:
             meta = orjson.loads(str(z["meta"]))
             models = [
-                [(z[f"m{m}_w{i}"], z[f"m{m}_b{i}"]) for i in range(meta["layers"])]
+                [
+                    (z[f"m{m}_w{i}"].astype(np.float32), z[f"m{m}_b{i}"].astype(np.float32))
+                    for i in range(meta["layers"])
+                ]
                 for m in range(meta["models"])
             ]
         return cls(models, meta["thresholds"], meta)

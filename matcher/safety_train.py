@@ -349,8 +349,10 @@ def train(encode: Encode, rows: Sequence[Row], log: Callable[[str], None] = prin
     arrays: dict[str, np.ndarray] = {"meta": np.array(orjson.dumps(meta).decode())}
     for m, layers in enumerate(models):
         for i, (w, b) in enumerate(layers):
-            arrays[f"m{m}_w{i}"] = w.astype(np.float32)
-            arrays[f"m{m}_b{i}"] = b.astype(np.float32)
+            # Weights as float16: half the shipped file (it stays under 2 MB) for a change in
+            # the scores far below any threshold's margin; loading widens them to float32.
+            arrays[f"m{m}_w{i}"] = w.astype(np.float16)
+            arrays[f"m{m}_b{i}"] = b.astype(np.float16)
     buf = BytesIO()
     np.savez_compressed(buf, **arrays)  # type: ignore[arg-type]
     return buf.getvalue()
