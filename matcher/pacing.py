@@ -55,8 +55,8 @@ class Pacer:
         for c in campaigns:
             start = parse_timestamp(c.start_at) if c.start_at else None
             end = parse_timestamp(c.end_at) if c.end_at else None
-            ok = start is not None and end is not None and end > start
-            self._flight[c.id] = (start, end) if ok else None  # type: ignore[assignment]
+            line = (start, end) if start is not None and end is not None else None
+            self._flight[c.id] = line if line is not None and line[1] > line[0] else None
 
     def planned(self, c: Campaign, now: float) -> float | None:
         """USD the even line has spent by ``now`` over the flight (None: no flight line)."""

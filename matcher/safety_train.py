@@ -354,6 +354,7 @@ def train(encode: Encode, rows: Sequence[Row], log: Callable[[str], None] = prin
             arrays[f"m{m}_w{i}"] = w.astype(np.float16)
             arrays[f"m{m}_b{i}"] = b.astype(np.float16)
     buf = BytesIO()
+    # numpy's stubs type the keyword arrays of savez_compressed too narrowly for a str array.
     np.savez_compressed(buf, **arrays)  # type: ignore[arg-type]
     return buf.getvalue()
 
