@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from edge.counters import CountBuffer, CountRow
+from edge.counters import CountBuffer, CountRow, billed_counts
 from edge.store.primitives import SQLitePrimitives
 
 ImpressionKind = Literal["url", "ugc", "ai-render", "ai-view", "legacy"]
@@ -400,18 +400,6 @@ def _save_impression(
     return True
 
 
-def _billed(
-    ad_id: str, campaign_id: str | None, publisher_id: str | None, pricing: str, amount: float
-) -> list[CountRow]:
-    """Counter bumps of one billed amount: in total and by pricing model."""
-    rows: list[CountRow] = []
-    for scope, scope_id in (("ad", ad_id), ("campaign", campaign_id), ("publisher", publisher_id)):
-        if scope_id:
-            rows.append((scope, scope_id, "billable_usd", amount))
-            rows.append((scope, scope_id, f"billable_usd_{pricing}", amount))
-    return rows
-
-
 def _record_click(conn: sqlite3.Connection, c: Click) -> bool:
     try:
         cur = conn.execute(
@@ -440,7 +428,7 @@ def _record_click(conn: sqlite3.Connection, c: Click) -> bool:
             "amount_usd, at) VALUES ('cpc', ?, ?, ?, ?, ?, ?)",
             (row, c.campaign_id, c.ad_id, c.publisher_id, c.charge_usd, c.at),
         )
-        bumps += _billed(c.ad_id, c.campaign_id, c.publisher_id, "cpc", c.charge_usd)
+        bumps += billed_counts(c.ad_id, c.campaign_id, c.publisher_id, "cpc", c.charge_usd)
     _bump(conn, bumps)
     return True
 
@@ -487,7 +475,7 @@ def _record_conversion(conn: sqlite3.Connection, v: Conversion) -> bool:
             "publisher_id, amount_usd, at) VALUES ('cpa', ?, ?, ?, ?, ?, ?, ?)",
             (c.row, cur.lastrowid, c.campaign_id, c.ad_id, c.publisher_id, v.charge_usd, v.at),
         )
-        bumps += _billed(c.ad_id, c.campaign_id, c.publisher_id, "cpa", v.charge_usd)
+        bumps += billed_counts(c.ad_id, c.campaign_id, c.publisher_id, "cpa", v.charge_usd)
     _bump(conn, bumps)
     return True
 
