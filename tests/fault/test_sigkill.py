@@ -26,6 +26,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -72,21 +73,36 @@ def _body(signer: Signer) -> tuple[str, bytes]:
     return imp_id, orjson.dumps(body)
 
 
-def _post(conn: http.client.HTTPConnection, body: bytes) -> tuple[int, bytes]:
-    conn.request("POST", PATH, body, {"Content-Type": "application/json", "User-Agent": READER})
+@dataclass(frozen=True)
+class Beacon:
+    """One kind of durable beacon under test: where it goes and how one is made."""
+
+    path: str
+    content_type: str
+    make: Callable[[Signer], tuple[str, bytes]]  # -> (its dedupe id, the body)
+
+
+IMPRESSION = Beacon(PATH, "application/json", _body)
+
+
+def post(
+    conn: http.client.HTTPConnection, body: bytes, beacon: Beacon = IMPRESSION
+) -> tuple[int, bytes]:
+    headers = {"Content-Type": beacon.content_type, "User-Agent": READER}
+    conn.request("POST", beacon.path, body, headers)
     resp = conn.getresponse()
     return resp.status, resp.read()
 
 
-def _client(port: int, signer: Signer, burst: Burst, stop: threading.Event) -> None:
+def _client(port: int, signer: Signer, beacon: Beacon, burst: Burst, stop: threading.Event) -> None:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     try:
         while not stop.is_set():
-            imp_id, body = _body(signer)
+            imp_id, body = beacon.make(signer)
             with burst.lock:
                 burst.sent[imp_id] = body  # recorded as sent before it leaves
             try:
-                status, payload = _post(conn, body)
+                status, payload = post(conn, body, beacon)
             except (OSError, http.client.HTTPException):
                 return  # the server was killed: this request's fate is unknown
             if 200 <= status < 300 and orjson.loads(payload) == {
@@ -102,13 +118,15 @@ def _client(port: int, signer: Signer, burst: Burst, stop: threading.Event) -> N
         conn.close()
 
 
-def _fire_burst_and_kill(edge: EdgeProcess, signer: Signer, kill_after_acks: int) -> Burst:
+def fire_burst_and_kill(
+    edge: EdgeProcess, signer: Signer, kill_after_acks: int, beacon: Beacon = IMPRESSION
+) -> Burst:
+    """CLIENTS concurrent clients fire ``beacon``s until ``kill_after_acks`` are acknowledged;
+    then the edge is SIGKILLed while they are still firing."""
     burst = Burst()
     stop = threading.Event()
-    threads = [
-        threading.Thread(target=_client, args=(edge.port, signer, burst, stop), daemon=True)
-        for _ in range(CLIENTS)
-    ]
+    args = (edge.port, signer, beacon, burst, stop)
+    threads = [threading.Thread(target=_client, args=args, daemon=True) for _ in range(CLIENTS)]
     for t in threads:
         t.start()
     deadline = time.monotonic() + 20
@@ -165,7 +183,7 @@ def _replay(edge: EdgeProcess, bodies: dict[str, bytes]) -> dict[str, bool]:
     conn = http.client.HTTPConnection("127.0.0.1", edge.port, timeout=10)
     try:
         for imp_id, body in bodies.items():
-            status, payload = _post(conn, body)
+            status, payload = post(conn, body)
             assert status == 200, (status, payload)
             answer = orjson.loads(payload)
             assert answer["acknowledged"] is True
@@ -190,7 +208,7 @@ def test_sigkill_mid_burst_loses_no_acknowledged_impression(tmp_path):
     for round_no in range(ROUNDS):
         with EdgeProcess(db=db, settings=settings) as edge:
             # vary the moment of the kill: early in the burst, then later
-            burst = _fire_burst_and_kill(edge, signer, kill_after_acks=50 + 250 * round_no)
+            burst = fire_burst_and_kill(edge, signer, kill_after_acks=50 + 250 * round_no)
         state = _inspect(db)
         assert state["keyless"] == 0 and state["orphan_keys"] == 0, state
         assert state["counted"] == state["rows"], f"counters half-written: {state}"

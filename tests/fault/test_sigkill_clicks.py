@@ -17,7 +17,6 @@ import secrets
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -28,10 +27,9 @@ import pytest
 from edge.beacons import issue_impression_token
 from edge.qa import EdgeProcess
 from edge.signing import Signer
-from tests.fault.test_sigkill import READER, Burst
+from tests.fault.test_sigkill import Beacon, fire_burst_and_kill, post
 
 PATH = "/dea/url/click"
-CLIENTS = 8
 AD_ID, CAMPAIGN_ID, PUBLISHER_ID = "ad-dog-food", "cmp-happy-hound", "fault-pub"
 
 
@@ -44,31 +42,7 @@ def _body(signer: Signer) -> tuple[str, bytes]:
     return click_id, orjson.dumps({"impression_token": token, "click_id": click_id, "v": "f"})
 
 
-def _post(conn: http.client.HTTPConnection, body: bytes) -> tuple[int, bytes]:
-    conn.request("POST", PATH, body, {"Content-Type": "text/plain", "User-Agent": READER})
-    resp = conn.getresponse()
-    return resp.status, resp.read()
-
-
-def _client(port: int, signer: Signer, burst: Burst, stop: threading.Event) -> None:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    try:
-        while not stop.is_set():
-            click_id, body = _body(signer)
-            with burst.lock:
-                burst.sent[click_id] = body
-            try:
-                status, payload = _post(conn, body)
-            except (OSError, http.client.HTTPException):
-                return  # killed: this click's fate is unknown
-            ok = {"acknowledged": True, "counted": True}
-            with burst.lock:
-                if 200 <= status < 300 and orjson.loads(payload) == ok:
-                    burst.acked.add(click_id)
-                else:
-                    burst.answers.append((status, payload))
-    finally:
-        conn.close()
+CLICK = Beacon(PATH, "text/plain", _body)
 
 
 def _stored(db: Path) -> tuple[set[str], float]:
@@ -97,24 +71,8 @@ def test_sigkill_mid_burst_loses_no_acknowledged_click(tmp_path):
          "--origin", "https://fault.example"],
         env={**os.environ, "EDGE_DB": str(db)}, check=True, capture_output=True,
     )  # fmt: skip
-    burst = Burst()
     with EdgeProcess(db=db, settings=settings) as edge:
-        stop = threading.Event()
-        threads = [
-            threading.Thread(target=_client, args=(edge.port, signer, burst, stop), daemon=True)
-            for _ in range(CLIENTS)
-        ]
-        for t in threads:
-            t.start()
-        deadline = time.monotonic() + 20
-        while len(burst.acked) < 200 and time.monotonic() < deadline:
-            time.sleep(0.005)
-        assert len(burst.acked) >= 200, f"only {len(burst.acked)} acks in 20 s"
-        edge.kill()  # SIGKILL while the clients are still firing
-        stop.set()
-        for t in threads:
-            t.join(timeout=15)
-            assert not t.is_alive()
+        burst = fire_burst_and_kill(edge, signer, kill_after_acks=200, beacon=CLICK)
     assert not burst.answers, burst.answers[:3]
     ids, bumps = _stored(db)
     missing = burst.acked - ids
@@ -125,7 +83,7 @@ def test_sigkill_mid_burst_loses_no_acknowledged_click(tmp_path):
         conn = http.client.HTTPConnection("127.0.0.1", edge.port, timeout=10)
         try:
             for click_id, body in burst.sent.items():
-                status, payload = _post(conn, body)
+                status, payload = post(conn, body, CLICK)
                 assert status == 200, payload
                 counted = orjson.loads(payload)["counted"]
                 # Stored before the kill (acknowledged or cut off): a replay counts nothing.
