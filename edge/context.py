@@ -32,6 +32,7 @@ from edge.settings import Settings, SettingsError
 from edge.signing import Signer
 from edge.spend import SpendLedger
 from edge.store import Store, open_store
+from edge.tag_versions import TagVersions
 from geoip import GeoDatabaseError, GeoReader, open_reader
 from matcher import Matcher
 from tag import TagBuild, build_tag
@@ -61,6 +62,7 @@ class Context:
     admission: ModelAdmission  # the tag lane's share of the model
     live_catalogue: LiveCatalogue  # follows the store's live catalogue, SIGHUP reloads
     tag: TagBuild  # the browser tag, built for this edge's public URL
+    tag_versions: TagVersions  # this and earlier builds, for pages that pinned one
     # Loaded by ``start`` (they need I/O), never per request:
     signer: Signer | None = None
     matcher: Matcher | None = None
@@ -82,6 +84,7 @@ class Context:
         """``matcher``: an already loaded one (tests share one instead of reloading the model)."""
         store = store if store is not None else open_store(settings)
         clock = clock or time.time
+        tag = build_tag(settings.base_url)
         return cls(
             settings=settings,
             store=store,
@@ -100,7 +103,8 @@ class Context:
             page_cache=PageMatchCache(settings.page_cache_seconds, PAGE_CACHE_ENTRIES, clock),
             admission=ModelAdmission(settings.tag_match_slots),
             live_catalogue=LiveCatalogue(),
-            tag=build_tag(settings.base_url),
+            tag=tag,
+            tag_versions=TagVersions(tag, settings.tag_retention_days),
             matcher=matcher,
         )
 
@@ -119,6 +123,7 @@ class Context:
             if isinstance(self.matcher, Matcher):  # a test's stand-in has no estimates
                 await self._start_estimates(self.matcher)
             await self.live_catalogue.sync(self)  # a catalogue loaded into the store wins
+            await self.tag_versions.record(self.store, self.clock())
             if self.geo is None:
                 # Opened once (mmap, C extension); lookups take microseconds on the event loop.
                 try:

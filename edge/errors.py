@@ -59,6 +59,10 @@ class Conflict(EdgeError):
     status, code = 409, "conflict"
 
 
+class Gone(EdgeError):
+    status, code = 410, "gone"
+
+
 class PayloadTooLarge(EdgeError):
     status, code = 413, "payload_too_large"
 

@@ -260,6 +260,11 @@ class Settings:
         "Tag match requests matched at once at most; past it /dea match routes answer 503.",
         _int_in(1, 64),
     )
+    tag_retention_days: int = _setting(
+        180,
+        "Days an earlier tag version stays served at its pinned URL once a newer one is built.",
+        _int_in(0, 3650),
+    )
     workers: int = _setting(
         1,
         "Worker processes sharing the port on this machine, each a whole edge on the same store.",

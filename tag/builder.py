@@ -50,6 +50,19 @@ class TagBuild:
     sri: str  # "sha384-...", for <script integrity=...>
     digest: str  # hex SHA-256 of ``js``, the base of the strong ETags
 
+    @classmethod
+    def of(cls, version: str, js: bytes) -> TagBuild:
+        """Name, precompress and hash built bytes (also those of an earlier version, kept
+        by the edge for pinned pages)."""
+        return cls(
+            version=version,
+            js=js,
+            br=brotli.compress(js, quality=11, mode=brotli.MODE_TEXT),
+            gzip=gzip.compress(js, compresslevel=9, mtime=0),
+            sri="sha384-" + base64.b64encode(hashlib.sha384(js).digest()).decode(),
+            digest=hashlib.sha256(js).hexdigest(),
+        )
+
     def sizes(self) -> dict[str, int]:
         return {"raw": len(self.js), "gzip": len(self.gzip), "br": len(self.br)}
 
@@ -100,12 +113,4 @@ def build_tag(origin: str, publisher: str | None = None) -> TagBuild:
     # pinned URL (tag.<version>.js) and its integrity hash always name the same bytes.
     draft = _render({**config, "version": ""})
     config["version"] = f"{TAG_VERSION}-{hashlib.sha256(draft).hexdigest()[:10]}"
-    js = _render(config)
-    return TagBuild(
-        version=config["version"],
-        js=js,
-        br=brotli.compress(js, quality=11, mode=brotli.MODE_TEXT),
-        gzip=gzip.compress(js, compresslevel=9, mtime=0),
-        sri="sha384-" + base64.b64encode(hashlib.sha384(js).digest()).decode(),
-        digest=hashlib.sha256(js).hexdigest(),
-    )
+    return TagBuild.of(config["version"], _render(config))

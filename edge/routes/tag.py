@@ -9,11 +9,15 @@ brotli, gzip or identity by ``Accept-Encoding``, each with its own strong ETag.
 - ``/dea/tag.<version>.js`` names exact bytes: cached for a year, ``immutable``, pinnable
   with ``<script integrity="sha384-..." crossorigin="anonymous">`` (SRI on a cross-origin
   script needs CORS, hence ``Access-Control-Allow-Origin: *``; no credentials are involved).
-- ``/dea/tag.json`` tells a publisher (or a QA kit) the current version, URL and integrity.
+  Earlier versions this edge built are served from the store for the retention time
+  (``edge.tag_versions``), then answer 410.
+- ``/dea/tag.json`` tells a publisher (or a QA kit) the current version, URL and integrity,
+  and lists every version still served.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from functools import partial
 from typing import Any
 
@@ -22,7 +26,6 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from edge.context import Context
-from edge.errors import NotFound
 from edge.http import json_response
 from edge.openapi import error_response, json_body
 from tag import TagBuild
@@ -121,23 +124,44 @@ async def latest(ctx: Context, request: Request) -> Response:
 
 
 async def pinned(ctx: Context, request: Request) -> Response:
-    build = ctx.tag
     version = request.path_params["version"]
-    if version != build.version:
-        raise NotFound(
-            f"this edge serves tag version {build.version}, not {version}", field="version"
-        )
+    build = await ctx.tag_versions.build(ctx.store, version, ctx.clock())
     return _serve_tag(build, request, PINNED_CACHE)
+
+
+def _iso(epoch: float | None) -> str | None:
+    if epoch is None:
+        return None
+    return (
+        dt.datetime.fromtimestamp(epoch, dt.UTC)
+        .isoformat(timespec="seconds")
+        .replace("+00:00", "Z")
+    )
 
 
 async def tag_manifest(ctx: Context, request: Request) -> Response:
     build = ctx.tag
+    base = ctx.settings.base_url
+    now = ctx.clock()
+    versions = [
+        {
+            "version": v.version,
+            "url": base + VERSIONED_PATH.format(version=v.version),
+            "integrity": v.integrity,
+            "built_at": _iso(v.built_at),
+            "expires": _iso(v.expires_at),
+        }
+        for v in await ctx.tag_versions.listing(ctx.store, now)
+        if not v.expired(now)
+    ]
     manifest = {
         "version": build.version,
-        "url": ctx.settings.base_url + TAG_PATH,
-        "versioned_url": ctx.settings.base_url + VERSIONED_PATH.format(version=build.version),
+        "url": base + TAG_PATH,
+        "versioned_url": base + VERSIONED_PATH.format(version=build.version),
         "integrity": build.sri,
         "sizes": build.sizes(),
+        "retention_days": ctx.settings.tag_retention_days,
+        "versions": versions,
     }
     return json_response(
         manifest, headers={"Cache-Control": "no-cache", "Access-Control-Allow-Origin": "*"}
@@ -151,6 +175,23 @@ _TAG_RESPONSES: dict[str, Any] = {
         "content": {"text/javascript": {"schema": {"type": "string"}}},
     },
     "304": {"description": "If-None-Match matched the representation's ETag"},
+}
+
+
+_VERSION_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["version", "url", "integrity", "built_at", "expires"],
+    "properties": {
+        "version": {"type": "string"},
+        "url": {"type": "string", "description": "The pinnable versioned URL"},
+        "integrity": {"type": "string", "pattern": "^sha384-"},
+        "built_at": {"type": "string", "format": "date-time"},
+        "expires": {
+            "type": ["string", "null"],
+            "format": "date-time",
+            "description": "When it stops being served (410); null: the running version",
+        },
+    },
 }
 
 
@@ -171,8 +212,11 @@ def openapi(ctx: Context) -> dict[str, Any]:
             VERSIONED_PATH: {
                 "get": {
                     "summary": "The browser tag at one version (immutable, pin with integrity=)",
-                    "description": f"This process serves version `{build.version}` "
-                    f'(`integrity="{build.sri}"`); other versions are 404.',
+                    "description": f"This process runs version `{build.version}` "
+                    f'(`integrity="{build.sri}"`). Earlier versions this edge built stay '
+                    "served for `EDGE_TAG_RETENTION_DAYS` after a newer one was built "
+                    "(`/dea/tag.json` lists them with their expiry); then 410 "
+                    "`tag_version_expired`. A version it never built is 404.",
                     "tags": tags,
                     "parameters": [
                         {
@@ -182,18 +226,29 @@ def openapi(ctx: Context) -> dict[str, Any]:
                             "schema": {"type": "string", "example": build.version},
                         }
                     ],
-                    "responses": {**_TAG_RESPONSES, "404": error_response("Not this version")},
+                    "responses": {
+                        **_TAG_RESPONSES,
+                        "404": error_response("A version this edge never built"),
+                        "410": error_response("An earlier version past its retention time"),
+                    },
                 }
             },
             MANIFEST_PATH: {
                 "get": {
-                    "summary": "Current tag version, URLs and SRI hash",
+                    "summary": "Current tag version, URLs and SRI hash; every version served",
                     "tags": tags,
                     "responses": {
                         "200": json_body(
                             {
                                 "type": "object",
-                                "required": ["version", "url", "versioned_url", "integrity"],
+                                "required": [
+                                    "version",
+                                    "url",
+                                    "versioned_url",
+                                    "integrity",
+                                    "retention_days",
+                                    "versions",
+                                ],
                                 "properties": {
                                     "version": {"type": "string"},
                                     "url": {"type": "string"},
@@ -202,6 +257,12 @@ def openapi(ctx: Context) -> dict[str, Any]:
                                     "sizes": {
                                         "type": "object",
                                         "additionalProperties": {"type": "integer"},
+                                    },
+                                    "retention_days": {"type": "integer"},
+                                    "versions": {
+                                        "type": "array",
+                                        "description": "Every version served, newest first",
+                                        "items": _VERSION_SCHEMA,
                                     },
                                 },
                             },

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from edge.store.base import KeyRecord, Store, StoreUnavailable
+from edge.store.base import KeyRecord, Store, StoreUnavailable, TagVersionRecord
 from edge.store.events import (
     Click,
     ClickConflict,
@@ -35,6 +35,7 @@ __all__ = [
     "Store",
     "StoreUnavailable",
     "StoredClick",
+    "TagVersionRecord",
     "open_store",
 ]
 

@@ -55,6 +55,13 @@ class KeyRecord:
         return self.status(now) in ("active", "secondary")
 
 
+@dataclass(frozen=True, slots=True)
+class TagVersionRecord:
+    version: str
+    integrity: str  # "sha384-..." of the bytes, as <script integrity=...> takes it
+    built_at: float  # when this edge first built (and stored) it
+
+
 class Store(MatcherStateStore, EventStore, abc.ABC):
     """Durable state of the edge: keys and meta here; matcher state and delivery events in
     their own modules (``matcher_state.py``, ``events.py``), each an interface part."""
@@ -127,6 +134,21 @@ class Store(MatcherStateStore, EventStore, abc.ABC):
     @abc.abstractmethod
     async def catalogue_body(self, version: int) -> bytes | None:
         """The file of one catalogue version as it was loaded."""
+
+    # -- browser tag versions ----------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def put_tag_version(self, version: str, body: bytes, integrity: str, at: float) -> float:
+        """Keep one built tag unless that version is stored already; when it was first
+        stored (``at`` for a new one)."""
+
+    @abc.abstractmethod
+    async def tag_versions(self) -> list[TagVersionRecord]:
+        """Every stored tag version without its bytes, oldest first."""
+
+    @abc.abstractmethod
+    async def tag_version_body(self, version: str) -> bytes | None:
+        """The bytes of one stored tag version, or None."""
 
     # -- what several nodes share (a backend without nodes keeps these defaults) -----------
 

@@ -32,7 +32,7 @@ from psycopg import errors as pg_errors
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from edge.counters import CountBuffer, CountRow, billed_counts
-from edge.store.base import KeyRecord, Store, StoreUnavailable
+from edge.store.base import KeyRecord, Store, StoreUnavailable, TagVersionRecord
 from edge.store.events import (
     TAG_ID_PREFIX,
     Click,
@@ -432,6 +432,36 @@ class PostgresStore(Store):
         row = await self.read(
             _one, "SELECT body FROM catalogue_versions WHERE version = %s", (version,)
         )
+        return None if row is None else bytes(row[0])
+
+    # -- browser tag versions ----------------------------------------------------------------
+
+    async def put_tag_version(self, version: str, body: bytes, integrity: str, at: float) -> float:
+        async def put(w: WriteConn) -> float:
+            await w.conn.execute(
+                "INSERT INTO tag_versions (version, body, integrity, built_at) "
+                "VALUES (%s, %s, %s, %s) ON CONFLICT (version) DO NOTHING",
+                (version, body, integrity, at),
+            )
+            row = await _one(
+                w.conn, "SELECT built_at FROM tag_versions WHERE version = %s", (version,)
+            )
+            assert row is not None
+            return float(row[0])
+
+        result: float = await self.write(put)
+        return result
+
+    async def tag_versions(self) -> list[TagVersionRecord]:
+        rows = await self.read(
+            _all,
+            "SELECT version, integrity, built_at FROM tag_versions ORDER BY built_at, version",
+            (),
+        )
+        return [TagVersionRecord(str(v), str(i), float(b)) for v, i, b in rows]
+
+    async def tag_version_body(self, version: str) -> bytes | None:
+        row = await self.read(_one, "SELECT body FROM tag_versions WHERE version = %s", (version,))
         return None if row is None else bytes(row[0])
 
     # -- events ----------------------------------------------------------------------------

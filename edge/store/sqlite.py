@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from edge.store.base import KeyRecord, Store, StoreUnavailable
+from edge.store.base import KeyRecord, Store, StoreUnavailable, TagVersionRecord
 from edge.store.events import CountingConnection, SQLiteEventStore, flush_counts
 from edge.store.matcher_state import SQLiteMatcherState
 from edge.store.migrations import apply_migrations
@@ -318,6 +318,17 @@ class SQLiteStore(SQLiteMatcherState, SQLiteEventStore, Store):
     async def catalogue_body(self, version: int) -> bytes | None:
         return await self.read(_catalogue_body, version)
 
+    # -- browser tag versions ----------------------------------------------------------------
+
+    async def put_tag_version(self, version: str, body: bytes, integrity: str, at: float) -> float:
+        return await self.write(_put_tag_version, version, body, integrity, at)
+
+    async def tag_versions(self) -> list[TagVersionRecord]:
+        return await self.read(_tag_versions)
+
+    async def tag_version_body(self, version: str) -> bytes | None:
+        return await self.read(_tag_version_body, version)
+
 
 # -- SQL, run in the writer thread or a reader ----------------------------------------------
 
@@ -430,4 +441,28 @@ def _catalogue_body(conn: sqlite3.Connection, version: int) -> bytes | None:
     row = conn.execute(
         "SELECT body FROM catalogue_versions WHERE version = ?", (version,)
     ).fetchone()
+    return None if row is None else bytes(row[0])
+
+
+def _put_tag_version(
+    conn: sqlite3.Connection, version: str, body: bytes, integrity: str, at: float
+) -> float:
+    conn.execute(
+        "INSERT INTO tag_versions (version, body, integrity, built_at) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT (version) DO NOTHING",
+        (version, body, integrity, at),
+    )
+    row = conn.execute("SELECT built_at FROM tag_versions WHERE version = ?", (version,)).fetchone()
+    return float(row[0])
+
+
+def _tag_versions(conn: sqlite3.Connection) -> list[TagVersionRecord]:
+    rows = conn.execute(
+        "SELECT version, integrity, built_at FROM tag_versions ORDER BY built_at, version"
+    ).fetchall()
+    return [TagVersionRecord(str(v), str(i), float(b)) for v, i, b in rows]
+
+
+def _tag_version_body(conn: sqlite3.Connection, version: str) -> bytes | None:
+    row = conn.execute("SELECT body FROM tag_versions WHERE version = ?", (version,)).fetchone()
     return None if row is None else bytes(row[0])

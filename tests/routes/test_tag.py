@@ -1,9 +1,14 @@
 """GET /dea/tag.js, the versioned URL, the manifest and the demo page (edge/routes/tag.py)."""
 
+import base64
+import hashlib
+
 import brotli
 import pytest
 
+import edge.context
 from edge.routes.tag import negotiate
+from tag import build_tag
 from tests.conftest import assert_error_shape
 
 
@@ -87,6 +92,8 @@ def test_latest_is_short_lived_and_versioned_is_immutable(client, build):
 
 def test_unknown_version_is_404_in_the_error_shape(client):
     err = assert_error_shape(client.get("/dea/tag.0.0.0-nope.js"), 404, "not_found")
+    assert "/dea/tag.json" in err["message"]
+    assert_error_shape(client.get("/dea/tag.%2e%2e%2fx.js"), 404, "not_found")
     assert err.get("field") == "version"
 
 
@@ -122,3 +129,52 @@ def test_openapi_documents_the_tag_routes(client):
     paths = client.get("/openapi.json").json()["paths"]
     for path in ("/dea/tag.js", "/dea/tag.{version}.js", "/dea/tag.json", "/demo"):
         assert "get" in paths[path], path
+
+
+def test_a_pinned_version_survives_an_upgrade_until_its_retention_ends(
+    make_client, clock, monkeypatch
+):
+    # Version A: an edge whose tag bytes differ (a default publisher built in).
+    monkeypatch.setattr(edge.context, "build_tag", lambda origin: build_tag(origin, "pub-a"))
+    before = make_client()
+    old = before.app.state.ctx.tag
+    monkeypatch.undo()
+    clock.advance(3600)
+    after = make_client()  # the upgraded edge, same database
+    new = after.app.state.ctx.tag
+    assert old.version != new.version and old.js != new.js
+
+    r = after.get(f"/dea/tag.{old.version}.js", headers={"Accept-Encoding": "br"})
+    assert r.status_code == 200 and r.content == old.js
+    assert r.headers["content-encoding"] == "br"
+    assert r.headers["cache-control"] == "public, max-age=31536000, immutable"
+    # What a browser checks against the page's integrity= attribute.
+    assert "sha384-" + base64.b64encode(hashlib.sha384(r.content).digest()).decode() == old.sri
+
+    manifest = after.get("/dea/tag.json").json()
+    assert manifest["version"] == new.version and manifest["retention_days"] == 180
+    listed = {v["version"]: v for v in manifest["versions"]}
+    assert [v["version"] for v in manifest["versions"]] == [new.version, old.version]
+    assert listed[new.version]["expires"] is None
+    assert listed[old.version]["integrity"] == old.sri
+    assert listed[old.version]["url"].endswith(f"/dea/tag.{old.version}.js")
+    assert listed[old.version]["built_at"] < listed[new.version]["built_at"]
+    assert listed[old.version]["expires"] is not None
+
+    clock.advance(180 * 86_400 - 1)  # retention counts from the upgrade's first build
+    assert after.get(f"/dea/tag.{old.version}.js").status_code == 200
+    clock.advance(1)
+    gone = assert_error_shape(after.get(f"/dea/tag.{old.version}.js"), 410, "tag_version_expired")
+    assert gone["field"] == "version" and "/dea/tag.json" in gone["message"]
+    assert [v["version"] for v in after.get("/dea/tag.json").json()["versions"]] == [new.version]
+    assert after.get(f"/dea/tag.{new.version}.js").content == new.js  # the running one stays
+
+
+def test_retention_zero_serves_only_the_running_version(make_client, clock, monkeypatch):
+    monkeypatch.setattr(edge.context, "build_tag", lambda origin: build_tag(origin, "pub-a"))
+    old = make_client().app.state.ctx.tag
+    monkeypatch.undo()
+    clock.advance(60)
+    after = make_client(tag_retention_days=0)
+    assert_error_shape(after.get(f"/dea/tag.{old.version}.js"), 410, "tag_version_expired")
+    assert len(after.get("/dea/tag.json").json()["versions"]) == 1

@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from edge.settings import Settings
-from edge.store import KeyRecord, PostgresStore, StoreUnavailable, open_store
+from edge.store import KeyRecord, PostgresStore, StoreUnavailable, TagVersionRecord, open_store
 
 
 def _record(key_id="key_a", lookup="l" * 24, **kw) -> KeyRecord:
@@ -168,6 +168,20 @@ def test_key_families_and_rotation_that_ends_older_secondaries(store, run):
     assert [k.key_id for k in fam] == ["key_1", "key_2", "key_3"]
     assert [k.expires_at for k in fam] == [5.0, 200.0, None]
     assert run(store.keys_in_family("key_9")) == []
+
+
+def test_tag_versions_keep_bytes_and_first_build_time(store, run):
+    assert run(store.tag_versions()) == []
+    assert run(store.put_tag_version("1.0.0-aaa", b"A();", "sha384-A", 10.0)) == 10.0
+    assert run(store.put_tag_version("1.0.0-bbb", b"B();", "sha384-B", 20.0)) == 20.0
+    # Built again by a restart (or another node): the first build time and bytes stay.
+    assert run(store.put_tag_version("1.0.0-aaa", b"other", "sha384-X", 30.0)) == 10.0
+    assert run(store.tag_versions()) == [
+        TagVersionRecord("1.0.0-aaa", "sha384-A", 10.0),
+        TagVersionRecord("1.0.0-bbb", "sha384-B", 20.0),
+    ]
+    assert run(store.tag_version_body("1.0.0-aaa")) == b"A();"
+    assert run(store.tag_version_body("1.0.0-zzz")) is None
 
 
 def test_catalogue_versions_the_newest_is_live(store, run):
