@@ -6,6 +6,7 @@ import contextlib
 import gc
 import logging
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 from urllib.parse import quote
 
 from starlette.applications import Starlette
@@ -16,7 +17,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from edge.context import Context
 from edge.errors import exception_handlers
+from edge.lane import BeaconLane
 from edge.middleware import CORSMiddleware, GeofenceMiddleware, SecurityHeadersMiddleware
+from edge.middleware.geofence import Geofence
+from edge.middleware.headers import HeaderRules
 from edge.routes import (
     RouteModule,
     ad_manager,
@@ -61,7 +65,26 @@ def build_routes(ctx: Context) -> list[BaseRoute]:
     return routes
 
 
-def build_middleware(ctx: Context) -> list[Middleware]:
+def build_fence(ctx: Context) -> Geofence | None:
+    """The production geofence (None in the sandbox: it has no US-only rule)."""
+    if not ctx.settings.is_production:
+        return None
+    # Open: liveness checks for load balancers, the API document, the tag script (not an API
+    # call or a beacon; CDNs cache it for everyone) and whatever the tag module declares
+    # public (its demo page).
+    return Geofence(
+        geo=lambda: ctx.geo,
+        trusted_proxies=ctx.settings.trusted_proxies,
+        allow_private=ctx.settings.allow_private_ips,
+        open_paths={*health.openapi(ctx)["paths"], meta.PATH, *tag.PUBLIC_PATHS},
+        open_prefixes=(TAG_SCRIPT_PREFIX,),
+    )
+
+
+HEADER_RULES = HeaderRules(timing_paths=dea.TIMING_PATHS, timing_prefixes=(TAG_SCRIPT_PREFIX,))
+
+
+def build_middleware(ctx: Context, fence: Geofence | None) -> list[Middleware]:
     """The stack, outermost first.
 
     Headers outermost, so every answer (CORS refusals, geofence 403s) carries them; CORS
@@ -70,33 +93,29 @@ def build_middleware(ctx: Context) -> list[Middleware]:
     in production (the sandbox has no US-only rule).
     """
     stack = [
-        Middleware(
-            SecurityHeadersMiddleware,
-            timing_paths=dea.TIMING_PATHS,
-            timing_prefixes=(TAG_SCRIPT_PREFIX,),
-        ),
+        Middleware(SecurityHeadersMiddleware, rules=HEADER_RULES),
         Middleware(
             CORSMiddleware,
             registered_origin=ctx.publishers.registered_origin,
             preflight_paths=dea.PREFLIGHT_PATHS,
         ),
     ]
-    if ctx.settings.is_production:
-        # Open: liveness checks for load balancers, the API document, the tag script (not an
-        # API call or a beacon; CDNs cache it for everyone) and whatever the tag module
-        # declares public (its demo page).
-        open_paths = {*health.openapi(ctx)["paths"], meta.PATH, *tag.PUBLIC_PATHS}
-        stack.append(
-            Middleware(
-                GeofenceMiddleware,
-                geo=lambda: ctx.geo,
-                trusted_proxies=ctx.settings.trusted_proxies,
-                allow_private=ctx.settings.allow_private_ips,
-                open_paths=open_paths,
-                open_prefixes=(TAG_SCRIPT_PREFIX,),
-            )
-        )
+    if fence is not None:
+        stack.append(Middleware(GeofenceMiddleware, fence=fence))
     return stack
+
+
+class EdgeApp(Starlette):
+    """Starlette with the beacon lane (``edge.lane``) in front of its whole stack."""
+
+    def __init__(self, *, lane: Callable[[ASGIApp], BeaconLane], **kwargs: Any) -> None:
+        self._make_lane = lane
+        self.lane: BeaconLane | None = None  # built with the stack, on the first call
+        super().__init__(**kwargs)
+
+    def build_middleware_stack(self) -> ASGIApp:
+        self.lane = self._make_lane(super().build_middleware_stack())
+        return self.lane
 
 
 def create_app(
@@ -105,7 +124,7 @@ def create_app(
     store: Store | None = None,
     clock: Callable[[], float] | None = None,
     context: Context | None = None,
-) -> Starlette:
+) -> EdgeApp:
     """The edge for one environment. Tests pass a ``context`` (or store/clock) to share state."""
     ctx = context or Context.build(settings, store=store, clock=clock)
 
@@ -127,9 +146,21 @@ def create_app(
                 gc.unfreeze()  # tests start many apps in one process: give them back
             await ctx.stop()
 
-    app = Starlette(
+    fence = build_fence(ctx)
+
+    def lane(stack: ASGIApp) -> BeaconLane:
+        return BeaconLane(
+            stack,
+            endpoints=dea.lane_endpoints(ctx),
+            headers=HEADER_RULES,
+            registered_origin=ctx.publishers.registered_origin,
+            fence=fence,
+        )
+
+    app = EdgeApp(
+        lane=lane,
         routes=build_routes(ctx),
-        middleware=build_middleware(ctx),
+        middleware=build_middleware(ctx, fence),
         exception_handlers=exception_handlers(),
         lifespan=lifespan,
     )

@@ -141,5 +141,15 @@ async def _unexpected(request: Request, exc: Exception) -> Response:
     return error_response(500, "internal_error", "the server failed to answer this request")
 
 
+async def known_error(request: Request, exc: Exception) -> Response | None:
+    """The answer to one of our errors or Starlette's HTTP errors, with the same handlers
+    ``exception_handlers`` gives the app; None for any other exception (a 500)."""
+    if isinstance(exc, EdgeError):
+        return await _edge_error(request, exc)
+    if isinstance(exc, HTTPException):
+        return await _http_error(request, exc)
+    return None
+
+
 def exception_handlers() -> dict[Any, Any]:
     return {EdgeError: _edge_error, HTTPException: _http_error, Exception: _unexpected}

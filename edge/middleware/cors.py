@@ -6,6 +6,9 @@ a registered origin asking for a method the route has, refused with a 403 in the
 shape otherwise. Actual responses on /dea get ``Vary: Origin`` always and the grant only
 for a registered origin. Credentials are never allowed: the tag sends no cookies, and
 ``sendBeacon`` with a JSON Blob (which would need them) is not used.
+
+``grant_headers`` is the rule for actual responses, used by this middleware and by the
+beacon lane (``edge.lane``) alike.
 """
 
 from __future__ import annotations
@@ -20,6 +23,27 @@ from edge.errors import error_body
 MAX_AGE_SECONDS = 7200  # Chromium caps preflight caching at 2 h; longer buys nothing
 ALLOW_HEADERS = frozenset({"content-type"})
 EXPOSE_HEADERS = "Retry-After"
+
+
+def grant_headers(raw: list[tuple[bytes, bytes]], granted: str | None) -> None:
+    """Add the CORS answer to an actual /dea response's raw headers, in place:
+    ``Vary: Origin`` always, and the grant for a registered origin (``granted``: its
+    canonical form, None when not registered)."""
+    out = MutableHeaders(raw=raw)  # a view: it edits ``raw`` itself
+    if "access-control-allow-origin" in out:
+        # The route chose its own policy (the public tag script: "*", so SRI works on any
+        # page); it does not vary by origin, so CDNs keep one copy.
+        return
+    out.add_vary_header("Origin")
+    if granted is not None:
+        out["Access-Control-Allow-Origin"] = granted
+        out["Access-Control-Expose-Headers"] = EXPOSE_HEADERS
+
+
+def granted_origin(scope: Scope, registered_origin: Callable[[str], str | None]) -> str | None:
+    """The canonical form of the request's ``Origin`` when it is registered, else None."""
+    origin = Headers(scope=scope).get("origin")
+    return None if origin is None else registered_origin(origin)
 
 
 class CORSMiddleware:
@@ -50,20 +74,12 @@ class CORSMiddleware:
         if scope["method"] == "OPTIONS" and scope["path"] in self.preflight_paths:
             await self._preflight(scope["path"], origin, headers, send)
             return
-        granted = None if origin is None else self.registered_origin(origin)
+        granted = granted_origin(scope, self.registered_origin)
 
         async def send_with_cors(message: Message) -> None:
             if message["type"] == "http.response.start":
-                out = MutableHeaders(scope=message)
-                if "access-control-allow-origin" in out:
-                    # The route chose its own policy (the public tag script: "*", so SRI
-                    # works on any page); it does not vary by origin, so CDNs keep one copy.
-                    await send(message)
-                    return
-                out.add_vary_header("Origin")
-                if granted is not None:
-                    out["Access-Control-Allow-Origin"] = granted
-                    out["Access-Control-Expose-Headers"] = EXPOSE_HEADERS
+                raw = message["headers"] = list(message.get("headers", ()))
+                grant_headers(raw, granted)
             await send(message)
 
         await self.app(scope, receive, send_with_cors)

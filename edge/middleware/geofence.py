@@ -9,6 +9,9 @@ it is left in ``scope["state"]["client_ip"]`` for the routes.
 Decisions are remembered in a small LRU keyed by the peer and X-Forwarded-For values (a
 browser sends many beacons from one address): parsing the address and the database lookup
 then cost a dict hit. The cache is dropped whenever the geo reader object changes.
+
+``Geofence`` is the rule; this middleware and the beacon lane (``edge.lane``) share one
+instance, so both judge alike and share the decision cache.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from edge.client_ip import client_ip, scope_inputs
 from edge.errors import error_body
@@ -67,10 +70,14 @@ class DecisionCache:
         return len(self._entries)
 
 
-class GeofenceMiddleware:
+Refusal = tuple[int, str, str]  # status, error code, message
+
+
+class Geofence:
+    """The US-only rule for one edge: which paths are open, and each request's verdict."""
+
     def __init__(
         self,
-        app: ASGIApp,
         *,
         geo: Callable[[], CountryLookup | None],
         trusted_proxies: tuple[IPNetwork, ...] = (),
@@ -79,7 +86,6 @@ class GeofenceMiddleware:
         open_prefixes: Iterable[str] = (),
         cache_size: int = CACHE_SIZE,
     ) -> None:
-        self.app = app
         self.geo = geo  # a getter: the reader is opened at start-up, after the stack is built
         self.trusted_proxies = tuple(trusted_proxies)
         self.allow_private = bool(allow_private)
@@ -89,18 +95,15 @@ class GeofenceMiddleware:
             raise ValueError("open paths and prefixes must start with /")
         self.decisions = DecisionCache(cache_size)
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        path = scope["path"]
-        if path in self.open_paths or path.startswith(self.open_prefixes):
-            await self.app(scope, receive, send)
-            return
+    def is_open(self, path: str) -> bool:
+        return path in self.open_paths or path.startswith(self.open_prefixes)
+
+    def check(self, scope: Scope) -> Refusal | None:
+        """The refusal for a fenced request, or None when it may pass; a passing request's
+        client address is left in ``scope["state"]["client_ip"]`` for the routes."""
         geo = self.geo()
         if geo is None:  # not started: fail closed rather than serve unfenced
-            await _refuse(send, 503, "unavailable", "the geo database is not loaded yet")
-            return
+            return 503, "unavailable", "the geo database is not loaded yet"
         key = scope_inputs(scope)
         decision = self.decisions.get(geo, key)
         if decision is None:
@@ -109,18 +112,36 @@ class GeofenceMiddleware:
             self.decisions.put(geo, key, decision)
         verdict, address = decision
         if not verdict.allowed:
-            await _refuse(send, 403, "geo_restricted", _MESSAGES.get(verdict.reason, "refused"))
-            return
+            return 403, "geo_restricted", _MESSAGES.get(verdict.reason, "refused")
         scope.setdefault("state", {})["client_ip"] = address
-        await self.app(scope, receive, send)
+        return None
 
 
-async def _refuse(send: Send, status: int, code: str, message: str) -> None:
+def refusal_messages(refusal: Refusal) -> tuple[Message, Message]:
+    """A refusal's answer in the one error shape: start and body messages."""
+    status, code, message = refusal
     body = error_body(code, message)
     headers = [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(body)).encode()),
         (b"cache-control", b"no-store"),
     ]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+    start = {"type": "http.response.start", "status": status, "headers": headers}
+    return start, {"type": "http.response.body", "body": body}
+
+
+class GeofenceMiddleware:
+    def __init__(self, app: ASGIApp, *, fence: Geofence) -> None:
+        self.app = app
+        self.fence = fence
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or self.fence.is_open(scope["path"]):
+            await self.app(scope, receive, send)
+            return
+        refusal = self.fence.check(scope)
+        if refusal is not None:
+            for message in refusal_messages(refusal):
+                await send(message)
+            return
+        await self.app(scope, receive, send)

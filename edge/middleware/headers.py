@@ -10,6 +10,9 @@
 
 An unexpected exception is answered here with the one error shape (500), so it carries these
 headers too: Starlette's own 500 is sent from outside every user middleware.
+
+The rules are ``HeaderRules`` and ``unexpected_error``, used by this middleware and by the
+beacon lane (``edge.lane``) alike, so the two paths cannot answer differently.
 """
 
 from __future__ import annotations
@@ -17,49 +20,84 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
-from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from edge.errors import error_body
 
 log = logging.getLogger("edge.errors")
 
+RawHeaders = list[tuple[bytes, bytes]]
+_NOSNIFF = (b"x-content-type-options", b"nosniff")
+_DEA = ((b"cross-origin-resource-policy", b"cross-origin"), (b"cache-control", b"no-store"))
+_TIMING = ((b"timing-allow-origin", b"*"),)
 
-class SecurityHeadersMiddleware:
+
+class HeaderRules:
+    """Which headers a path's responses get unless the route set them itself."""
+
     def __init__(
         self,
-        app: ASGIApp,
         *,
         prefix: str = "/dea/",
         timing_paths: Iterable[str] = (),
         timing_prefixes: Iterable[str] = (),
     ) -> None:
-        self.app = app
         self.prefix = prefix
         self.timing_paths = frozenset(timing_paths)
         self.timing_prefixes = tuple(timing_prefixes)
+
+    def defaults(self, path: str) -> tuple[tuple[bytes, bytes], ...]:
+        out: tuple[tuple[bytes, bytes], ...] = (_NOSNIFF,)
+        if path.startswith(self.prefix):
+            out += _DEA
+        if path in self.timing_paths or path.startswith(self.timing_prefixes):
+            out += _TIMING
+        return out
+
+
+def set_defaults(raw: RawHeaders, defaults: tuple[tuple[bytes, bytes], ...]) -> None:
+    """Append each default whose name the response does not carry yet (raw names are
+    lower case in ASGI)."""
+    present = {name.lower() for name, _ in raw}
+    for name, value in defaults:
+        if name not in present:
+            raw.append((name, value))
+
+
+def unexpected_error(scope: Scope, exc: BaseException) -> tuple[Message, Message]:
+    """Log an unhandled error and give the 500 answer (start and body messages): the one
+    error shape, never a stack trace."""
+    log.error("unhandled error on %s %s", scope["method"], scope["path"], exc_info=exc)
+    body = error_body("internal_error", "the server failed to answer this request")
+    start = {
+        "type": "http.response.start",
+        "status": 500,
+        "headers": [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+        ],
+    }
+    return start, {"type": "http.response.body", "body": body}
+
+
+class SecurityHeadersMiddleware:
+    def __init__(self, app: ASGIApp, *, rules: HeaderRules) -> None:
+        self.app = app
+        self.rules = rules
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        path = scope["path"]
-        dea = path.startswith(self.prefix)
-        timing = path in self.timing_paths or path.startswith(self.timing_prefixes)
-
+        defaults = self.rules.defaults(scope["path"])
         started = False
 
         async def send_with_headers(message: Message) -> None:
             nonlocal started
             if message["type"] == "http.response.start":
                 started = True
-                out = MutableHeaders(scope=message)
-                out.setdefault("X-Content-Type-Options", "nosniff")
-                if dea:
-                    out.setdefault("Cross-Origin-Resource-Policy", "cross-origin")
-                    out.setdefault("Cache-Control", "no-store")
-                if timing:
-                    out.setdefault("Timing-Allow-Origin", "*")
+                raw = message["headers"] = list(message.get("headers", ()))
+                set_defaults(raw, defaults)
             await send(message)
 
         try:
@@ -67,16 +105,5 @@ class SecurityHeadersMiddleware:
         except Exception as exc:
             if started:
                 raise  # too late for an answer: the server closes the connection
-            log.error("unhandled error on %s %s", scope["method"], path, exc_info=exc)
-            body = error_body("internal_error", "the server failed to answer this request")
-            await send_with_headers(
-                {
-                    "type": "http.response.start",
-                    "status": 500,
-                    "headers": [
-                        (b"content-type", b"application/json"),
-                        (b"content-length", str(len(body)).encode()),
-                    ],
-                }
-            )
-            await send_with_headers({"type": "http.response.body", "body": body})
+            for message in unexpected_error(scope, exc):
+                await send_with_headers(message)

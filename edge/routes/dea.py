@@ -49,24 +49,38 @@ def _ai_enabled(ctx: Context) -> bool:
     return ctx.settings.is_production  # the AI product has no sandbox
 
 
-def routes(ctx: Context) -> list[BaseRoute]:
-    out: list[BaseRoute] = [
-        Route(KEYWORDS, partial(pages.keywords, ctx), methods=["POST"]),
-        Route(PLACEMENTS, partial(pages.placements, ctx), methods=["POST"]),
-        Route(URL_IMPRESSION, partial(events.url_impression, ctx), methods=["POST"]),
-        Route(FAILURES, partial(events.failure, ctx), methods=["POST"]),
-        Route(HOVER, partial(events.hover, ctx), methods=["POST"]),
-        counting_route(UGC_IMPRESSION, partial(events.ugc_impression, ctx), ["GET", "POST"]),
-        Route(URL_CLICK, partial(clicks.url_click, ctx), methods=["POST"]),
-        Route(UGC_CLICK, partial(clicks.ugc_click, ctx), methods=["POST"]),
+def _beacons(ctx: Context) -> list[tuple[str, Any, list[str]]]:
+    """The durable beacons: (path, bound handler, methods). The routes below and the beacon
+    lane (``edge.lane``) are both made from this one list."""
+    out: list[tuple[str, Any, list[str]]] = [
+        (URL_IMPRESSION, partial(events.url_impression, ctx), ["POST"]),
+        (FAILURES, partial(events.failure, ctx), ["POST"]),
+        (HOVER, partial(events.hover, ctx), ["POST"]),
+        (UGC_IMPRESSION, partial(events.ugc_impression, ctx), ["GET", "POST"]),
+        (URL_CLICK, partial(clicks.url_click, ctx), ["POST"]),
+        (UGC_CLICK, partial(clicks.ugc_click, ctx), ["POST"]),
     ]
     if _ai_enabled(ctx):
         out += [
-            counting_route(AI_RENDER, partial(events.ai_render, ctx), ["GET"]),
-            counting_route(AI_VIEW, partial(events.ai_view, ctx), ["GET"]),
-            counting_route(AI_CLICK, partial(clicks.ai_click, ctx), ["GET"]),
+            (AI_RENDER, partial(events.ai_render, ctx), ["GET"]),
+            (AI_VIEW, partial(events.ai_view, ctx), ["GET"]),
+            (AI_CLICK, partial(clicks.ai_click, ctx), ["GET"]),
         ]
     return out
+
+
+def lane_endpoints(ctx: Context) -> dict[tuple[str, str], Any]:
+    """``(METHOD, path)`` -> handler of every beacon, for the beacon lane."""
+    return {(m, path): ep for path, ep, methods in _beacons(ctx) for m in methods}
+
+
+def routes(ctx: Context) -> list[BaseRoute]:
+    # A beacon's GET changes state: no implicit HEAD (``counting_route``).
+    return [
+        Route(KEYWORDS, partial(pages.keywords, ctx), methods=["POST"]),
+        Route(PLACEMENTS, partial(pages.placements, ctx), methods=["POST"]),
+        *(counting_route(path, ep, methods) for path, ep, methods in _beacons(ctx)),
+    ]
 
 
 # -- OpenAPI -----------------------------------------------------------------------------------

@@ -1,0 +1,115 @@
+"""The beacon lane: the durable beacons served by plain ASGI in front of the Starlette stack.
+
+A beacon is the edge's most frequent request and its cheapest useful one, so the generic
+machinery around it (Starlette's error middlewares, three middleware classes each wrapping
+``send``, a router walking every route's regex) was most of its cost. The lane answers
+exactly the ``(method, path)`` pairs it is given, with the same handler functions the
+routes bind, and applies the same rules in the same order as the stack, through the same
+functions and objects:
+
+1. security headers (``edge.middleware.headers``: ``HeaderRules``, ``set_defaults``, and
+   ``unexpected_error`` for a 500, which carries no CORS grant, as on the stack);
+2. CORS for actual requests (``edge.middleware.cors``: ``granted_origin``,
+   ``grant_headers``); preflights are OPTIONS, never a lane pair, so the stack answers them;
+3. the geofence in production (``edge.middleware.geofence.Geofence``: the very instance the
+   stack's middleware holds, so they also share its decision cache);
+4. the handler, its errors answered by ``edge.errors.known_error`` (the app's handlers).
+
+Anything else (another method on a beacon path, a trailing slash, HEAD, a mounted app's
+``root_path``, lifespan) goes to the stack unchanged, so 404, 405 and the slash redirect
+answer as before. Body size, content type, validation and the invalid-traffic rules are in
+the handlers and need nothing here.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Awaitable, Callable, Mapping
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from edge.errors import known_error
+from edge.middleware.cors import grant_headers, granted_origin
+from edge.middleware.geofence import Geofence, refusal_messages
+from edge.middleware.headers import HeaderRules, set_defaults, unexpected_error
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+class BeaconLane:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        endpoints: Mapping[tuple[str, str], Endpoint],
+        headers: HeaderRules,
+        registered_origin: Callable[[str], str | None],
+        cors_prefix: str = "/dea/",
+        fence: Geofence | None = None,
+    ) -> None:
+        """``endpoints`` maps ``(METHOD, path)`` to a bound handler; ``fence`` is None where
+        the stack has no geofence (the sandbox)."""
+        self.app = app
+        self.endpoints = dict(endpoints)
+        if any(not path.startswith(cors_prefix) for _, path in self.endpoints):
+            raise ValueError(f"the lane serves only paths under {cors_prefix}")
+        self.registered_origin = registered_origin
+        self.fence = fence
+        self._defaults = {path: headers.defaults(path) for _, path in self.endpoints}
+        # Requests answered here, by path: what tests check, and what an operator can read.
+        self.handled: Counter[str] = Counter()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        endpoint = None
+        if scope["type"] == "http" and not scope.get("root_path"):
+            endpoint = self.endpoints.get((scope["method"], scope["path"]))
+        if endpoint is None:
+            await self.app(scope, receive, send)
+            return
+        path: str = scope["path"]
+        self.handled[path] += 1
+        defaults = self._defaults[path]
+        started = False
+        try:
+            granted = granted_origin(scope, self.registered_origin)
+            fence = self.fence
+            refusal = None if fence is None or fence.is_open(path) else fence.check(scope)
+            response = None
+            if refusal is not None:
+                start, body = refusal_messages(refusal)
+            else:
+                response = await _respond(endpoint, Request(scope, receive, send))
+                start = {
+                    "type": "http.response.start",
+                    "status": response.status_code,
+                    "headers": response.raw_headers,
+                }
+                body = {"type": "http.response.body", "body": response.body}
+            raw = start["headers"] = list(start["headers"])
+            grant_headers(raw, granted)
+            set_defaults(raw, defaults)
+            started = True
+            await send(start)
+            await send(body)
+            if response is not None and response.background is not None:
+                await response.background()
+        except Exception as exc:
+            if started:
+                raise  # too late for an answer: the server closes the connection
+            start, body = unexpected_error(scope, exc)
+            set_defaults(start["headers"], defaults)
+            await send(start)
+            await send(body)
+
+
+async def _respond(endpoint: Endpoint, request: Request) -> Response:
+    """The handler's response, or the app's handler's answer to an error it raised."""
+    try:
+        return await endpoint(request)
+    except Exception as exc:
+        known = await known_error(request, exc)
+        if known is None:
+            raise
+        return known

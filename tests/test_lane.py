@@ -1,0 +1,200 @@
+"""The beacon lane: every durable beacon is answered by it, and every answer is the one the
+Starlette stack behind it gives the same request (status, headers in order, body)."""
+
+from __future__ import annotations
+
+import uuid
+from urllib.parse import urlsplit
+
+import pytest
+from starlette.testclient import TestClient
+
+from edge.beacons import ai_beacon_urls, ai_click_url
+from edge.lane import BeaconLane
+from edge.routes import dea
+from tests.conftest import US_CLIENT, assert_error_shape
+from tests.delivery.helpers import ORIGIN, register
+from tests.delivery.test_events import imp_body, token
+
+GB_CLIENT = ("81.2.69.160", 40000)
+
+
+def lane_of(client: TestClient) -> BeaconLane:
+    lane = client.app.lane
+    assert isinstance(lane, BeaconLane)
+    return lane
+
+
+def stack_client(client: TestClient, peer=US_CLIENT) -> TestClient:
+    """A client of the same started app with the lane taken out: the Starlette stack."""
+    lane = lane_of(client)
+
+    async def stack(scope, receive, send):
+        scope["app"] = client.app
+        await lane.app(scope, receive, send)
+
+    return TestClient(stack, client=peer, raise_server_exceptions=False)
+
+
+def same(a, b) -> None:
+    assert a.status_code == b.status_code, (a.text, b.text)
+    assert a.headers.raw == b.headers.raw
+    assert a.content == b.content
+
+
+@pytest.fixture
+def client(make_client):
+    c = make_client()
+    register(c)
+    return c
+
+
+def ai_urls(client):
+    ctx = client.app.state.ctx
+    render, view = ai_beacon_urls(ctx.signer, "http://testserver", 7, f"m-{uuid.uuid4()}", "c1")
+    click = ai_click_url(ctx.signer, "http://testserver", 7, f"m-{uuid.uuid4()}", "c1")
+    return [urlsplit(u) for u in (render, view, click)]
+
+
+@pytest.mark.parametrize("env", ["production", "sandbox"])
+def test_every_beacon_route_is_answered_by_the_lane(make_client, env):
+    client = make_client(env=env)
+    lane = lane_of(client)
+    served = {p for _, p in lane.endpoints}
+    # The stack's routes of those paths, every method: none of them is left to the stack.
+    beacons = {(m, r.path) for r in client.app.routes if r.path in served for m in r.methods}
+    posts = (dea.URL_IMPRESSION, dea.FAILURES, dea.HOVER, dea.UGC_IMPRESSION, dea.URL_CLICK,
+             dea.UGC_CLICK)  # fmt: skip
+    expected = {("POST", p) for p in posts}
+    expected.add(("GET", dea.UGC_IMPRESSION))
+    if env == "production":
+        expected |= {("GET", dea.AI_RENDER), ("GET", dea.AI_VIEW), ("GET", dea.AI_CLICK)}
+    assert set(lane.endpoints) == expected == beacons
+    for method, path in sorted(expected):
+        before = lane.handled[path]
+        r = client.request(method, path, content=b"{}", headers={"Content-Type": "text/plain"})
+        assert_error_shape(r, 400)  # the handler's own validation answered
+        assert lane.handled[path] == before + 1, path
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status"),
+    [
+        ("OPTIONS", dea.URL_IMPRESSION, 403),  # a preflight (origin not registered)
+        ("HEAD", dea.UGC_IMPRESSION, 405),
+        ("PUT", dea.URL_CLICK, 405),
+        ("POST", dea.URL_IMPRESSION + "/", 307),
+        ("POST", "/dea/url/nope", 404),
+        ("POST", dea.KEYWORDS, 415),
+    ],
+)
+def test_everything_else_goes_to_the_stack_unchanged(client, method, path, status):
+    lane = lane_of(client)
+    before = sum(lane.handled.values())
+    headers = {"Origin": "https://other.example", "Access-Control-Request-Method": "POST"}
+    r = client.request(method, path, headers=headers, follow_redirects=False)
+    assert r.status_code == status, r.text
+    assert sum(lane.handled.values()) == before
+    same(r, stack_client(client).request(method, path, headers=headers, follow_redirects=False))
+
+
+def _text(body: bytes, ctype: str = "text/plain"):
+    return lambda: {"content": body, "headers": {"Content-Type": ctype}}
+
+
+def _cases(client):
+    """(method, path, kwargs) triples, each sent once to the lane and once to the stack; a
+    counted beacon gets a fresh token per call, so both answers count."""
+    big = b"x" * (client.app.state.ctx.settings.max_body_bytes + 1)
+    registered = {"Origin": ORIGIN}
+    other = {"Origin": "https://not-registered.example"}
+
+    def imp(surface="url", headers=None):
+        body = imp_body(token(client, surface), str(uuid.uuid4()))
+        return lambda: {"json": body, "headers": headers or {}}
+
+    def click():
+        body = {"impression_token": token(client), "click_id": uuid.uuid4().hex}
+        return {"json": body, "headers": registered}
+
+    def hover():
+        return {"json": {"impression_token": token(client), "hover_ms": 500}}
+
+    return [
+        ("POST", dea.URL_IMPRESSION, lambda: imp()()),
+        ("POST", dea.UGC_IMPRESSION, lambda: imp("ugc", registered)()),
+        ("POST", dea.URL_IMPRESSION, lambda: imp("url", other)()),
+        ("GET", dea.UGC_IMPRESSION, lambda: {"params": {"t": token(client, "ugc")}}),
+        ("GET", dea.UGC_IMPRESSION, lambda: {"params": {"t": "forged", "x": "1"}}),
+        ("POST", dea.URL_IMPRESSION, lambda: {"json": imp_body("forged")}),
+        ("POST", dea.URL_IMPRESSION, _text(b"{")),
+        ("POST", dea.URL_IMPRESSION, _text(b"{}", "image/png")),
+        ("POST", dea.URL_IMPRESSION, _text(big)),
+        ("POST", dea.HOVER, hover),
+        ("POST", dea.URL_CLICK, click),
+        ("POST", dea.FAILURES, lambda: {"json": {}, "headers": registered}),
+        *[
+            ("GET", path, lambda i=i: {"params": ai_urls(client)[i].query})
+            for i, path in enumerate((dea.AI_RENDER, dea.AI_VIEW, dea.AI_CLICK))
+        ],
+    ]
+
+
+def test_the_lane_answers_as_the_stack_does(client):
+    for method, path, kwargs in _cases(client):
+        a = client.request(method, path, **kwargs())
+        b = stack_client(client).request(method, path, **kwargs())
+        same(a, b)
+
+
+def test_the_geofence_refuses_in_the_lane_as_in_the_stack(client):
+    lane = lane_of(client)
+    before = lane.handled[dea.URL_IMPRESSION]
+    body = imp_body(token(client))
+    headers = {"Origin": ORIGIN}
+    gb = TestClient(client.app, client=GB_CLIENT, raise_server_exceptions=False)
+    a = gb.post(dea.URL_IMPRESSION, json=body, headers=headers)
+    assert_error_shape(a, 403, "geo_restricted")
+    assert a.headers["access-control-allow-origin"] == ORIGIN  # the tag can read the 403
+    assert lane.handled[dea.URL_IMPRESSION] == before + 1
+    same(a, stack_client(client, GB_CLIENT).post(dea.URL_IMPRESSION, json=body, headers=headers))
+
+
+def test_an_unexpected_error_is_the_same_500_in_the_lane(client, monkeypatch, caplog):
+    ctx = client.app.state.ctx
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("secret internals")
+
+    monkeypatch.setattr(ctx.traffic, "classify_impression", boom)
+    headers = {"Origin": ORIGIN}
+    a = client.post(dea.URL_IMPRESSION, json=imp_body(token(client)), headers=headers)
+    assert_error_shape(a, 500, "internal_error")
+    assert "secret" not in a.text and a.headers["x-content-type-options"] == "nosniff"
+    b = stack_client(client).post(dea.URL_IMPRESSION, json=imp_body(token(client)), headers=headers)
+    same(a, b)
+    assert sum("secret internals" in str(r.exc_info) for r in caplog.records if r.exc_info) == 2
+
+
+def test_the_sandbox_lane_has_no_geofence(make_client):
+    client = make_client(env="sandbox")
+    register(client)
+    gb = TestClient(client.app, client=GB_CLIENT, raise_server_exceptions=False)
+    body = imp_body(token(client), "imp-sandbox-1")
+    r = gb.post(dea.URL_IMPRESSION, json=body)
+    assert r.status_code == 200 and r.json() == {"acknowledged": True, "counted": True}
+    assert lane_of(client).fence is None
+
+
+def test_the_lane_refuses_paths_outside_dea():
+    async def app(scope, receive, send):
+        raise AssertionError("not called")
+
+    async def endpoint(request):
+        raise AssertionError("not called")
+
+    from edge.middleware.headers import HeaderRules
+
+    with pytest.raises(ValueError, match="/dea/"):
+        BeaconLane(app, endpoints={("POST", "/v1/x"): endpoint}, headers=HeaderRules(),
+                   registered_origin=lambda o: None)  # fmt: skip
