@@ -16,13 +16,22 @@ and the counter bumps of an event, and the store writes them atomically with the
   keys still make a replay a replay, but bills nothing and counts only as
   ``invalid_<reason>`` for its ad, publisher and campaign.
 - A hover counts once per impression token; a placement failure counts every time.
+- A click counts once per ``click_id`` (a replay counts nothing): a valid one as
+  ``clicks``, an invalid one as ``invalid_clicks_<reason>``, for its ad, campaign and
+  publisher. Only a valid production click of a CPC ad bills, its bid, and only while
+  the campaign is within its budget and today's cap; the store keeps at most one valid
+  click per impression, and the edge re-judges a click that loses that race as a
+  ``duplicate``.
+- A conversion counts once per click, as ``conversions`` for the ad and campaign; it
+  bills the bid of a CPA ad, within the campaign's budget and cap.
 """
 
 from __future__ import annotations
 
 from edge.counters import CountRow, billed_counts
 from edge.store.base import Store
-from edge.store.events import Hover, Impression, PlacementFailure
+from edge.store.events import Click, Conversion, Hover, Impression, PlacementFailure
+from matcher.types import PricingModel
 
 # Kinds that mean "the ad was rendered" and those that mean "the ad was viewable".
 RENDERED = frozenset({"url", "ugc", "legacy", "ai-render"})
@@ -78,6 +87,52 @@ def failure_counts(failure: PlacementFailure) -> list[CountRow]:
     return rows
 
 
+def click_charge(click: Click, pricing: PricingModel | None, within_budget: bool) -> float | None:
+    """What a judged click bills (its ``invalid_reason`` set or None), or None: nothing.
+
+    ``pricing``: its ad set's pricing model (None when the ad is not in the live catalogue);
+    ``within_budget``: whether its campaign may still be billed.
+    """
+    if click.invalid_reason is not None or click.env != "production":
+        return None
+    if pricing is None or pricing.type != "cpc" or not within_budget:
+        return None
+    return pricing.bid_amount
+
+
+def conversion_charge(pricing: PricingModel | None, within_budget: bool) -> float | None:
+    """What a conversion of a valid click bills, or None: nothing."""
+    if pricing is None or pricing.type != "cpa" or not within_budget:
+        return None
+    return pricing.bid_amount
+
+
+def click_counts(click: Click) -> list[CountRow]:
+    """The report counters a counted click moves (its charge included)."""
+    counter = "clicks" if click.invalid_reason is None else f"invalid_clicks_{click.invalid_reason}"
+    scopes = (
+        ("ad", click.ad_id),
+        ("campaign", click.campaign_id),
+        ("publisher", click.publisher_id),
+    )
+    rows: list[CountRow] = [(scope, sid, counter, 1) for scope, sid in scopes if sid]
+    if click.charge_usd is not None:
+        rows += billed_counts(
+            click.ad_id, click.campaign_id, click.publisher_id, "cpc", click.charge_usd
+        )
+    return rows
+
+
+def conversion_counts(conversion: Conversion) -> list[CountRow]:
+    """The report counters a counted conversion moves (its charge included)."""
+    c = conversion.click
+    scopes = (("ad", c.ad_id), ("campaign", c.campaign_id))
+    rows: list[CountRow] = [(scope, sid, "conversions", 1) for scope, sid in scopes if sid]
+    if conversion.charge_usd is not None:
+        rows += billed_counts(c.ad_id, c.campaign_id, c.publisher_id, "cpa", conversion.charge_usd)
+    return rows
+
+
 async def record_impression(store: Store, imp: Impression) -> bool:
     """Count ``imp`` unless it is a replay; True when counted. Returns after the commit of
     the impression, its billing row and its counter bumps (one transaction)."""
@@ -94,3 +149,16 @@ async def record_hover(store: Store, hover: Hover) -> bool:
 
 async def record_failure(store: Store, failure: PlacementFailure) -> None:
     await store.save_failure(failure, failure_counts(failure))
+
+
+async def record_click(store: Store, click: Click) -> bool:
+    """Store a judged click with its charge and counter bumps in one commit; False when its
+    ``click_id`` is stored already (a replay: nothing more is written). ``ClickConflict``
+    when it is valid and its impression has a valid click already."""
+    return await store.save_click(click, click_counts(click))
+
+
+async def record_conversion(store: Store, conversion: Conversion) -> bool:
+    """Store a conversion with its charge and counter bumps in one commit; False when its
+    click has converted already."""
+    return await store.save_conversion(conversion, conversion_counts(conversion))

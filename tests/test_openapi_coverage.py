@@ -13,6 +13,7 @@ import pytest
 from starlette.routing import Mount, Route
 from starlette.testclient import TestClient
 
+from edge import ledger
 from edge.partner.flow import sandbox_no_match
 from edge.settings import RateLimit
 from edge.store import StoreUnavailable
@@ -201,7 +202,7 @@ class Provoker:
             reason = None if status == 200 else "duplicate"
             click = Click(click_id, f"tok:t{n}", "url", "production", "ad-dog-food",
                           "cmp-happy-hound", 1.0, invalid_reason=reason)  # fmt: skip
-            self.client.portal.call(self.ctx.store.record_click, click)
+            self.client.portal.call(ledger.record_click, self.ctx.store, click)
         path = "/v1/ad-manager/conversions"
         return self.send("post", path, {"click_id": click_id}, key)
 

@@ -1,7 +1,7 @@
 """Click beacons: the tag's (page and UGC slots) and the AI product's signed click URL.
 
 Every click with a genuine token or signature is stored before its 2xx, valid or not; what
-makes it billable is decided here, never in the store:
+makes it billable is decided in the edge (here and in ``edge.ledger``), never in the store:
 
 - a replay (a ``click_id`` already stored) counts nothing;
 - the invalid-traffic rules judge it (``edge.ivt``: bot user agents, a token used by
@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from starlette.requests import Request
 from starlette.responses import Response
 
+from edge import ledger
 from edge.beacons import InvalidToken, Surface, verify_ai_beacon
 from edge.context import Context
 from edge.delivery import schemas
@@ -120,10 +121,10 @@ async def record_click(
         reason = await _invalid_reason(judge, ctx, click.impression_key, impression_keys)
         judged = _with_charge(ctx, click, reason)
         try:
-            counted = await ctx.store.record_click(judged)
+            counted = await ledger.record_click(ctx.store, judged)
         except ClickConflict:  # another click of this impression committed first
             judged = _with_charge(ctx, click, "duplicate")
-            counted = await ctx.store.record_click(judged)
+            counted = await ledger.record_click(ctx.store, judged)
     if counted and judged.charge_usd:
         ctx.spend.add(judged.campaign_id, judged.charge_usd, judged.at)
     return counted
@@ -152,14 +153,8 @@ async def _invalid_reason(
 
 
 def _with_charge(ctx: Context, click: Click, reason: str | None) -> Click:
-    charge = None
+    judged = replace(click, invalid_reason=reason)
     placement = ctx.matcher.catalogue.placement(click.ad_id) if ctx.matcher else None
-    if (
-        reason is None
-        and click.env == "production"
-        and placement is not None
-        and placement.ad_set.pricing_model.type == "cpc"
-        and ctx.spend.billable(campaign_of(ctx, click.campaign_id))
-    ):
-        charge = placement.ad_set.pricing_model.bid_amount
-    return replace(click, invalid_reason=reason, charge_usd=charge)
+    pricing = placement.ad_set.pricing_model if placement is not None else None
+    within_budget = ctx.spend.billable(campaign_of(ctx, click.campaign_id))
+    return replace(judged, charge_usd=ledger.click_charge(judged, pricing, within_budget))

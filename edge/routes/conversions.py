@@ -23,6 +23,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from edge import ledger
 from edge.context import Context
 from edge.delivery import schemas
 from edge.delivery.events import campaign_of
@@ -59,17 +60,14 @@ async def convert(ctx: Context, request: Request) -> Response:
             field="click_id",
             code="invalid_click",
         )
-    charge = None
     placement = ctx.matcher.catalogue.placement(click.ad_id) if ctx.matcher else None
-    if (
-        placement is not None
-        and placement.ad_set.pricing_model.type == "cpa"
-        and ctx.spend.billable(campaign_of(ctx, click.campaign_id))
-    ):
-        charge = placement.ad_set.pricing_model.bid_amount
+    pricing = placement.ad_set.pricing_model if placement is not None else None
+    charge = ledger.conversion_charge(
+        pricing, ctx.spend.billable(campaign_of(ctx, click.campaign_id))
+    )
     conversion = Conversion(click, ctx.clock(), body.get("value_usd"), charge)
     async with store_errors():
-        counted = await ctx.store.record_conversion(conversion)
+        counted = await ledger.record_conversion(ctx.store, conversion)
     billed = charge if counted and charge else 0.0
     if billed:
         ctx.spend.add(click.campaign_id, billed, conversion.at)

@@ -9,11 +9,12 @@ A backend only stores: what an event bills and which counters it moves are decid
 edge (``edge.ledger``) and handed in with the event. The backend's one rule is uniqueness:
 an impression whose dedupe keys are all new is inserted with its billing row and counter
 bumps in one transaction; one sharing any key is a replay and writes nothing but its other
-keys. On SQLite that is one job of the group commit (one savepoint). On the writer's
-connection the bumps are deferred to the end of the transaction and applied summed per
-counter (``flush_counts``, before the COMMIT): a burst of impressions of one ad costs one
-upsert per counter instead of seven per impression. A job that fails drops its own
-deferred bumps with its savepoint.
+keys. A click or conversion is likewise inserted if absent (by click id, by click), with
+the charge and bumps it was handed. On SQLite that is one job of the group commit (one
+savepoint). On the writer's connection the bumps are deferred to the end of the
+transaction and applied summed per counter (``flush_counts``, before the COMMIT): a burst
+of impressions of one ad costs one upsert per counter instead of seven per impression. A
+job that fails drops its own deferred bumps with its savepoint.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from edge.counters import CountBuffer, CountRow, billed_counts
+from edge.counters import CountBuffer, CountRow
 from edge.store.primitives import SQLitePrimitives
 
 ImpressionKind = Literal["url", "ugc", "ai-render", "ai-view", "legacy"]
@@ -200,10 +201,14 @@ class EventStore(abc.ABC):
         """Billed USD per campaign id, in total or from ``since`` (epoch seconds) on."""
 
     @abc.abstractmethod
-    async def record_click(self, click: Click) -> bool:
-        """Store ``click`` with its charge and counter bumps in one commit; False (nothing
-        stored) when its ``click_id`` is stored already. ``ClickConflict`` when it is valid
-        and its impression has a valid click already."""
+    async def save_click(self, click: Click, counts: Sequence[CountRow]) -> bool:
+        """Insert ``click`` unless its ``click_id`` is stored; True when inserted.
+
+        When inserted: with a charge row of ``click.charge_usd`` (when not None) and the
+        counter bumps ``counts``, in the same transaction; when a replay, nothing. The one
+        rule kept here is uniqueness: ``ClickConflict`` (nothing stored) when the click is
+        valid and its impression has a valid click already. Returns after the commit.
+        """
 
     @abc.abstractmethod
     async def click_by_id(self, click_id: str) -> StoredClick | None: ...
@@ -217,9 +222,10 @@ class EventStore(abc.ABC):
         """Whether this impression has a valid click stored."""
 
     @abc.abstractmethod
-    async def record_conversion(self, conversion: Conversion) -> bool:
-        """Store it with its charge and counter bumps in one commit; False when its click
-        has a conversion already."""
+    async def save_conversion(self, conversion: Conversion, counts: Sequence[CountRow]) -> bool:
+        """Insert the conversion unless its click has one; True when inserted, then with a
+        charge row of ``conversion.charge_usd`` (when not None) and the counter bumps
+        ``counts`` in the same transaction. Returns after the commit."""
 
     @abc.abstractmethod
     async def click_count(self, valid: bool | None = None) -> int:
@@ -277,8 +283,8 @@ class SQLiteEventStore(SQLitePrimitives, EventStore):
             return await self.read(_spend_by_campaign)
         return await self.read(_spend_since, since)
 
-    async def record_click(self, click: Click) -> bool:
-        return await self.write(_record_click, click)
+    async def save_click(self, click: Click, counts: Sequence[CountRow]) -> bool:
+        return await self.write(_save_click, click, list(counts))
 
     async def click_by_id(self, click_id: str) -> StoredClick | None:
         return await self.read(_click_by_id, click_id)
@@ -289,8 +295,8 @@ class SQLiteEventStore(SQLitePrimitives, EventStore):
     async def valid_click_stored(self, impression_key: str) -> bool:
         return await self.read(_valid_click_stored, impression_key)
 
-    async def record_conversion(self, conversion: Conversion) -> bool:
-        return await self.write(_record_conversion, conversion)
+    async def save_conversion(self, conversion: Conversion, counts: Sequence[CountRow]) -> bool:
+        return await self.write(_save_conversion, conversion, list(counts))
 
     async def click_count(self, valid: bool | None = None) -> int:
         return await self.read(_click_count, valid)
@@ -400,7 +406,7 @@ def _save_impression(
     return True
 
 
-def _record_click(conn: sqlite3.Connection, c: Click) -> bool:
+def _save_click(conn: sqlite3.Connection, c: Click, counts: list[CountRow]) -> bool:
     try:
         cur = conn.execute(
             "INSERT INTO clicks (click_id, impression_key, kind, env, ad_id, campaign_id, "
@@ -413,23 +419,13 @@ def _record_click(conn: sqlite3.Connection, c: Click) -> bool:
         raise ClickConflict(c.impression_key) from None
     if cur.rowcount != 1:
         return False  # a replay of a stored click id
-    row = cur.lastrowid
-    counter = "clicks" if c.invalid_reason is None else f"invalid_clicks_{c.invalid_reason}"
-    bumps: list[CountRow] = [
-        (scope, scope_id, counter, 1)
-        for scope, scope_id in (
-            ("ad", c.ad_id), ("campaign", c.campaign_id), ("publisher", c.publisher_id)
-        )
-        if scope_id
-    ]  # fmt: skip
     if c.charge_usd is not None:
         conn.execute(
             "INSERT INTO charges (pricing, click_row, campaign_id, ad_id, publisher_id, "
             "amount_usd, at) VALUES ('cpc', ?, ?, ?, ?, ?, ?)",
-            (row, c.campaign_id, c.ad_id, c.publisher_id, c.charge_usd, c.at),
+            (cur.lastrowid, c.campaign_id, c.ad_id, c.publisher_id, c.charge_usd, c.at),
         )
-        bumps += billed_counts(c.ad_id, c.campaign_id, c.publisher_id, "cpc", c.charge_usd)
-    _bump(conn, bumps)
+    _bump(conn, counts)
     return True
 
 
@@ -455,7 +451,7 @@ def _valid_click_stored(conn: sqlite3.Connection, impression_key: str) -> bool:
     return found.fetchone() is not None
 
 
-def _record_conversion(conn: sqlite3.Connection, v: Conversion) -> bool:
+def _save_conversion(conn: sqlite3.Connection, v: Conversion, counts: list[CountRow]) -> bool:
     cur = conn.execute(
         "INSERT INTO conversions (click_row, ad_id, campaign_id, value_usd, at) "
         "VALUES (?, ?, ?, ?, ?) ON CONFLICT (click_row) DO NOTHING",
@@ -464,19 +460,13 @@ def _record_conversion(conn: sqlite3.Connection, v: Conversion) -> bool:
     if cur.rowcount != 1:
         return False  # this click has converted already
     c = v.click
-    bumps: list[CountRow] = [
-        (scope, scope_id, "conversions", 1)
-        for scope, scope_id in (("ad", c.ad_id), ("campaign", c.campaign_id))
-        if scope_id
-    ]
     if v.charge_usd is not None:
         conn.execute(
             "INSERT INTO charges (pricing, click_row, conversion_row, campaign_id, ad_id, "
             "publisher_id, amount_usd, at) VALUES ('cpa', ?, ?, ?, ?, ?, ?, ?)",
             (c.row, cur.lastrowid, c.campaign_id, c.ad_id, c.publisher_id, v.charge_usd, v.at),
         )
-        bumps += billed_counts(c.ad_id, c.campaign_id, c.publisher_id, "cpa", v.charge_usd)
-    _bump(conn, bumps)
+    _bump(conn, counts)
     return True
 
 

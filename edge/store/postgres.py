@@ -31,7 +31,7 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from edge.counters import CountBuffer, CountRow, billed_counts
+from edge.counters import CountBuffer, CountRow
 from edge.store.base import KeyRecord, Store, StoreUnavailable, TagVersionRecord
 from edge.store.events import (
     TAG_ID_PREFIX,
@@ -553,8 +553,8 @@ class PostgresStore(Store):
 
     # -- clicks and conversions -----------------------------------------------------------
 
-    async def record_click(self, click: Click) -> bool:
-        c = click
+    async def save_click(self, click: Click, counts: Sequence[CountRow]) -> bool:
+        c, bumps = click, list(counts)
 
         async def save(w: WriteConn) -> bool:
             try:
@@ -572,18 +572,13 @@ class PostgresStore(Store):
                 raise ClickConflict(c.impression_key) from None
             if row is None:
                 return False  # a replay of a stored click id
-            counter = "clicks" if c.invalid_reason is None else f"invalid_clicks_{c.invalid_reason}"
-            scopes = (("ad", c.ad_id), ("campaign", c.campaign_id), ("publisher", c.publisher_id))
-            w.counts.extend((scope, sid, counter, 1) for scope, sid in scopes if sid)
             if c.charge_usd is not None:
                 await w.conn.execute(
                     "INSERT INTO charges (pricing, click_row, campaign_id, ad_id, publisher_id, "
                     "amount_usd, at) VALUES ('cpc', %s, %s, %s, %s, %s, %s)",
                     (row[0], c.campaign_id, c.ad_id, c.publisher_id, c.charge_usd, c.at),
                 )
-                w.counts.extend(
-                    billed_counts(c.ad_id, c.campaign_id, c.publisher_id, "cpc", c.charge_usd)
-                )
+            w.counts.extend(bumps)
             return True
 
         result: bool = await self.write(save)
@@ -612,8 +607,8 @@ class PostgresStore(Store):
         )
         return row is not None
 
-    async def record_conversion(self, conversion: Conversion) -> bool:
-        v, c = conversion, conversion.click
+    async def save_conversion(self, conversion: Conversion, counts: Sequence[CountRow]) -> bool:
+        v, c, bumps = conversion, conversion.click, list(counts)
 
         async def save(w: WriteConn) -> bool:
             row = await _one(
@@ -624,8 +619,6 @@ class PostgresStore(Store):
             )
             if row is None:
                 return False  # this click has converted already
-            scopes = (("ad", c.ad_id), ("campaign", c.campaign_id))
-            w.counts.extend((scope, sid, "conversions", 1) for scope, sid in scopes if sid)
             if v.charge_usd is not None:
                 await w.conn.execute(
                     "INSERT INTO charges (pricing, click_row, conversion_row, campaign_id, "
@@ -633,9 +626,7 @@ class PostgresStore(Store):
                     "VALUES ('cpa', %s, %s, %s, %s, %s, %s, %s)",
                     (c.row, row[0], c.campaign_id, c.ad_id, c.publisher_id, v.charge_usd, v.at),
                 )
-                w.counts.extend(
-                    billed_counts(c.ad_id, c.campaign_id, c.publisher_id, "cpa", v.charge_usd)
-                )
+            w.counts.extend(bumps)
             return True
 
         result: bool = await self.write(save)

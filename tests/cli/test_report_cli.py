@@ -99,13 +99,13 @@ def test_clicks_ctr_conversions_money_by_model_invalid_and_pacing(tmp_path, caps
                 kind="url", dedupe_keys=(f"tok:{i}",), env="production", ad_id="ad-dog-food",
                 campaign_id="cmp-happy-hound", at=1.0,
             ))  # fmt: skip
-        await store.record_click(Click("clk-1", "tok:0", "url", "production", "ad-dog-food",
+        await ledger.record_click(store, Click("clk-1", "tok:0", "url", "production", "ad-dog-food",
                                        "cmp-happy-hound", 2.0, charge_usd=1.4))  # fmt: skip
         again = Click("clk-2", "tok:0", "url", "production", "ad-dog-food",
                       "cmp-happy-hound", 2.0, invalid_reason="duplicate")  # fmt: skip
-        await store.record_click(again)
+        await ledger.record_click(store, again)
         clicked = await store.click_by_id("clk-1")
-        await store.record_conversion(Conversion(clicked, 3.0))
+        await ledger.record_conversion(store, Conversion(clicked, 3.0))
 
     asyncio.run(work())
     store.close_blocking()

@@ -245,16 +245,16 @@ def test_clicks_and_conversions_once_each_with_their_charges(store, run, counts,
     click = Click(click_id="c1", impression_key="tok:a", kind="url", env="production",
                   ad_id="ad-1", campaign_id="cmp-1", at=5.0, publisher_id="pub-1",
                   charge_usd=0.5)  # fmt: skip
-    assert run(store.record_click(click)) is True
-    assert run(store.record_click(click)) is False  # a replay of its click id
+    assert run(ledger.record_click(store, click)) is True
+    assert run(ledger.record_click(store, click)) is False  # a replay of its click id
     with pytest.raises(ClickConflict):  # a second valid click of the same impression
-        run(store.record_click(Click(**{**_fields(click), "click_id": "c2"})))
+        run(ledger.record_click(store, Click(**{**_fields(click), "click_id": "c2"})))
     stored = run(store.click_by_id("c1"))
     assert stored is not None and stored.impression_key == "tok:a"
     assert run(store.valid_click_stored("tok:a")) and not run(store.valid_click_stored("tok:b"))
     conversion = Conversion(click=stored, at=9.0, value_usd=20.0, charge_usd=2.0)
-    assert run(store.record_conversion(conversion)) is True
-    assert run(store.record_conversion(conversion)) is False
+    assert run(ledger.record_conversion(store, conversion)) is True
+    assert run(ledger.record_conversion(store, conversion)) is False
     c = counts(store)
     assert c[("ad", "ad-1", "clicks")] == 1 and c[("ad", "ad-1", "conversions")] == 1
     assert c[("campaign", "cmp-1", "billable_usd_cpc")] == pytest.approx(0.5)
@@ -266,3 +266,34 @@ def test_clicks_and_conversions_once_each_with_their_charges(store, run, counts,
 
 def _fields(obj) -> dict:
     return {f: getattr(obj, f) for f in obj.__dataclass_fields__}
+
+
+def test_a_backend_stores_the_click_decision_it_is_handed(store, run, counts, db_target):
+    """The counters and charge of a click come from the edge: a backend handed an invalid
+    click with a charge and made-up bumps stores exactly those, deciding nothing itself."""
+    from edge.store import Click
+
+    click = Click(click_id="c9", impression_key="tok:q", kind="ugc", env="production",
+                  ad_id="ad-1", campaign_id="cmp-1", at=5.0, publisher_id="pub-1",
+                  invalid_reason="bot_user_agent", charge_usd=0.25)  # fmt: skip
+    assert run(store.save_click(click, [("ad", "ad-1", "handed", 3)])) is True
+    assert run(store.save_click(click, [("ad", "ad-1", "handed", 5)])) is False  # a replay
+    assert counts(store) == {("ad", "ad-1", "handed"): 3}
+    assert sql(db_target, "SELECT pricing, amount_usd FROM charges") == [("cpc", 0.25)]
+    assert run(store.click_count(valid=False)) == 1
+
+
+def test_a_backend_stores_the_conversion_decision_it_is_handed(store, run, counts, db_target):
+    from edge.store import Click, Conversion
+
+    click = Click(click_id="c8", impression_key="tok:r", kind="url", env="production",
+                  ad_id="ad-1", campaign_id="cmp-1", at=5.0)  # fmt: skip
+    assert run(store.save_click(click, [])) is True
+    stored = run(store.click_by_id("c8"))
+    assert stored is not None
+    unbilled = Conversion(click=stored, at=6.0, value_usd=9.0)
+    assert run(store.save_conversion(unbilled, [])) is True  # no bumps handed: none made
+    assert run(store.save_conversion(unbilled, [("ad", "ad-1", "x", 1)])) is False
+    assert counts(store) == {}
+    assert sql(db_target, "SELECT count(*) FROM conversions") == [(1,)]
+    assert sql(db_target, "SELECT count(*) FROM charges") == [(0,)]

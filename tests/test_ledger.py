@@ -1,0 +1,65 @@
+"""The edge's rules for clicks and conversions (``edge.ledger``): what bills and which
+counters move, decided without a store."""
+
+import pytest
+
+from edge import ledger
+from edge.store import Click, Conversion
+from edge.store.events import StoredClick
+from matcher.types import PricingModel
+
+CPC = PricingModel("cpc", 1.25)
+CPA = PricingModel("cpa", 4.0)
+CPM = PricingModel("cpm", 2.0)
+
+
+def click(**kw) -> Click:
+    base = dict(click_id="c1", impression_key="tok:a", kind="url", env="production",
+                ad_id="ad-1", campaign_id="cmp-1", at=1.0, publisher_id="pub-1")  # fmt: skip
+    return Click(**{**base, **kw})
+
+
+def test_only_a_valid_production_cpc_click_within_budget_bills_its_bid():
+    assert ledger.click_charge(click(), CPC, within_budget=True) == 1.25
+    assert ledger.click_charge(click(invalid_reason="duplicate"), CPC, True) is None
+    assert ledger.click_charge(click(env="sandbox"), CPC, True) is None
+    assert ledger.click_charge(click(), CPM, True) is None
+    assert ledger.click_charge(click(), CPA, True) is None
+    assert ledger.click_charge(click(), None, True) is None  # not in the live catalogue
+    assert ledger.click_charge(click(), CPC, within_budget=False) is None
+
+
+def test_only_a_cpa_conversion_within_budget_bills_its_bid():
+    assert ledger.conversion_charge(CPA, within_budget=True) == 4.0
+    assert ledger.conversion_charge(CPA, within_budget=False) is None
+    assert ledger.conversion_charge(CPC, within_budget=True) is None
+    assert ledger.conversion_charge(None, within_budget=True) is None
+
+
+def test_a_valid_click_counts_as_a_click_and_its_charge_by_pricing_model():
+    rows = ledger.click_counts(click(charge_usd=1.25))
+    assert ("ad", "ad-1", "clicks", 1) in rows
+    assert ("campaign", "cmp-1", "clicks", 1) in rows
+    assert ("publisher", "pub-1", "clicks", 1) in rows
+    assert ("campaign", "cmp-1", "billable_usd", 1.25) in rows
+    assert ("ad", "ad-1", "billable_usd_cpc", 1.25) in rows
+    assert len(rows) == 9
+
+
+def test_an_invalid_click_counts_only_under_its_reason():
+    rows = ledger.click_counts(click(invalid_reason="bot_user_agent", publisher_id=None))
+    assert rows == [
+        ("ad", "ad-1", "invalid_clicks_bot_user_agent", 1),
+        ("campaign", "cmp-1", "invalid_clicks_bot_user_agent", 1),
+    ]
+
+
+@pytest.mark.parametrize("charge", [None, 4.0])
+def test_a_conversion_counts_for_its_ad_and_campaign(charge):
+    stored = StoredClick(7, "c1", "tok:a", "url", "production", "ad-1", "cmp-1", "pub-1",
+                         None, 1.0)  # fmt: skip
+    rows = ledger.conversion_counts(Conversion(stored, at=2.0, charge_usd=charge))
+    assert rows[:2] == [("ad", "ad-1", "conversions", 1), ("campaign", "cmp-1", "conversions", 1)]
+    billed = [r for r in rows if r[2] == "billable_usd_cpa"]
+    assert billed == ([] if charge is None else [(s, i, "billable_usd_cpa", 4.0) for s, i in
+                      (("ad", "ad-1"), ("campaign", "cmp-1"), ("publisher", "pub-1"))])  # fmt: skip
