@@ -270,6 +270,11 @@ class Settings:
         "Worker processes sharing the port on this machine, each a whole edge on the same store.",
         _int_in(1, 64),
     )
+    catalogue_history: int = _setting(
+        10,
+        "Catalogue versions kept besides the live one; `edge catalogue load` deletes older ones.",
+        _int_in(0, 10_000),
+    )
     max_connections: int = _setting(
         1000,
         "Open connections and requests in progress at most; past it new requests get 503.",

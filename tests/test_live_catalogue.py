@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import sqlite3
 from importlib import resources
 
 import numpy as np
@@ -130,3 +131,15 @@ def test_load_refuses_an_unreadable_file(tmp_path, capsys, argv_tail):
     assert main(["catalogue", "load", str(tmp_path / "missing.json"), "--db", str(db),
                  *argv_tail]) == 1  # fmt: skip
     assert not db.exists()  # nothing opened, nothing stored
+
+
+def test_load_keeps_only_the_history_asked_for(tmp_path, capsys):
+    good = tmp_path / "good.json"
+    good.write_bytes(orjson.dumps(bundled()))
+    db = str(tmp_path / "edge.db")
+    for _ in range(3):
+        assert main(["catalogue", "load", str(good), "--db", db, "--catalogue-history", "1"]) == 0
+    capsys.readouterr()
+    with sqlite3.connect(db) as conn:
+        versions = [v for (v,) in conn.execute("SELECT version FROM catalogue_versions")]
+    assert versions == [2, 3]  # the live one and one before it

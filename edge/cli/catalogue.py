@@ -6,6 +6,7 @@ Exit status 0 when the file is valid (a one-line summary on stdout), 1 when it i
 catalogue change on it. ``validate`` reads only the catalogue: no model, no database.
 ``load`` stores nothing unless the file is valid; running edges then swap to it without a
 restart (PostgreSQL: announced to every node at once; any backend: within a few seconds).
+It keeps the ``EDGE_CATALOGUE_HISTORY`` versions before the new one and deletes older ones.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def register(sub: Subcommands) -> None:
     )
     ld.add_argument("file", help="the catalogue JSON file (- reads standard input)")
     ld.add_argument("--json", action="store_true", help="print the result as JSON")
-    add_arguments(ld, ["db"])
+    add_arguments(ld, ["db", "catalogue_history"])
     ld.set_defaults(func=_load)
 
 
@@ -60,7 +61,9 @@ def _load(args: argparse.Namespace) -> int:
         return _invalid(args, exc)
 
     async def work(ctx: Context) -> int:
-        version = await ctx.store.put_catalogue(catalogue.content_hash, body, ctx.clock())
+        version = await ctx.store.put_catalogue(
+            catalogue.content_hash, body, ctx.clock(), keep_previous=ctx.settings.catalogue_history
+        )
         await ctx.store.announce("catalogue", str(version))
         return version
 

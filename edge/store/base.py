@@ -124,8 +124,11 @@ class Store(MatcherStateStore, EventStore, abc.ABC):
     # -- the live catalogue -----------------------------------------------------------------
 
     @abc.abstractmethod
-    async def put_catalogue(self, content_hash: str, body: bytes, at: float) -> int:
-        """Store a catalogue as the newest (live) version; its version number."""
+    async def put_catalogue(
+        self, content_hash: str, body: bytes, at: float, *, keep_previous: int
+    ) -> int:
+        """Store a catalogue as the newest (live) version; its version number. In the same
+        transaction, every version but the newest ``keep_previous`` before it is deleted."""
 
     @abc.abstractmethod
     async def live_catalogue(self) -> tuple[int, str] | None:

@@ -406,7 +406,9 @@ class PostgresStore(Store):
 
     # -- the live catalogue -----------------------------------------------------------------
 
-    async def put_catalogue(self, content_hash: str, body: bytes, at: float) -> int:
+    async def put_catalogue(
+        self, content_hash: str, body: bytes, at: float, *, keep_previous: int
+    ) -> int:
         async def put(w: WriteConn) -> int:
             row = await _one(
                 w.conn,
@@ -415,6 +417,11 @@ class PostgresStore(Store):
                 (content_hash, body, at),
             )
             assert row is not None
+            await w.conn.execute(
+                "DELETE FROM catalogue_versions WHERE version NOT IN"
+                " (SELECT version FROM catalogue_versions ORDER BY version DESC LIMIT %s)",
+                (keep_previous + 1,),
+            )
             return int(row[0])
 
         result: int = await self.write(put)

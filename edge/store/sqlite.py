@@ -309,8 +309,10 @@ class SQLiteStore(SQLiteMatcherState, SQLiteEventStore, Store):
 
     # -- the live catalogue -----------------------------------------------------------------
 
-    async def put_catalogue(self, content_hash: str, body: bytes, at: float) -> int:
-        return await self.write(_put_catalogue, content_hash, body, at)
+    async def put_catalogue(
+        self, content_hash: str, body: bytes, at: float, *, keep_previous: int
+    ) -> int:
+        return await self.write(_put_catalogue, content_hash, body, at, keep_previous)
 
     async def live_catalogue(self) -> tuple[int, str] | None:
         return await self.read(_live_catalogue)
@@ -421,13 +423,22 @@ def _revoke_key(conn: sqlite3.Connection, key_id: str, at: float) -> bool:
     return cur.rowcount == 1
 
 
-def _put_catalogue(conn: sqlite3.Connection, content_hash: str, body: bytes, at: float) -> int:
+def _put_catalogue(
+    conn: sqlite3.Connection, content_hash: str, body: bytes, at: float, keep_previous: int
+) -> int:
     cur = conn.execute(
         "INSERT INTO catalogue_versions (content_hash, body, loaded_at) VALUES (?, ?, ?)",
         (content_hash, body, at),
     )
     assert cur.lastrowid is not None
+    conn.execute(_PRUNE_CATALOGUES, (keep_previous + 1,))
     return int(cur.lastrowid)
+
+
+_PRUNE_CATALOGUES = (
+    "DELETE FROM catalogue_versions WHERE version NOT IN"
+    " (SELECT version FROM catalogue_versions ORDER BY version DESC LIMIT ?)"
+)
 
 
 def _live_catalogue(conn: sqlite3.Connection) -> tuple[int, str] | None:

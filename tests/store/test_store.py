@@ -186,12 +186,23 @@ def test_tag_versions_keep_bytes_and_first_build_time(store, run):
 
 def test_catalogue_versions_the_newest_is_live(store, run):
     assert run(store.live_catalogue()) is None
-    one = run(store.put_catalogue("h1", b'{"campaigns": []}', 1.0))
-    two = run(store.put_catalogue("h2", b'{"campaigns": [1]}', 2.0))
+    one = run(store.put_catalogue("h1", b'{"campaigns": []}', 1.0, keep_previous=10))
+    two = run(store.put_catalogue("h2", b'{"campaigns": [1]}', 2.0, keep_previous=10))
     assert two > one
     assert run(store.live_catalogue()) == (two, "h2")
     assert run(store.catalogue_body(one)) == b'{"campaigns": []}'
     assert run(store.catalogue_body(two + 100)) is None
+
+
+def test_loading_a_catalogue_keeps_the_live_one_and_the_previous_ones_asked_for(store, run):
+    versions = [
+        run(store.put_catalogue(f"h{i}", b"{}", float(i), keep_previous=2)) for i in range(5)
+    ]
+    assert run(store.live_catalogue()) == (versions[-1], "h4")
+    kept = [v for v in versions if run(store.catalogue_body(v)) is not None]
+    assert kept == versions[-3:]  # the live one and two before it
+    last = run(store.put_catalogue("h5", b"{}", 5.0, keep_previous=0))
+    assert [v for v in [*versions, last] if run(store.catalogue_body(v)) is not None] == [last]
 
 
 def test_shared_rate_buckets_only_where_nodes_share_them(store, run, backend):
