@@ -5,7 +5,9 @@ Same interface and same behaviour as the SQLite backend; only the storage differ
 - Writes go through one group-commit task per process: it takes every job waiting, runs
   each in its own savepoint inside one transaction, applies the batch's counter bumps
   summed (one upsert, in key order so two nodes never deadlock on counters), commits once
-  and only then resolves the callers. An acknowledged write is committed.
+  and only then resolves the callers. An acknowledged write is committed. An impression
+  is one statement (one round trip) and needs no savepoint of its own: if it fails, the
+  batch runs again without it.
 - Uniqueness lives in the database (primary keys on dedupe keys, hover tokens), so an
   impression counts once however many nodes receive its beacons: a node that loses the
   race for a key sees the winner's row once the winner commits, and answers "replay".
@@ -22,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -85,9 +87,19 @@ def _new_future() -> asyncio.Future[Any]:
 class _Job:
     fn: WriteFn
     args: tuple[Any, ...]
+    savepoint: bool = True
     future: asyncio.Future[Any] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
     )
+
+
+class _JobFailed(Exception):
+    """A job run without a savepoint failed; the batch's transaction is rolled back."""
+
+    def __init__(self, job: _Job, error: Exception) -> None:
+        super().__init__(str(error))
+        self.job = job
+        self.error = error
 
 
 class PostgresStore(Store):
@@ -157,11 +169,16 @@ class PostgresStore(Store):
 
     # -- the two primitives ----------------------------------------------------------------
 
-    async def write(self, fn: WriteFn, *args: Any) -> Any:
-        """Run ``await fn(wconn, *args)`` in the next batch; return after its COMMIT."""
+    async def write(self, fn: WriteFn, *args: Any, savepoint: bool = True) -> Any:
+        """Run ``await fn(wconn, *args)`` in the next batch; return after its COMMIT.
+
+        ``savepoint=False`` saves the job's SAVEPOINT and RELEASE round trips; for a job
+        whose writes stand or fall together (one statement, or its own undo). If it fails,
+        the whole transaction is lost, so the batch runs again without it.
+        """
         if self._queue is None or self._writer is None or self._writer.done():
             raise StoreUnavailable("the store is not open")
-        job = _Job(fn, args)
+        job = _Job(fn, args, savepoint)
         await self._queue.put(job)
         return await asyncio.shield(job.future)
 
@@ -207,23 +224,30 @@ class PostgresStore(Store):
                 return
 
     async def _commit(self, batch: list[_Job]) -> None:
-        for attempt in range(_RETRIES):
+        failed: list[tuple[_Job, Any, BaseException | None]] = []
+        attempt = 0
+        while batch and attempt < _RETRIES:
             try:
                 outcomes = await self._run_batch(batch)
+            except _JobFailed as exc:  # a job without a savepoint failed: run the rest again
+                failed.append((exc.job, None, exc.error))
+                batch = [job for job in batch if job is not exc.job]
+                continue
             except (pg_errors.DeadlockDetected, pg_errors.SerializationFailure) as exc:
                 log.info("store batch retried after %s (attempt %d)", type(exc).__name__, attempt)
-                await asyncio.sleep(0.005 * (attempt + 1))
+                attempt += 1
+                await asyncio.sleep(0.005 * attempt)
                 continue
             except (psycopg.OperationalError, StoreUnavailable, PoolTimeout) as exc:
                 message = f"the store could not commit: {exc}"
-                _settle([(job, None, StoreUnavailable(message)) for job in batch])
+                _settle([*failed, *((job, None, StoreUnavailable(message)) for job in batch)])
                 return
             self.batches += 1
             self.jobs += len(batch)
-            _settle(outcomes)
+            _settle([*failed, *outcomes])
             return
-        _settle([(job, None, StoreUnavailable("the store could not commit: contention"))
-                 for job in batch])  # fmt: skip
+        _settle([*failed, *((job, None, StoreUnavailable("the store could not commit: contention"))
+                            for job in batch)])  # fmt: skip
 
     async def _run_batch(self, batch: list[_Job]) -> list[tuple[_Job, Any, BaseException | None]]:
         outcomes: list[tuple[_Job, Any, BaseException | None]] = []
@@ -232,13 +256,18 @@ class PostgresStore(Store):
             for job in batch:
                 mark = wconn.counts.mark()
                 try:
-                    async with conn.transaction():  # a savepoint: a failing job undoes itself
+                    if job.savepoint:
+                        async with conn.transaction():  # a failing job undoes itself
+                            result = await job.fn(wconn, *job.args)
+                    else:
                         result = await job.fn(wconn, *job.args)
                 except (pg_errors.DeadlockDetected, pg_errors.SerializationFailure):
                     raise  # the transaction is lost: retry the whole batch
                 except psycopg.OperationalError:
                     raise
                 except Exception as exc:
+                    if not job.savepoint:  # the transaction may be lost with it
+                        raise _JobFailed(job, exc) from exc
                     wconn.counts.drop_since(mark)
                     outcomes.append((job, None, exc))
                 else:
@@ -478,7 +507,9 @@ class PostgresStore(Store):
     ) -> bool:
         if not imp.dedupe_keys:
             raise ValueError("an impression needs at least one dedupe key")
-        result: bool = await self.write(_save_impression, imp, billing_usd, list(counts))
+        result: bool = await self.write(
+            _save_impression, imp, billing_usd, list(counts), savepoint=False
+        )
         return result
 
     async def save_hover(self, hover: Hover, counts: Sequence[CountRow]) -> bool:
@@ -822,7 +853,9 @@ def redact_url(url: str) -> str:
     return f"postgresql://{user + '@' if user else ''}{where}/{db}"
 
 
-async def _one(conn: Conn, sql: str, args: Sequence[Any]) -> tuple[Any, ...] | None:
+async def _one(
+    conn: Conn, sql: str, args: Sequence[Any] | Mapping[str, Any]
+) -> tuple[Any, ...] | None:
     cur = await conn.execute(sql, args)
     row: tuple[Any, ...] | None = await cur.fetchone()
     return row
@@ -874,63 +907,68 @@ async def _key_where(conn: Conn, column: str, value: str) -> KeyRecord | None:
     return None if row is None else KeyRecord(*row)
 
 
-_SEEN = "SELECT impression_id FROM impression_keys WHERE dedupe_key = ANY(%s) LIMIT 1"
-
-
-class _Raced(Exception):
-    """Another transaction committed one of this impression's keys first."""
+# One statement, one round trip: look for a stored key; when none, insert the impression,
+# its keys and its billing row; when one, tie the new keys to the stored impression. The
+# keys' primary key still decides a race: ON CONFLICT waits for another node's transaction
+# that holds one of the keys, and a key it committed is skipped (counted below).
+_SAVE_IMPRESSION = """
+WITH seen AS (
+    SELECT impression_id FROM impression_keys WHERE dedupe_key = ANY(%(keys)s::text[]) LIMIT 1
+), ins AS (
+    INSERT INTO impressions (kind, env, ad_id, campaign_id, publisher_id, post_id, slot_id,
+                             cpm_usd, at, invalid_reason)
+    SELECT %(kind)s::text, %(env)s::text, %(ad)s::text, %(campaign)s::text, %(publisher)s::text,
+           %(post)s::text, %(slot)s::text, %(cpm)s::float8, %(at)s::float8, %(invalid)s::text
+    WHERE NOT EXISTS (SELECT 1 FROM seen)
+    RETURNING id
+), keyed AS (
+    INSERT INTO impression_keys (dedupe_key, impression_id)
+    SELECT k, coalesce((SELECT id FROM ins), (SELECT impression_id FROM seen))
+    FROM unnest(%(keys)s::text[]) AS k
+    ON CONFLICT DO NOTHING RETURNING 1
+), billed AS (
+    INSERT INTO billing_events (impression_id, campaign_id, ad_id, publisher_id, amount_usd, at)
+    SELECT id, %(campaign)s::text, %(ad)s::text, %(publisher)s::text, %(bill)s::float8,
+           %(at)s::float8
+    FROM ins WHERE %(bill)s::float8 IS NOT NULL
+)
+SELECT (SELECT id FROM ins), (SELECT count(*) FROM keyed)
+"""
 
 
 async def _save_impression(
     w: WriteConn, imp: Impression, billing_usd: float | None, counts: list[CountRow]
 ) -> bool:
     conn = w.conn
-    keys = list(dict.fromkeys(imp.dedupe_keys))
-    seen = await _one(
+    keys = sorted(set(imp.dedupe_keys))  # one order on every node: fewer lock waits
+    row = await _one(
         conn,
-        "SELECT impression_id FROM impression_keys WHERE dedupe_key = ANY(%s) LIMIT 1",
-        (keys,),
-    )
-    if seen is None:
-        try:
-            async with conn.transaction():
-                row = await _one(
-                    conn,
-                    "INSERT INTO impressions (kind, env, ad_id, campaign_id, publisher_id, "
-                    "post_id, slot_id, cpm_usd, at, invalid_reason) "
-                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
-                    (imp.kind, imp.env, imp.ad_id, imp.campaign_id, imp.publisher_id,
-                     imp.post_id, imp.slot_id, imp.cpm_usd, imp.at, imp.invalid_reason),
-                )  # fmt: skip
-                assert row is not None
-                impression_id = row[0]
-                # ON CONFLICT waits for a concurrent holder of the key to commit or roll
-                # back: a key taken by another node's committed impression makes this one
-                # a replay, decided by the database's unique index.
-                cur = await conn.execute(
-                    "INSERT INTO impression_keys (dedupe_key, impression_id) "
-                    "SELECT unnest(%s::text[]), %s ON CONFLICT DO NOTHING",
-                    (keys, impression_id),
-                )
-                if cur.rowcount != len(keys):
-                    raise _Raced
-                if billing_usd is not None:
-                    await conn.execute(
-                        "INSERT INTO billing_events (impression_id, campaign_id, ad_id, "
-                        "publisher_id, amount_usd, at) VALUES (%s, %s, %s, %s, %s, %s)",
-                        (impression_id, imp.campaign_id, imp.ad_id, imp.publisher_id,
-                         billing_usd, imp.at),
-                    )  # fmt: skip
-        except _Raced:
-            seen = await _one(conn, _SEEN, (keys,))
-            assert seen is not None
-        else:
-            w.counts.extend(counts)
-            return True
+        _SAVE_IMPRESSION,
+        {"keys": keys, "kind": imp.kind, "env": imp.env, "ad": imp.ad_id,
+         "campaign": imp.campaign_id, "publisher": imp.publisher_id, "post": imp.post_id,
+         "slot": imp.slot_id, "cpm": imp.cpm_usd, "at": imp.at, "invalid": imp.invalid_reason,
+         "bill": billing_usd},
+    )  # fmt: skip
+    assert row is not None
+    impression_id, keyed = row
+    if impression_id is None:
+        return False  # a replay: its new keys now point at the stored impression
+    if keyed == len(keys):
+        w.counts.extend(counts)
+        return True
+    # Lost a race: another node committed one of the keys while this statement ran. Undo
+    # this impression (the rows are this transaction's own) and make it that one's replay.
+    for sql in (
+        "DELETE FROM billing_events WHERE impression_id = %s",
+        "DELETE FROM impression_keys WHERE impression_id = %s",
+        "DELETE FROM impressions WHERE id = %s",
+    ):
+        await conn.execute(sql, (impression_id,))
     await conn.execute(
         "INSERT INTO impression_keys (dedupe_key, impression_id) "
-        "SELECT unnest(%s::text[]), %s ON CONFLICT DO NOTHING",
-        (keys, seen[0]),
+        "SELECT k, (SELECT impression_id FROM impression_keys WHERE dedupe_key = ANY(%s) LIMIT 1) "
+        "FROM unnest(%s::text[]) AS k ON CONFLICT DO NOTHING",
+        (keys, keys),
     )
     return False
 

@@ -89,6 +89,67 @@ def test_one_token_counts_once_across_two_nodes(postgres, run):
     assert sql(url, "SELECT count(*) FROM impression_keys") == [(600,)]
 
 
+def test_an_impression_that_loses_a_key_race_is_undone_and_becomes_a_replay(postgres, run):
+    """Another node holds one of the keys uncommitted: the insert waits for it, and when that
+    node commits, this impression, its billing row and its other keys are undone and the
+    keys point at the winner instead (nothing counted twice)."""
+    url = postgres.new_database()
+    store = PostgresStore(url)
+
+    async def go():
+        await store.open()
+        try:
+            async with await psycopg.AsyncConnection.connect(url) as other:
+                cur = await other.execute(
+                    "INSERT INTO impressions (kind, env, ad_id, at) "
+                    "VALUES ('url', 'production', 'ad-9', 1.0) RETURNING id"
+                )
+                (winner,) = await cur.fetchone()
+                await other.execute("INSERT INTO impression_keys VALUES ('tok:x', %s)", (winner,))
+                task = asyncio.create_task(ledger.record_impression(store, imp(("tok:x", "iid:y"))))
+                waiting = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                for _ in range(500):  # until the store's insert waits on tok:x
+                    if sql(url, waiting) == [(1,)]:
+                        break
+                    await asyncio.sleep(0.01)
+                assert not task.done()
+                await other.commit()
+                return winner, await task
+        finally:
+            await store.close()
+
+    winner, counted = run(go())
+    assert counted is False
+    assert sql(url, "SELECT id FROM impressions") == [(winner,)]
+    assert sql(url, "SELECT count(*) FROM billing_events") == [(0,)]
+    assert sql(url, "SELECT count(*) FROM counters") == [(0,)]
+    keys = sql(url, "SELECT dedupe_key, impression_id FROM impression_keys ORDER BY 1")
+    assert keys == [("iid:y", winner), ("tok:x", winner)]
+
+
+def test_a_failing_write_without_a_savepoint_fails_alone(postgres, run):
+    """Impressions run without a savepoint of their own: one the database refuses fails
+    its caller, and the rest of its batch is committed all the same."""
+    url = postgres.new_database()
+    store = PostgresStore(url)
+
+    async def go():
+        await store.open()
+        try:
+            jobs = [ledger.record_impression(store, imp((f"tok:{i}",))) for i in range(20)]
+            jobs.insert(7, ledger.record_impression(store, imp(("tok:bad",), kind="bogus")))
+            return await asyncio.gather(*jobs, return_exceptions=True)
+        finally:
+            await store.close()
+
+    results = run(go())
+    assert isinstance(results[7], psycopg.errors.CheckViolation)
+    assert results[:7] + results[8:] == [True] * 20
+    assert sql(url, "SELECT count(*) FROM impressions") == [(20,)]
+    assert sql(url, "SELECT count(*) FROM impression_keys WHERE dedupe_key = 'tok:bad'") == [(0,)]
+    assert store.group_commit_stats[1] == 20
+
+
 def test_restarted_server_is_unavailable_then_recovers_by_itself(postgres, run):
     url = postgres.new_database()
     store = PostgresStore(url)
