@@ -35,6 +35,7 @@ from edge.store import Store, open_store
 from edge.tag_versions import TagVersions
 from geoip import GeoDatabaseError, GeoReader, open_reader
 from matcher import Matcher
+from matcher.embeddings import MiniLM
 from tag import TagBuild, build_tag
 
 Clock = Callable[[], float]
@@ -71,6 +72,8 @@ class Context:
     ad_listing: Listing | None = None
     # Whether ``start`` loaded the matcher (a test may hand in a shared one to keep).
     matcher_owned: bool = False
+    # The embedding model when loaded before the process forked (``edge serve --workers``).
+    model: MiniLM | None = None
 
     @classmethod
     def build(
@@ -80,8 +83,10 @@ class Context:
         store: Store | None = None,
         clock: Clock | None = None,
         matcher: Matcher | None = None,
+        model: MiniLM | None = None,
     ) -> Context:
-        """``matcher``: an already loaded one (tests share one instead of reloading the model)."""
+        """``matcher``: an already loaded one (tests share one instead of reloading the model);
+        ``model``: the embedding model, loaded already, for the matcher that ``start`` loads."""
         store = store if store is not None else open_store(settings)
         clock = clock or time.time
         tag = build_tag(settings.base_url)
@@ -106,6 +111,7 @@ class Context:
             tag=tag,
             tag_versions=TagVersions(tag, settings.tag_retention_days),
             matcher=matcher,
+            model=model,
         )
 
     async def start(self) -> None:
@@ -115,7 +121,7 @@ class Context:
             if self.signer is None:
                 self.signer = await Signer.from_settings(self.settings, self.store)
             if self.matcher is None:
-                self.matcher = await matching.load_matcher(self.settings)
+                self.matcher = await matching.load_matcher(self.settings, self.model)
                 self.matcher_owned = True
                 # The sandbox never explores: a partner's test gets the same answer each time.
                 explore = self.settings.explore and self.settings.is_production

@@ -25,6 +25,7 @@ from edge.preflight import bad
 from edge.settings import Settings
 from matcher import Matcher
 from matcher.catalogue import CatalogueError
+from matcher.embeddings import CachedEmbedder, MiniLM
 from matcher.engine import Lane
 from matcher.state import Backoff, ThreadState
 from matcher.types import MatchRequest, MatchResult
@@ -126,15 +127,28 @@ async def _best_effort(what: str, write: Awaitable[None]) -> None:
         log.warning("matcher state write (%s) failed; answering anyway: %s", what, exc)
 
 
-async def load_matcher(settings: Settings) -> Matcher:
-    """The catalogue and the model, loaded off the event loop (it takes seconds). A catalogue
-    file that does not validate is a ``SettingsError`` naming the setting and its first error."""
+def preload_model(settings: Settings) -> MiniLM | None:
+    """The embedding model, loaded by ``edge serve --workers N`` before it forks, so the
+    workers share its ~95 MB of weights and buffers (copy-on-write pages nobody writes)
+    instead of loading one each. None (each worker loads its own) with more than one model
+    thread: an onnxruntime session's thread pool does not survive a fork
+    (https://github.com/microsoft/onnxruntime/issues/9800); with one it has no pool."""
+    if settings.model_threads != 1:
+        return None
+    return MiniLM(threads=1)
+
+
+async def load_matcher(settings: Settings, model: MiniLM | None = None) -> Matcher:
+    """The catalogue and the model (``model``: one loaded already), loaded off the event loop
+    (it takes seconds). A catalogue file that does not validate is a ``SettingsError`` naming
+    the setting and its first error."""
     try:
         matcher = await asyncio.to_thread(
             Matcher.load,
             settings.catalogue,
             threads=settings.model_threads,
             cache_dir=settings.cache_dir,
+            embedder=CachedEmbedder(model) if model is not None else None,
             dma_table=settings.dma_table,
         )
     except CatalogueError as exc:

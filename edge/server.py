@@ -34,11 +34,14 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from edge.app import create_app
+from edge.context import Context
 from edge.errors import error_body
+from edge.matching import preload_model
 from edge.preflight import check_files
 from edge.settings import Settings, SettingsError
 from edge.store.postgres import redact_url
 from edge.workers import Supervisor, bind_socket
+from matcher.embeddings import MiniLM
 
 log = logging.getLogger("edge.server")
 
@@ -304,7 +307,8 @@ def serve(settings: Settings) -> None:
     if settings.workers > 1:
         sock = bind_socket(settings.host, settings.port)
         log.info("%d workers on %s:%d", settings.workers, settings.host, settings.port)
-        code = Supervisor(settings.workers, sock, partial(_worker, settings)).run()
+        model = preload_model(settings)  # before the fork: the workers share its pages
+        code = Supervisor(settings.workers, sock, partial(_worker, settings, model)).run()
         if code:
             raise SystemExit(code)
         return
@@ -319,9 +323,9 @@ def serve(settings: Settings) -> None:
         raise
 
 
-def _worker(settings: Settings, index: int, sock: socket.socket) -> int:
-    """One worker of ``--workers N``: the whole edge on the inherited socket."""
-    guard = StartupErrors(create_app(settings))
+def _worker(settings: Settings, model: MiniLM | None, index: int, sock: socket.socket) -> int:
+    """One worker of ``--workers N``: the whole edge on the inherited socket (and model)."""
+    guard = StartupErrors(create_app(settings, context=Context.build(settings, model=model)))
     config = uvicorn_config(settings, guard)
     logging.getLogger("uvicorn.access").addFilter(AccessLogRedaction())
     server = EdgeServer(config, settings)

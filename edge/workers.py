@@ -1,12 +1,13 @@
 """``edge serve --workers N``: N processes share one listening socket on this machine.
 
-The supervisor (the process ``edge serve`` started) binds the socket, then forks N workers
-before it loads anything heavy or starts a thread; each worker builds the whole edge (its
-own context, store connections, model session) and runs uvicorn on the inherited socket, so
-the kernel spreads connections across them. Every worker does what a single process does:
-same routes, same store, keys and publishers (read from the store). What they share in
-memory is what the page cache shares: the catalogue's vectors are memory-mapped from the
-vector cache file.
+The supervisor (the process ``edge serve`` started) binds the socket, loads the embedding
+model (``edge.matching.preload_model``; one model thread, so no thread pool to lose in the
+fork), then forks N workers; each worker builds the rest of the edge (its own context,
+store connections, catalogue) and runs uvicorn on the inherited socket, so the kernel
+spreads connections across them. Every worker does what a single process does: same
+routes, same store, keys and publishers (read from the store). What they share in memory:
+the model's pages, inherited and never written, and the catalogue's vectors, memory-mapped
+from the vector cache file.
 
 The supervisor forwards SIGTERM/SIGINT (graceful stop) and SIGHUP to every worker, and
 replaces a worker that dies while serving. A worker that fails during start-up (a bad

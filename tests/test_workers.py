@@ -132,6 +132,32 @@ def test_two_workers_share_the_port_and_the_sqlite_database(tmp_path):
     assert spend == pytest.approx((len(payloads) + 1) * 2.0 / 1000)
 
 
+def inherited_anonymous_mib(pid: int) -> float:
+    """Memory of ``pid``'s anonymous mappings (heap, not files) that it still shares: pages
+    it inherited through fork and nobody has written since."""
+    kib, anonymous = 0, False
+    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
+        head = line.split()
+        if head and not head[0].endswith(":"):  # a mapping's line: address perms ... [path]
+            anonymous = len(head) < 6 or head[5] == "[heap]"
+        elif anonymous and head[0] in ("Shared_Clean:", "Shared_Dirty:"):
+            kib += int(head[1])
+    return kib / 1024
+
+
+@pytest.mark.slow
+def test_workers_share_the_model_loaded_before_the_fork(tmp_path):
+    """The supervisor loads the embedding model before it forks: its weights and buffers
+    (~95 MB that a worker would otherwise hold privately) stay shared pages in every worker."""
+    settings = {"EDGE_WORKERS": "2", "EDGE_LOG_LEVEL": "warning"}
+    with EdgeProcess(db=tmp_path / "edge.db", settings=settings) as edge:
+        assert edge.proc is not None
+        workers = children(edge.proc.pid)
+        assert len(workers) == 2
+        shared = [inherited_anonymous_mib(w) for w in workers]
+    assert min(shared) > 80, shared
+
+
 def test_a_worker_that_cannot_start_stops_the_edge_with_its_status(tmp_path):
     # An unreachable database: every worker fails at start-up; the supervisor exits rather
     # than restarting them in a loop.
@@ -212,3 +238,10 @@ def _register_publisher(db: Path) -> None:
             await store.close()
 
     asyncio.run(go())
+
+
+def test_a_model_with_several_threads_is_loaded_by_each_worker():
+    # A session's thread pool would not survive the fork: each worker loads its own.
+    from edge.matching import preload_model
+
+    assert preload_model(Settings(model_threads=2)) is None
