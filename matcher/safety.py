@@ -15,7 +15,7 @@ language, hobbies (photo shoots, dying plants, true-crime books), and sensitive 
 commercial topics: debt, mortgages, insurance, pain, sleep, acne, injury recovery, a job lost
 with a career change, planning one's own funeral or will.
 
-Two layers, either one blocks:
+Three checks, any one blocks:
 
 1. A lexicon of phrases that are unsafe in every use ("death toll", "passed away", "kill
    myself"). Words with everyday senses ("kill", "shoot", "dying", "funeral", "suicides" as a
@@ -30,6 +30,12 @@ Two layers, either one blocks:
    unsafe sentence in a long post is found. Weights and thresholds come from
    ``matcher.safety_train`` and ship in ``data/safety_model.npz`` with the hash of the rows
    they were fitted on.
+3. A nearest-neighbour margin for self-harm (``knn_margin``): per unit, how much closer its
+   MiniLM vector is to labelled self-harm exemplars than to safe ones. It reads intent from
+   meaning alone, so an oblique wording whose words the MLPs never saw ("handing my things
+   out, I won't need them") still lands near the exemplars it resembles. Its threshold
+   (``self_harm_knn``) is chosen with the others from out-of-fold scores; the exemplars ship
+   in ``data/safety_exemplars.npz``.
 
 A verdict names the class that blocked and the sentence it read there (sandbox ``explain``).
 """
@@ -50,6 +56,8 @@ import orjson
 from matcher.embeddings import Sentences, split_sentences
 
 MODEL_FILE = "safety_model.npz"
+EXEMPLAR_FILE = "safety_exemplars.npz"
+KNN_K = 3  # the margin compares the mean of the 3 nearest exemplars on each side
 DIM = 384
 NGRAM_DIM = 2048
 FEATURES = 2 * DIM + NGRAM_DIM
@@ -185,9 +193,12 @@ class SafetyClassifier:
         models: list[list[tuple[np.ndarray, np.ndarray]]] | None,
         thresholds: dict[str, float] | None = None,
         meta: dict[str, Any] | None = None,
+        exemplars: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> None:
         """``models``: MLPs whose probabilities are averaged, each a list of (weights, bias)
-        layers; None: the lexicon alone (a fallback for tests and tools)."""
+        layers; None: the lexicon alone (a fallback for tests and tools). ``exemplars``:
+        (self-harm, safe) unit vectors for the nearest-neighbour margin (``knn_margin``);
+        None: no margin (the ``self_harm_knn`` threshold then never fires)."""
         self.models = (
             None
             if models is None
@@ -198,6 +209,11 @@ class SafetyClassifier:
         )
         self.thresholds = dict(thresholds or {})
         self.meta = dict(meta or {})
+        self._exemplars = (
+            None
+            if exemplars is None
+            else tuple(np.ascontiguousarray(e, np.float32) for e in exemplars)
+        )
         if self.models is not None:
             # Every model's first layer side by side, split into the dense part (the two
             # vectors) and the hashed n-grams, which are looked up row by row: a text has a
@@ -209,10 +225,17 @@ class SafetyClassifier:
             self._bias = np.concatenate([m[0][1] for m in self.models])
 
     @classmethod
-    def load(cls, raw: bytes | None = None) -> SafetyClassifier:
-        """The shipped model (``data/safety_model.npz``), or one from the file's bytes."""
+    def load(cls, raw: bytes | None = None, exemplars: bytes | None = None) -> SafetyClassifier:
+        """The shipped model (``data/safety_model.npz`` and ``data/safety_exemplars.npz``), or
+        one from the two files' bytes (``exemplars`` None with ``raw`` given: no margin)."""
         if raw is None:
-            raw = resources.files("matcher.data").joinpath(MODEL_FILE).read_bytes()
+            data = resources.files("matcher.data")
+            raw = data.joinpath(MODEL_FILE).read_bytes()
+            exemplars = data.joinpath(EXEMPLAR_FILE).read_bytes()
+        pair = None
+        if exemplars is not None:
+            with np.load(BytesIO(exemplars), allow_pickle=False) as z:
+                pair = (z["self_harm"].astype(np.float32), z["safe"].astype(np.float32))
         with np.load(BytesIO(raw), allow_pickle=False) as z:
             meta = orjson.loads(str(z["meta"]))
             models = [
@@ -222,7 +245,25 @@ class SafetyClassifier:
                 ]
                 for m in range(meta["models"])
             ]
-        return cls(models, meta["thresholds"], meta)
+        return cls(models, meta["thresholds"], meta, pair)
+
+    def knn_margin(self, features: np.ndarray) -> np.ndarray:
+        """(n,) per unit: the mean cosine of its ``KNN_K`` nearest self-harm exemplars minus
+        that of its ``KNN_K`` nearest safe ones, mapped from [-1, 1] to [0, 1]. Exemplars are
+        training units (one per self-harm text: the sentence least like any safe unit; and
+        the safe units nearest to self-harm), so a new wording close to a known one scores
+        high even when its words are new to the MLPs."""
+        if self._exemplars is None:
+            return np.zeros(features.shape[0], np.float32)
+        v = np.asarray(features[:, :DIM], np.float32)
+        v = v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-6)
+        sides = []
+        for ex in self._exemplars:
+            sims = np.einsum("ij,kj->ik", v, ex)
+            k = min(KNN_K, sims.shape[1])
+            sides.append(np.partition(sims, -k, axis=1)[:, -k:].mean(axis=1))
+        out: np.ndarray = ((sides[0] - sides[1] + 1.0) / 2.0).astype(np.float32)
+        return out
 
     def probabilities(self, features: np.ndarray) -> np.ndarray:
         """(n, len(CLASSES)) class probabilities of n units' features (``unit_features``)."""
@@ -253,9 +294,12 @@ class SafetyClassifier:
     def check(
         self, text: str, vector: np.ndarray, sentences: Sentences | None = None
     ) -> SafetyVerdict:
-        probs = self.probabilities(unit_features(text, vector, sentences))
+        features = unit_features(text, vector, sentences)
+        probs = self.probabilities(features)
         best_unit = probs.argmax(axis=0)
         scores = {c: float(probs[best_unit[i], i]) for i, c in enumerate(CLASSES) if i}
+        margin = self.knn_margin(features)
+        scores["self_harm_knn"] = float(margin.max())
         top = float(1.0 - probs[:, 0].min())
         hit = lexicon_hit(text)
         if hit is not None:
@@ -266,6 +310,8 @@ class SafetyClassifier:
             for c in UNSAFE_CLASSES
             if c in self.thresholds and scores[c] >= self.thresholds[c]
         ]
+        if scores["self_harm_knn"] >= self.thresholds.get("self_harm_knn", 2.0):
+            fired.append((scores["self_harm_knn"] / self.thresholds["self_harm_knn"], "self_harm"))
         p_unsafe = 1.0 - probs[:, 0]
         if not fired and p_unsafe.max() >= self.thresholds.get("unsafe", 2.0):
             # No single class is sure, but the text is unsafe: name the likeliest class.
@@ -278,7 +324,11 @@ class SafetyClassifier:
         sentence = text
         kept = [] if sentences is None else scored_sentences(sentences)
         if sentences is not None and kept:
-            sentence = sentences.texts[kept[int(probs[1:, k].argmax())]]
+            # The sentence the MLPs rate highest for the class, or, when only the margin
+            # fired, the sentence nearest to the self-harm exemplars.
+            by_margin = cls == "self_harm" and scores[cls] < self.thresholds.get(cls, 2.0)
+            by = margin[1:] if by_margin else probs[1:, k]
+            sentence = sentences.texts[kept[int(by.argmax())]]
         return SafetyVerdict(False, top, None, cls, sentence, scores)
 
 

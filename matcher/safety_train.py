@@ -34,9 +34,12 @@ from typing import Any
 import numpy as np
 import orjson
 
-from matcher.embeddings import Sentences
+from matcher.embeddings import Sentences, split_sentences
 from matcher.safety import (
     CLASSES,
+    DIM,
+    EXEMPLAR_FILE,
+    KNN_K,
     MODEL_FILE,
     UNSAFE_CLASSES,
     SafetyClassifier,
@@ -57,12 +60,16 @@ EPOCHS = 40
 ENSEMBLE = 5
 MIN_THRESHOLD = 0.02
 START_THRESHOLD = 0.95
-# Set by hand, not by the folds: at the out-of-fold choice (0.48) ordinary posts such as
-# "looking to buy some houseplants for my apartment" (0.53) were blocked as self-harm. Out of
-# fold this floor costs ~2 points of self-harm recall (0.938 -> 0.920 for that class alone)
-# and spares ~0.1% of safe texts; a stopgap until the set has more such negatives.
-SELF_HARM_MIN_THRESHOLD = 0.55
-SELF_HARM_WEIGHT = 5.0
+# How much a self-harm text counts against other unsafe text when thresholds are lowered step
+# by step; each is tried and the out-of-fold best kept (see ``choose_thresholds``): a heavier
+# weight is not always better, as the greedy steps then spend the safe budget on self-harm
+# texts a later step would have caught anyway.
+SELF_HARM_WEIGHTS = (1.0, 2.0, 3.0, 5.0)
+# Exemplars for the nearest-neighbour margin: every self-harm training text gives one, and
+# the safe training units nearest to those are kept up to this many (the run-time cost is one
+# small product per unit against all exemplars).
+MAX_SAFE_EXEMPLARS = 1800
+KNN = "self_harm_knn"  # the margin's threshold name; its score column follows the classes
 
 Encode = Callable[[Sequence[str]], tuple[np.ndarray, list[Sentences]]]
 Check = Callable[[list[str]], list[SafetyVerdict]]
@@ -155,14 +162,64 @@ def fit_mlp(
 
 
 def _class_scores(clf: SafetyClassifier, units: Sequence[np.ndarray]) -> np.ndarray:
-    """(n, classes): per text, each unsafe class's highest probability over the text and its
-    sentences; column 0 holds the highest P(any unsafe class) = 1 - P(safe) instead."""
-    out = np.empty((len(units), len(CLASSES)), np.float32)
+    """(n, classes + 1): per text, each unsafe class's highest probability over the text and
+    its sentences; column 0 holds the highest P(any unsafe class) = 1 - P(safe) instead, and
+    the last column the highest self-harm nearest-neighbour margin (``knn_margin``)."""
+    out = np.empty((len(units), len(CLASSES) + 1), np.float32)
     for i, u in enumerate(units):
         p = clf.probabilities(u)
-        out[i] = p.max(axis=0)
+        out[i, : len(CLASSES)] = p.max(axis=0)
         out[i, 0] = 1.0 - p[:, 0].min()
+        out[i, -1] = clf.knn_margin(u).max()
     return out
+
+
+def _unit_vectors(u: np.ndarray) -> np.ndarray:
+    v = u[:, :DIM]
+    out: np.ndarray = v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-6)
+    return out
+
+
+def _top_mean(sims: np.ndarray) -> np.ndarray:
+    k = min(KNN_K, sims.shape[1])
+    out: np.ndarray = np.partition(sims, -k, axis=1)[:, -k:].mean(axis=1)
+    return out
+
+
+def choose_exemplars(
+    units: Sequence[np.ndarray], y: np.ndarray, single: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """(self-harm, safe) exemplar vectors from training units.
+
+    ``single[i]``: text i is one sentence as written (default: it has no scored sentence
+    apart from the whole). Safe: the whole text and every sentence of each safe text.
+    Self-harm: one unit per text, the whole text when it has one scored unit; else the
+    sentence with the widest margin between the one-sentence self-harm texts and the safe
+    units (in a self-harm line followed by a shopping question, that is the self-harm line,
+    not the question). Then only the
+    ``MAX_SAFE_EXEMPLARS`` safe units nearest to a self-harm exemplar are kept: far ones never
+    decide a margin near the threshold.
+    """
+    safe = np.vstack([_unit_vectors(units[int(i)]) for i in np.flatnonzero(y == 0)])
+    harm_idx = [int(i) for i in np.flatnonzero(y == CLASSES.index("self_harm"))]
+    whole = [_unit_vectors(units[i]) for i in harm_idx]
+    if single is None:
+        single = np.array([len(u) <= 2 for u in units])
+    pure = np.asarray([v[0] for i, v in zip(harm_idx, whole, strict=True) if single[i]], np.float32)
+    harm = []
+    for v in whole:
+        if len(v) <= 2 or not len(pure):
+            harm.append(v[0])
+        else:
+            s = v[1:]
+            margin = _top_mean(np.einsum("ij,kj->ik", s, pure)) - _top_mean(
+                np.einsum("ij,kj->ik", s, safe)
+            )
+            harm.append(s[int(margin.argmax())])
+    sh = np.asarray(harm, np.float32)
+    closeness = np.einsum("ij,kj->ik", safe, sh).max(axis=1)
+    keep = np.sort(np.argsort(-closeness)[:MAX_SAFE_EXEMPLARS])
+    return sh, np.ascontiguousarray(safe[keep], np.float32)
 
 
 def fit_ensemble(
@@ -213,21 +270,40 @@ def _weights(y: np.ndarray) -> np.ndarray:
 
 
 def choose_thresholds(scores: np.ndarray, y: np.ndarray) -> dict[str, float]:
-    """Per-class thresholds from out-of-fold class scores.
+    """Per-class thresholds from out-of-fold class scores: ``greedy_thresholds`` for each of
+    ``SELF_HARM_WEIGHTS``, keeping the one with the best self-harm recall, then the best
+    recall on all unsafe text, then the fewest safe texts blocked (all out of fold)."""
+    best: tuple[tuple[float, float, float], dict[str, float]] | None = None
+    sh, safe, unsafe = y == CLASSES.index("self_harm"), y == 0, y != 0
+    for w in SELF_HARM_WEIGHTS:
+        t = greedy_thresholds(scores, y, w)
+        b = blocked_by(scores, t)
+        key = (float(b[sh].mean()), float(b[unsafe].mean()), -float(b[safe].mean()))
+        if best is None or key > best[0]:
+            best = (key, t)
+    assert best is not None
+    return best[1]
+
+
+def greedy_thresholds(
+    scores: np.ndarray, y: np.ndarray, self_harm_weight: float
+) -> dict[str, float]:
+    """Per-class thresholds from out-of-fold class scores, one greedy path.
 
     Thresholds: one per unsafe class on its probability, and ``unsafe`` on 1 - P(safe) (a
     text split between two unsafe classes). Every threshold starts at ``START_THRESHOLD``.
     Then, step by step, the one threshold that, lowered to catch its next missed unsafe
     text, buys the most (weighted unsafe
-    texts caught per safe text newly blocked; self-harm counts ``SELF_HARM_WEIGHT`` times)
+    texts caught per safe text newly blocked; self-harm counts ``self_harm_weight`` times)
     takes that step, until every class meets its recall target or the next step would block
-    more than ``MAX_SAFE_BLOCKED`` of the safe texts.
+    more than ``MAX_SAFE_BLOCKED`` of the safe texts. ``self_harm_knn`` (last column, the
+    nearest-neighbour margin) is one more threshold, lowered for self-harm texts only.
     """
-    names = ("unsafe", *UNSAFE_CLASSES)
-    col = {"unsafe": 0, **{c: CLASSES.index(c) for c in UNSAFE_CLASSES}}
+    names = ("unsafe", *UNSAFE_CLASSES, KNN)
+    col = {"unsafe": 0, **{c: CLASSES.index(c) for c in UNSAFE_CLASSES}, KNN: len(CLASSES)}
     t = {c: START_THRESHOLD for c in names}
     safe, unsafe = y == 0, y != 0
-    weight = np.where(y == CLASSES.index("self_harm"), SELF_HARM_WEIGHT, 1.0)
+    weight = np.where(y == CLASSES.index("self_harm"), self_harm_weight, 1.0)
     cols = [col[c] for c in names]
 
     def blocked(th: dict[str, float]) -> np.ndarray:
@@ -243,7 +319,9 @@ def choose_thresholds(scores: np.ndarray, y: np.ndarray) -> dict[str, float]:
         best: tuple[float, str, float] | None = None
         for c in names:
             k = col[c]
-            missed = unsafe & ~b & (scores[:, k] < t[c])
+            # The margin is a self-harm signal: it is lowered only for self-harm texts.
+            target = y == CLASSES.index("self_harm") if c == KNN else unsafe
+            missed = target & ~b & (scores[:, k] < t[c])
             if not missed.any():
                 continue
             cand = max(MIN_THRESHOLD, float(scores[missed, k].max()) * 0.999)
@@ -265,7 +343,8 @@ def blocked_by(scores: np.ndarray, thresholds: dict[str, float]) -> np.ndarray:
     """Texts whose class scores (``_class_scores``) reach any threshold."""
     out = np.zeros(len(scores), bool)
     for c, t in thresholds.items():
-        out |= scores[:, 0 if c == "unsafe" else CLASSES.index(c)] >= t
+        k = 0 if c == "unsafe" else len(CLASSES) if c == KNN else CLASSES.index(c)
+        out |= scores[:, k] >= t
     return out
 
 
@@ -300,25 +379,30 @@ def _folds(y: np.ndarray) -> np.ndarray:
     return folds
 
 
-def train(encode: Encode, rows: Sequence[Row], log: Callable[[str], None] = print) -> bytes:
-    """The model file's bytes, fitted and calibrated on the ``train`` rows only."""
+def train(
+    encode: Encode, rows: Sequence[Row], log: Callable[[str], None] = print
+) -> tuple[bytes, bytes]:
+    """The model file's and the exemplar file's bytes, fitted and calibrated on the ``train``
+    rows only."""
     train_rows = [r for r in rows if r.split == "train"]
     vectors, sents = encode([r.text for r in train_rows])
     units = [unit_features(r.text, vectors[i], sents[i]) for i, r in enumerate(train_rows)]
     y = np.array([CLASSES.index(r.cls) for r in train_rows], np.int64)
+    single = np.array([len(split_sentences(r.text)) == 1 for r in train_rows])
     folds = _folds(y)
     best: tuple[float, int, float, dict[str, float], dict[str, Any]] | None = None
     for hidden, decay in GRID:
         t0 = time.monotonic()
-        oof = np.empty((len(y), len(CLASSES)), np.float32)
+        oof = np.empty((len(y), len(CLASSES) + 1), np.float32)
         for f in range(FOLDS):
             tr, te = folds != f, folds == f
-            models = fit_ensemble([units[i] for i in np.flatnonzero(tr)], y[tr], hidden, decay)
-            oof[te] = _class_scores(
-                SafetyClassifier(models), [units[i] for i in np.flatnonzero(te)]
+            fold_units = [units[i] for i in np.flatnonzero(tr)]
+            models = fit_ensemble(fold_units, y[tr], hidden, decay)
+            fold_clf = SafetyClassifier(
+                models, exemplars=choose_exemplars(fold_units, y[tr], single[tr])
             )
+            oof[te] = _class_scores(fold_clf, [units[i] for i in np.flatnonzero(te)])
         t = choose_thresholds(oof, y)
-        t["self_harm"] = max(t["self_harm"], SELF_HARM_MIN_THRESHOLD)
         if OOF_DUMP.parent.is_dir():
             np.savez(OOF_DUMP, oof=oof, y=y)
         blocked = blocked_by(oof, t)
@@ -356,7 +440,11 @@ def train(encode: Encode, rows: Sequence[Row], log: Callable[[str], None] = prin
     buf = BytesIO()
     # numpy's stubs type the keyword arrays of savez_compressed too narrowly for a str array.
     np.savez_compressed(buf, **arrays)  # type: ignore[arg-type]
-    return buf.getvalue()
+    harm, safe = choose_exemplars(units, y, single)
+    ex = BytesIO()
+    # float16 like the weights: each file stays under 2 MB.
+    np.savez_compressed(ex, self_harm=harm.astype(np.float16), safe=safe.astype(np.float16))
+    return buf.getvalue(), ex.getvalue()
 
 
 # -- evaluation --------------------------------------------------------------------------------
@@ -402,16 +490,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Train the brand-safety classifier.")
     parser.add_argument("--labelled", type=Path, default=LABELLED)
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "data" / MODEL_FILE)
+    parser.add_argument(
+        "--exemplars", type=Path, default=Path(__file__).parent / "data" / EXEMPLAR_FILE
+    )
     parser.add_argument("--evaluate-only", action="store_true", help="score the shipped model")
     args = parser.parse_args(argv)
     from matcher.embeddings import MiniLM
 
     model = MiniLM()
     if not args.evaluate_only:
-        raw = train(model.encode, load_labelled(args.labelled))
+        raw, ex = train(model.encode, load_labelled(args.labelled))
         args.out.write_bytes(raw)
-        print(f"wrote {args.out}")
-    clf = SafetyClassifier.load(args.out.read_bytes())
+        args.exemplars.write_bytes(ex)
+        print(f"wrote {args.out} and {args.exemplars}")
+    clf = SafetyClassifier.load(args.out.read_bytes(), args.exemplars.read_bytes())
 
     def check(texts: list[str]) -> list[SafetyVerdict]:
         vectors, sents = model.encode(texts)
