@@ -86,6 +86,12 @@ def counter_name(reason: Reason) -> str:
     return f"invalid_{reason}"
 
 
+# A browser sends many beacons from one address: its network and keyed hashes are
+# remembered (per process, in memory only) rather than parsed and hashed per beacon.
+_CACHE_SIZE = 4096
+
+
+@lru_cache(maxsize=_CACHE_SIZE)
 def _network(ip: str | None) -> str:
     if ip is None:
         return "-"
@@ -100,12 +106,17 @@ def _network(ip: str | None) -> str:
 
 def client_binding(signer: Signer, client: Client) -> str:
     """A keyed hash of the client's address (IPv6: its /64) and user agent, for a token."""
-    return signer.sign(CLIENT_PURPOSE, "bind", _network(client.ip), client.user_agent[:_MAX_UA])
+    return _keyed(signer, "bind", _network(client.ip), client.user_agent[:_MAX_UA])
 
 
 def client_key(signer: Signer, client: Client) -> str:
     """A keyed hash of the client's address alone: the rate limits' key."""
-    return signer.sign(CLIENT_PURPOSE, "addr", _network(client.ip))
+    return _keyed(signer, "addr", _network(client.ip))
+
+
+@lru_cache(maxsize=_CACHE_SIZE)
+def _keyed(signer: Signer, *parts: str) -> str:
+    return signer.sign(CLIENT_PURPOSE, *parts)
 
 
 class BotDetector:

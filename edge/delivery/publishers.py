@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from functools import lru_cache
 
 from edge.store import Publisher, Store
 from edge.store.events import normalise_origin
@@ -84,6 +85,7 @@ class PublisherRegistry:
         self._task = self._pending = None
 
 
+@lru_cache(maxsize=1024)  # a pure function of the header; the same few origins repeat
 def _canonical(origin: str) -> str | None:
     # Browsers already send the canonical form; normalising tolerates hand-made clients.
     # "null" (sandboxed iframes, file:) and anything unparsable is never an allowed origin.

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from starlette.datastructures import Headers, MutableHeaders
+from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from edge.errors import error_body
@@ -25,19 +25,37 @@ ALLOW_HEADERS = frozenset({"content-type"})
 EXPOSE_HEADERS = "Retry-After"
 
 
+_ALLOW_ORIGIN = b"access-control-allow-origin"
+_EXPOSE = b"access-control-expose-headers"
+
+
 def grant_headers(raw: list[tuple[bytes, bytes]], granted: str | None) -> None:
     """Add the CORS answer to an actual /dea response's raw headers, in place:
-    ``Vary: Origin`` always, and the grant for a registered origin (``granted``: its
-    canonical form, None when not registered)."""
-    out = MutableHeaders(raw=raw)  # a view: it edits ``raw`` itself
-    if "access-control-allow-origin" in out:
-        # The route chose its own policy (the public tag script: "*", so SRI works on any
-        # page); it does not vary by origin, so CDNs keep one copy.
-        return
-    out.add_vary_header("Origin")
+    ``Vary: Origin`` always (merged into any Vary the route set), and the grant for a
+    registered origin (``granted``: its canonical form, None when not registered)."""
+    vary = []
+    for name, value in raw:
+        if name == _ALLOW_ORIGIN:
+            # The route chose its own policy (the public tag script: "*", so SRI works on
+            # any page); it does not vary by origin, so CDNs keep one copy.
+            return
+        if name == b"vary":
+            vary.append(value)
+    _set(raw, b"vary", b", ".join([*vary, b"Origin"]))
     if granted is not None:
-        out["Access-Control-Allow-Origin"] = granted
-        out["Access-Control-Expose-Headers"] = EXPOSE_HEADERS
+        _set(raw, _ALLOW_ORIGIN, granted.encode("latin-1"))
+        _set(raw, _EXPOSE, EXPOSE_HEADERS.encode("latin-1"))
+
+
+def _set(raw: list[tuple[bytes, bytes]], name: bytes, value: bytes) -> None:
+    """One header ``name``: its first occurrence replaced (others dropped), else appended."""
+    found = [i for i, (n, _) in enumerate(raw) if n == name]
+    if not found:
+        raw.append((name, value))
+        return
+    for i in reversed(found[1:]):
+        del raw[i]
+    raw[found[0]] = (name, value)
 
 
 def granted_origin(scope: Scope, registered_origin: Callable[[str], str | None]) -> str | None:

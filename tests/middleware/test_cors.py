@@ -139,3 +139,35 @@ def test_public_tag_script_keeps_its_own_wildcard_grant(client):
     r = client.get("/dea/tag.js", headers={"Origin": ORIGIN})
     assert r.headers["access-control-allow-origin"] == "*"
     assert "Origin" not in r.headers.get("vary", "")
+
+
+def test_grant_headers_edit_raw_headers_as_starlettes_mutable_headers_do():
+    """``grant_headers`` works on raw lists (no Headers object per beacon); on any list it
+    gives what Starlette's ``MutableHeaders`` rules (add_vary_header, __setitem__) give."""
+    import random
+
+    from starlette.datastructures import MutableHeaders
+
+    from edge.middleware.cors import EXPOSE_HEADERS, grant_headers
+
+    def reference(raw, granted):
+        out = MutableHeaders(raw=raw)
+        if "access-control-allow-origin" in out:
+            return
+        out.add_vary_header("Origin")
+        if granted is not None:
+            out["Access-Control-Allow-Origin"] = granted
+            out["Access-Control-Expose-Headers"] = EXPOSE_HEADERS
+
+    names = [b"vary", b"content-type", b"access-control-expose-headers", b"x-a",
+             b"access-control-allow-origin"]  # fmt: skip
+    rng = random.Random(7)
+    for _ in range(5000):
+        raw = [
+            (rng.choice(names), rng.choice([b"a", b"b, c", b"*"])) for _ in range(rng.randint(0, 5))
+        ]
+        granted = rng.choice([None, "https://news.example"])
+        expected, got = list(raw), list(raw)
+        reference(expected, granted)
+        grant_headers(got, granted)
+        assert got == expected, (raw, granted)
