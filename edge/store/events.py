@@ -22,7 +22,7 @@ from __future__ import annotations
 import abc
 import re
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -404,6 +404,81 @@ def _save_impression(
         )
     _bump(conn, counts)
     return True
+
+
+# The impression row, as _save_impression and _save_impressions insert it.
+_INSERT_IMPRESSION = (
+    "INSERT INTO impressions (id, kind, env, ad_id, campaign_id, publisher_id, post_id, "
+    "slot_id, cpm_usd, at, invalid_reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_INSERT_BILLING = (
+    "INSERT INTO billing_events (impression_id, campaign_id, ad_id, publisher_id, "
+    "amount_usd, at) VALUES (?, ?, ?, ?, ?, ?)"
+)
+_KEYS_PER_QUERY = 500  # bound parameters of one IN (...) lookup
+
+
+def _save_impressions(
+    conn: sqlite3.Connection,
+    jobs: Sequence[tuple[Impression, float | None, list[CountRow]]],
+) -> list[bool]:
+    """``_save_impression`` for a run of impressions in one go, with the same outcome as
+    running them one after the other: a dedupe-key lookup for all of them, then one
+    ``executemany`` per table. The writer runs it in one savepoint and, if it raises,
+    undoes it and runs the jobs one by one (each failure then stays its job's own)."""
+    key_lists = [list(dict.fromkeys(imp.dedupe_keys)) for imp, _, _ in jobs]
+    if not all(key_lists):
+        raise ValueError("an impression needs at least one dedupe key")
+    wanted = list(dict.fromkeys(k for keys in key_lists for k in keys))
+    known: dict[str, int] = {}
+    for i in range(0, len(wanted), _KEYS_PER_QUERY):
+        chunk = wanted[i : i + _KEYS_PER_QUERY]
+        known.update(
+            conn.execute(
+                "SELECT dedupe_key, impression_id FROM impression_keys "
+                f"WHERE dedupe_key IN ({','.join('?' * len(chunk))})",
+                chunk,
+            ).fetchall()
+        )
+    # Under the write lock (BEGIN IMMEDIATE) nobody else inserts: the ids SQLite would give.
+    next_id: int = conn.execute("SELECT coalesce(max(id), 0) FROM impressions").fetchone()[0]
+    rows: list[tuple[Any, ...]] = []
+    key_rows: list[tuple[str, int]] = []
+    bills: list[tuple[Any, ...]] = []
+    results: list[bool] = []
+    for (imp, billing_usd, counts), keys in zip(jobs, key_lists, strict=True):
+        seen = next((known[k] for k in keys if k in known), None)
+        if seen is not None:  # a replay: it only teaches the store its other keys
+            for k in keys:
+                if k not in known:
+                    known[k] = seen
+                    key_rows.append((k, seen))
+            results.append(False)
+            continue
+        next_id += 1
+        rows.append((next_id, imp.kind, imp.env, imp.ad_id, imp.campaign_id,
+                     imp.publisher_id, imp.post_id, imp.slot_id, imp.cpm_usd, imp.at,
+                     imp.invalid_reason))  # fmt: skip
+        for k in keys:
+            known[k] = next_id
+            key_rows.append((k, next_id))
+        if billing_usd is not None:
+            bills.append((next_id, imp.campaign_id, imp.ad_id, imp.publisher_id, billing_usd,
+                          imp.at))  # fmt: skip
+        _bump(conn, counts)
+        results.append(True)
+    conn.executemany(_INSERT_IMPRESSION, rows)
+    conn.executemany("INSERT INTO impression_keys (dedupe_key, impression_id) VALUES (?, ?)",
+                     key_rows)  # fmt: skip
+    conn.executemany(_INSERT_BILLING, bills)
+    return results
+
+
+# Write jobs with a form that takes a run of the same job's arguments at once (the writer of
+# ``edge.store.sqlite`` uses it for consecutive jobs of that function).
+BATCHED: dict[Callable[..., Any], Callable[..., list[Any]]] = {
+    _save_impression: _save_impressions,
+}
 
 
 def _save_click(conn: sqlite3.Connection, c: Click, counts: list[CountRow]) -> bool:

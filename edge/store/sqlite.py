@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from edge.store.base import KeyRecord, Store, StoreUnavailable, TagVersionRecord
-from edge.store.events import CountingConnection, SQLiteEventStore, flush_counts
+from edge.store.events import BATCHED, CountingConnection, SQLiteEventStore, flush_counts
 from edge.store.matcher_state import SQLiteMatcherState
 from edge.store.migrations import apply_migrations
 
@@ -85,6 +85,7 @@ class _Writer(threading.Thread):
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self.batches = 0
         self.jobs = 0
+        self.batched = 0  # jobs written through a batched form
 
     def submit(self, fn: Callable[..., T], args: tuple[Any, ...]) -> cf.Future[T]:
         future: cf.Future[T] = cf.Future()
@@ -126,19 +127,10 @@ class _Writer(threading.Thread):
         outcomes: list[tuple[_Job, Any, BaseException | None]] = []
         try:
             conn.execute("BEGIN IMMEDIATE")
-            for job in batch:
-                mark = conn.deferred_counts.mark()
-                conn.execute("SAVEPOINT job")
-                try:
-                    result = job.fn(conn, *job.args)
-                except Exception as exc:  # this job only: undo it, keep the others
-                    conn.execute("ROLLBACK TO job")
-                    conn.execute("RELEASE job")
-                    conn.deferred_counts.drop_since(mark)
-                    outcomes.append((job, None, exc))
-                else:
-                    conn.execute("RELEASE job")
-                    outcomes.append((job, result, None))
+            for run in _runs(batch):
+                if len(run) < 2 or not self._run_batched(run, outcomes):
+                    for job in run:
+                        self._run_one(job, outcomes)
             flush_counts(conn)  # the batch's counter bumps, in the same transaction
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
@@ -152,6 +144,48 @@ class _Writer(threading.Thread):
         self.batches += 1
         self.jobs += len(batch)
         self._settle(outcomes)
+
+    def _run_one(self, job: _Job, outcomes: list[tuple[_Job, Any, BaseException | None]]) -> None:
+        conn = self._conn
+        mark = conn.deferred_counts.mark()
+        conn.execute("SAVEPOINT job")
+        try:
+            result = job.fn(conn, *job.args)
+        except Exception as exc:  # this job only: undo it, keep the others
+            conn.execute("ROLLBACK TO job")
+            conn.execute("RELEASE job")
+            conn.deferred_counts.drop_since(mark)
+            outcomes.append((job, None, exc))
+        else:
+            conn.execute("RELEASE job")
+            outcomes.append((job, result, None))
+
+    def _run_batched(
+        self, run: list[_Job], outcomes: list[tuple[_Job, Any, BaseException | None]]
+    ) -> bool:
+        """A run of one function's jobs through its batched form (``BATCHED``), in one
+        savepoint; False (nothing kept) when it has none or it failed, so the caller runs
+        them one by one and a failure stays its own job's."""
+        many = BATCHED.get(run[0].fn)
+        if many is None:
+            return False
+        conn = self._conn
+        mark = conn.deferred_counts.mark()
+        conn.execute("SAVEPOINT jobs")
+        try:
+            results = many(conn, [job.args for job in run])
+            if len(results) != len(run):
+                raise ValueError(f"{len(results)} results for {len(run)} jobs")
+        except Exception as exc:
+            log.debug("a batch of %d writes failed (%s); running them one by one", len(run), exc)
+            conn.execute("ROLLBACK TO jobs")
+            conn.execute("RELEASE jobs")
+            conn.deferred_counts.drop_since(mark)
+            return False
+        conn.execute("RELEASE jobs")
+        outcomes.extend((job, result, None) for job, result in zip(run, results, strict=True))
+        self.batched += len(run)
+        return True
 
     @staticmethod
     def _settle(outcomes: list[tuple[_Job, Any, BaseException | None]]) -> None:
@@ -174,6 +208,17 @@ class _Writer(threading.Thread):
                 loop.call_soon_threadsafe(_resolve, settled)
             except RuntimeError:  # that loop is closed: nobody is left to tell
                 log.warning("store writes committed for a closed event loop: %d", len(settled))
+
+
+def _runs(batch: list[_Job]) -> list[list[_Job]]:
+    """The batch cut into runs of consecutive jobs of the same function, in order."""
+    runs: list[list[_Job]] = []
+    for job in batch:
+        if runs and runs[-1][0].fn is job.fn:
+            runs[-1].append(job)
+        else:
+            runs.append([job])
+    return runs
 
 
 class SQLiteStore(SQLiteMatcherState, SQLiteEventStore, Store):

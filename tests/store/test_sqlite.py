@@ -119,3 +119,94 @@ def test_blocking_writes_still_resolve_in_the_writer(store):
     with pytest.raises(sqlite3.OperationalError):
         store.write_blocking(lambda conn: conn.execute("SELECT * FROM nowhere"))
     assert store.write_blocking(lambda conn: 7) == 7
+
+
+def _impression(keys, **kw):
+    from edge.store import Impression
+
+    base = dict(kind="url", env="production", ad_id="ad-1", campaign_id="cmp-1", at=10.0,
+                publisher_id="pub-1", slot_id="s")  # fmt: skip
+    return Impression(dedupe_keys=tuple(keys), **{**base, **kw})
+
+
+def _impression_job(imp):
+    import concurrent.futures as cf
+
+    from edge import ledger
+    from edge.store.events import _save_impression
+    from edge.store.sqlite import _Job
+
+    billed = ledger.billing_usd(imp)
+    return _Job(_save_impression, (imp, billed, ledger.impression_counts(imp, billed)), cf.Future())
+
+
+def _hover_job(token_id):
+    import concurrent.futures as cf
+
+    from edge import ledger
+    from edge.store import Hover
+    from edge.store.events import _save_hover
+    from edge.store.sqlite import _Job
+
+    hover = Hover(token_id=token_id, ad_id="ad-1", at=11.0, hover_ms=300, publisher_id="pub-1")
+    return _Job(_save_hover, (hover, ledger.hover_counts(hover)), cf.Future())
+
+
+def _burst():
+    """A group commit's jobs: replays inside the batch and of a stored impression, a key
+    taught by a replay, a key repeated in one impression, an invalid and a billed one, a
+    hover between two runs of impressions, and one the table refuses (bad kind)."""
+    return [
+        _impression_job(_impression(("tok:1", "iid:1"), cpm_usd=2.0)),
+        _impression_job(_impression(("tok:1", "iid:2"))),  # replay (token): teaches iid:2
+        _impression_job(_impression(("tok:3", "iid:2"))),  # replay through the taught key
+        _impression_job(_impression(("tok:4", "iid:4"), invalid_reason="bot_user_agent")),
+        _impression_job(_impression(("tok:5", "tok:5"), kind="ugc")),
+        _impression_job(_impression(("tok:0", "iid:9"))),  # replay of a stored impression
+        _hover_job("tok:1"),
+        _impression_job(_impression(("tok:6",), kind="bogus")),  # the CHECK refuses it
+        _impression_job(_impression(("tok:7", "iid:7"), cpm_usd=3.0, campaign_id="cmp-2")),
+    ]
+
+
+def _outcome(job):
+    exc = job.future.exception()
+    return type(exc).__name__ if exc is not None else job.future.result()
+
+
+def _tables(conn):
+    tables = ("impressions", "impression_keys", "billing_events", "hovers")
+    out = {t: conn.execute(f"SELECT * FROM {t} ORDER BY 1, 2").fetchall() for t in tables}
+    counters = conn.execute("SELECT * FROM counters ORDER BY 1, 2, 3").fetchall()
+    return out, counters
+
+
+def test_a_run_of_impressions_is_written_batched_with_the_outcome_of_one_by_one(tmp_path):
+    """The writer's batched form for consecutive impressions (one lookup, one executemany
+    per table) leaves exactly the rows, ids, answers and counters of running the same jobs
+    one per transaction; a run holding a job the table refuses falls back to one by one,
+    so that job alone fails."""
+    from edge.store.events import CountingConnection
+    from edge.store.sqlite import _Writer, connect
+
+    writers = []
+    for name in ("batched", "one-by-one"):
+        conn = connect(tmp_path / f"{name}.db", factory=CountingConnection)
+        apply_migrations(conn)
+        writer = _Writer(conn)
+        writer._commit([_impression_job(_impression(("tok:0",)))])  # stored before the burst
+        writers.append(writer)
+    batched, single = writers
+    jobs_a, jobs_b = _burst(), _burst()
+    batched._commit(jobs_a)
+    for job in jobs_b:
+        single._commit([job])
+    expected = [True, False, False, True, True, False, True, "IntegrityError", True]
+    assert [_outcome(j) for j in jobs_a] == [_outcome(j) for j in jobs_b] == expected
+    assert batched.batched == 6 and single.batched == 0  # the first run; the last fell back
+    rows_a, counters_a = _tables(batched._conn)
+    rows_b, counters_b = _tables(single._conn)
+    assert rows_a == rows_b
+    assert [r[:3] for r in counters_a] == [r[:3] for r in counters_b]
+    assert [r[3] for r in counters_a] == pytest.approx([r[3] for r in counters_b])
+    assert len(rows_a["impressions"]) == 5 and len(rows_a["billing_events"]) == 2
