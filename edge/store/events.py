@@ -424,8 +424,8 @@ def _save_impressions(
 ) -> list[bool]:
     """``_save_impression`` for a run of impressions in one go, with the same outcome as
     running them one after the other: a dedupe-key lookup for all of them, then one
-    ``executemany`` per table. The writer runs it in one savepoint and, if it raises,
-    undoes it and runs the jobs one by one (each failure then stays its job's own)."""
+    ``executemany`` per table. If it raises, the writer undoes it and runs the jobs one by
+    one (each failure then stays its job's own)."""
     key_lists = [list(dict.fromkeys(imp.dedupe_keys)) for imp, _, _ in jobs]
     if not all(key_lists):
         raise ValueError("an impression needs at least one dedupe key")

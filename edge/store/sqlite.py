@@ -127,10 +127,12 @@ class _Writer(threading.Thread):
         outcomes: list[tuple[_Job, Any, BaseException | None]] = []
         try:
             conn.execute("BEGIN IMMEDIATE")
-            for run in _runs(batch):
-                if len(run) < 2 or not self._run_batched(run, outcomes):
-                    for job in run:
-                        self._run_one(job, outcomes)
+            runs = _runs(batch)
+            if len(runs[0]) > 1 and self._opening_run(runs[0], outcomes):
+                runs = runs[1:]
+            for run in runs:
+                for job in run:
+                    self._run_one(job, outcomes)
             flush_counts(conn)  # the batch's counter bumps, in the same transaction
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
@@ -160,29 +162,33 @@ class _Writer(threading.Thread):
             conn.execute("RELEASE job")
             outcomes.append((job, result, None))
 
-    def _run_batched(
+    def _opening_run(
         self, run: list[_Job], outcomes: list[tuple[_Job, Any, BaseException | None]]
     ) -> bool:
-        """A run of one function's jobs through its batched form (``BATCHED``), in one
-        savepoint; False (nothing kept) when it has none or it failed, so the caller runs
-        them one by one and a failure stays its own job's."""
+        """The transaction's first run of one function's jobs, through that function's
+        batched form (``BATCHED``) when it has one; False (nothing kept) when it has none or
+        the batch failed: then the transaction, which held nothing else, is begun again and
+        the caller runs the jobs one by one, so a failure stays its own job's.
+
+        No savepoint: one over a whole batch touches more pages than SQLite's statement
+        journal keeps in memory, and spilling it to a file cost more than the batch saved
+        (measured); the first run can be undone by rolling back the transaction instead.
+        """
         many = BATCHED.get(run[0].fn)
         if many is None:
             return False
         conn = self._conn
         mark = conn.deferred_counts.mark()
-        conn.execute("SAVEPOINT jobs")
         try:
             results = many(conn, [job.args for job in run])
             if len(results) != len(run):
                 raise ValueError(f"{len(results)} results for {len(run)} jobs")
         except Exception as exc:
             log.debug("a batch of %d writes failed (%s); running them one by one", len(run), exc)
-            conn.execute("ROLLBACK TO jobs")
-            conn.execute("RELEASE jobs")
             conn.deferred_counts.drop_since(mark)
+            conn.execute("ROLLBACK")
+            conn.execute("BEGIN IMMEDIATE")
             return False
-        conn.execute("RELEASE jobs")
         outcomes.extend((job, result, None) for job, result in zip(run, results, strict=True))
         self.batched += len(run)
         return True

@@ -182,10 +182,10 @@ def _tables(conn):
 
 
 def test_a_run_of_impressions_is_written_batched_with_the_outcome_of_one_by_one(tmp_path):
-    """The writer's batched form for consecutive impressions (one lookup, one executemany
-    per table) leaves exactly the rows, ids, answers and counters of running the same jobs
-    one per transaction; a run holding a job the table refuses falls back to one by one,
-    so that job alone fails."""
+    """The writer's batched form for the run of impressions that opens a group commit (one
+    lookup, one executemany per table) leaves exactly the rows, ids, answers and counters
+    of running the same jobs one per transaction; later runs go one by one, so a job the
+    table refuses fails alone."""
     from edge.store.events import CountingConnection
     from edge.store.sqlite import _Writer, connect
 
@@ -203,10 +203,32 @@ def test_a_run_of_impressions_is_written_batched_with_the_outcome_of_one_by_one(
         single._commit([job])
     expected = [True, False, False, True, True, False, True, "IntegrityError", True]
     assert [_outcome(j) for j in jobs_a] == [_outcome(j) for j in jobs_b] == expected
-    assert batched.batched == 6 and single.batched == 0  # the first run; the last fell back
+    assert batched.batched == 6 and single.batched == 0  # the run opening the transaction
     rows_a, counters_a = _tables(batched._conn)
     rows_b, counters_b = _tables(single._conn)
     assert rows_a == rows_b
     assert [r[:3] for r in counters_a] == [r[:3] for r in counters_b]
     assert [r[3] for r in counters_a] == pytest.approx([r[3] for r in counters_b])
     assert len(rows_a["impressions"]) == 5 and len(rows_a["billing_events"]) == 2
+
+
+def test_a_batch_that_fails_is_undone_and_its_jobs_run_one_by_one(tmp_path):
+    from edge.store.events import CountingConnection
+    from edge.store.sqlite import _Writer, connect
+
+    conn = connect(tmp_path / "edge.db", factory=CountingConnection)
+    apply_migrations(conn)
+    writer = _Writer(conn)
+    jobs = [
+        _impression_job(_impression(("tok:1",), cpm_usd=2.0)),
+        _impression_job(_impression(("tok:2",), kind="bogus")),  # the CHECK refuses it
+        _impression_job(_impression(("tok:3",))),
+    ]
+    writer._commit(jobs)
+    assert [_outcome(j) for j in jobs] == [True, "IntegrityError", True]
+    assert writer.batched == 0 and writer.batches == 1  # still one commit
+    rows, counters = _tables(conn)
+    assert [r[0] for r in rows["impression_keys"]] == ["tok:1", "tok:3"]
+    assert len(rows["billing_events"]) == 1
+    impressions = {r[:3]: r[3] for r in counters}[("ad", "ad-1", "impressions")]
+    assert impressions == 2  # the refused job's bumps are gone with it
