@@ -334,7 +334,24 @@ def _short_names(taken: set[str]) -> Iterator[str]:
 
 
 _OBJECT_AFTER = frozenset(
-    ["(", ",", "=", ":", "[", "?", "...", "&&", "||", "??", "!", "return", "const", "let", "var"]
+    [
+        "(",
+        ",",
+        "=",
+        ":",
+        "[",
+        "?",
+        "...",
+        "&&",
+        "||",
+        "??",
+        "!",
+        "return",
+        "throw",
+        "const",
+        "let",
+        "var",
+    ]
 )
 
 
@@ -370,29 +387,62 @@ def mangle(src: str) -> str:
                 raise ManglerError(f"default value for {text!r} is not supported")
         out[sig_index[k]] = renamed
     _merge_consts(sig, sig_index, out)
+    _tidy(sig, sig_index, out)
     return "".join(out)
 
 
 def _merge_consts(sig: list[Token], sig_index: list[int], out: list[str]) -> None:
-    """``const a=1;const b=2`` becomes ``const a=1,b=2`` (one declaration, same block)."""
+    """``const a=1;const b=2`` becomes ``const a=1,b=2`` (one declaration, same block), and
+    the same for ``let``."""
     depth = 0
-    in_const: dict[int, bool] = {}  # block depth -> the statement there is a const
+    in_decl: dict[int, str] = {}  # block depth -> the keyword of the declaration there
     for k, (kind, text) in enumerate(sig):
         prev = sig[k - 1][1] if k else ";"
         if kind == "punct" and text in ("{", "(", "["):
             depth += 1
         elif kind == "punct" and text in ("}", ")", "]"):
-            in_const.pop(depth, None)
+            in_decl.pop(depth, None)
             depth -= 1
-        elif (kind, text) == ("id", "const") and prev in (";", "{", "}"):
-            in_const[depth] = True
-        elif (kind, text) == ("punct", ";") and in_const.get(depth):
-            if k + 1 < len(sig) and sig[k + 1] == ("id", "const"):
+        elif kind == "id" and text in ("const", "let") and prev in (";", "{", "}"):
+            in_decl[depth] = text
+        elif (kind, text) == ("punct", ";") and depth in in_decl:
+            if k + 1 < len(sig) and sig[k + 1] == ("id", in_decl[depth]):
                 out[sig_index[k]] = ","
                 out[sig_index[k + 1]] = ""
-                # skip the space rjsmin leaves after "const"
+                # skip the space rjsmin leaves after the keyword
                 nxt = sig_index[k + 1] + 1
                 if nxt < len(out) and out[nxt] == " ":
                     out[nxt] = ""
             else:
-                in_const[depth] = False
+                del in_decl[depth]
+
+
+_HEADERS = frozenset(["if", "for", "while", "with"])
+
+
+def _tidy(sig: list[Token], sig_index: list[int], out: list[str]) -> None:
+    """What rjsmin leaves and a minifier drops: ``(a)=>`` becomes ``a=>``, ``true`` and
+    ``false`` become ``!0`` and ``!1``, and a ``;`` right before ``}`` goes (except the empty
+    statement of an ``if (...);``, ``for``, ``while``)."""
+    for k, (kind, text) in enumerate(sig):
+        prev = sig[k - 1][1] if k else ""
+        if (
+            text == "("
+            and k + 3 < len(sig)
+            and sig[k + 1][0] == "id"
+            and sig[k + 1][1] not in KEYWORDS
+            and sig[k + 2][1] == ")"
+            and sig[k + 3][1] == "=>"
+        ):
+            out[sig_index[k]] = out[sig_index[k + 2]] = ""
+        elif kind == "id" and text in ("true", "false") and prev not in (".", "?."):
+            out[sig_index[k]] = "!0" if text == "true" else "!1"
+        elif (
+            (kind, text) == ("punct", ";")
+            and out[sig_index[k]] == ";"
+            and k + 1 < len(sig)
+            and sig[k + 1][1] == "}"
+            and not (prev == ")" and sig[_opening(sig, k - 1) - 1][1] in _HEADERS)
+            and prev not in ("else", "do", ";", "{")
+        ):
+            out[sig_index[k]] = ""

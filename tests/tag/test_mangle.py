@@ -60,6 +60,23 @@ def test_short_names_never_shadow_globals_or_keywords():
 
 def test_consecutive_consts_are_merged():
     assert mangle("const first=1;const second=2;").count("const") == 1
+    assert mangle("let first=1;let second;").count("let") == 1
+    assert mangle("let first=1;const second=2;").count("let") == 1  # different kinds stay
+
+
+def test_tidying_keeps_meaning():
+    out = mangle("const f=(item)=>item;if(true){g(false);}")
+    assert "=a=>a" in out or "=b=>b" in out, out  # (x)=> loses its parentheses
+    assert "if(!0)" in out and "g(!1)}" in out  # booleans shortened, ";" before "}" dropped
+    assert mangle("x.true=1;").startswith("x.true")  # a property named true stays
+    # The empty statement of a control header keeps its ";".
+    assert mangle("function f(){if(x);}") == "function a(){if(x);}"
+    assert mangle("function f(){while(x());}").endswith("while(x());}")
+
+
+def test_an_object_after_throw_is_an_object():
+    out = mangle("function f(message){throw{code:1,message:message}}")
+    assert "{code:1,message:" in out
 
 
 @pytest.mark.parametrize(
