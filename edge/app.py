@@ -98,6 +98,7 @@ def build_middleware(ctx: Context, fence: Geofence | None) -> list[Middleware]:
             CORSMiddleware,
             registered_origin=ctx.publishers.registered_origin,
             preflight_paths=dea.PREFLIGHT_PATHS,
+            explained_paths=frozenset({dea.KEYWORDS, dea.PLACEMENTS}),
         ),
     ]
     if fence is not None:

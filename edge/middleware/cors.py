@@ -9,6 +9,12 @@ for a registered origin. Credentials are never allowed: the tag sends no cookies
 
 ``grant_headers`` is the rule for actual responses, used by this middleware and by the
 beacon lane (``edge.lane``) alike.
+
+The match routes (``explained_paths``) refuse an unregistered origin themselves, with a
+reason (``origin_not_allowed``: "origin ... is not registered for publisher ..."). A refused
+preflight is only "Failed to fetch" to the page, so there a preflight from any origin is
+granted (for ``EXPLAIN_MAX_AGE_SECONDS``) and an error response to an unregistered origin
+carries a grant for that origin: the tag reads why, and nothing but refusals is readable.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from edge.errors import error_body
 
 MAX_AGE_SECONDS = 7200  # Chromium caps preflight caching at 2 h; longer buys nothing
+EXPLAIN_MAX_AGE_SECONDS = 600  # an origin registered later is granted in full soon
 ALLOW_HEADERS = frozenset({"content-type"})
 EXPOSE_HEADERS = "Retry-After"
 
@@ -29,10 +36,13 @@ _ALLOW_ORIGIN = b"access-control-allow-origin"
 _EXPOSE = b"access-control-expose-headers"
 
 
-def grant_headers(raw: list[tuple[bytes, bytes]], granted: str | None) -> None:
+def grant_headers(
+    raw: list[tuple[bytes, bytes]], granted: str | None, refused: str | None = None
+) -> None:
     """Add the CORS answer to an actual /dea response's raw headers, in place:
     ``Vary: Origin`` always (merged into any Vary the route set), and the grant for a
-    registered origin (``granted``: its canonical form, None when not registered)."""
+    registered origin (``granted``: its canonical form, None when not registered), or for
+    ``refused``, the unregistered origin of a refusal it may read."""
     vary = []
     for name, value in raw:
         if name == _ALLOW_ORIGIN:
@@ -45,6 +55,8 @@ def grant_headers(raw: list[tuple[bytes, bytes]], granted: str | None) -> None:
     if granted is not None:
         _set(raw, _ALLOW_ORIGIN, granted.encode("latin-1"))
         _set(raw, _EXPOSE, EXPOSE_HEADERS.encode("latin-1"))
+    elif refused is not None:
+        _set(raw, _ALLOW_ORIGIN, refused.encode("latin-1"))
 
 
 def _set(raw: list[tuple[bytes, bytes]], name: bytes, value: bytes) -> None:
@@ -71,12 +83,15 @@ class CORSMiddleware:
         *,
         registered_origin: Callable[[str], str | None],
         preflight_paths: Mapping[str, frozenset[str]],
+        explained_paths: frozenset[str] = frozenset(),
         prefix: str = "/dea/",
     ) -> None:
         """``registered_origin`` gives the registered, canonical form of an allowed origin
         (None otherwise): the grant names that form, never the header as sent.
-        ``preflight_paths`` maps a path to the methods a preflight may ask for."""
+        ``preflight_paths`` maps a path to the methods a preflight may ask for;
+        ``explained_paths`` are those whose refusals any origin may read (see above)."""
         self.app = app
+        self.explained_paths = explained_paths
         self.registered_origin = registered_origin
         self.preflight_paths = {
             p: frozenset(m.upper() for m in ms) for p, ms in preflight_paths.items()
@@ -93,11 +108,13 @@ class CORSMiddleware:
             await self._preflight(scope["path"], origin, headers, send)
             return
         granted = granted_origin(scope, self.registered_origin)
+        # An unregistered origin may read a match route's refusal (see above).
+        explain = origin if granted is None and scope["path"] in self.explained_paths else None
 
         async def send_with_cors(message: Message) -> None:
             if message["type"] == "http.response.start":
                 raw = message["headers"] = list(message.get("headers", ()))
-                grant_headers(raw, granted)
+                grant_headers(raw, granted, explain if message["status"] >= 400 else None)
             await send(message)
 
         await self.app(scope, receive, send_with_cors)
@@ -122,6 +139,9 @@ class CORSMiddleware:
         allowed_methods = self.preflight_paths[path]
         problem = None
         granted = None if origin is None else self.registered_origin(origin)
+        max_age = MAX_AGE_SECONDS
+        if granted is None and origin is not None and path in self.explained_paths:
+            granted, max_age = origin, EXPLAIN_MAX_AGE_SECONDS  # the route says why it refuses
         if granted is None:
             problem = (
                 "cors_origin_not_allowed",
@@ -141,7 +161,7 @@ class CORSMiddleware:
             ("access-control-allow-origin", granted),
             ("access-control-allow-methods", ", ".join(sorted(allowed_methods))),
             ("access-control-allow-headers", "Content-Type"),
-            ("access-control-max-age", str(MAX_AGE_SECONDS)),
+            ("access-control-max-age", str(max_age)),
             ("vary", vary),
         ]
         # Chrome's Private Network Access asks before a public page calls a private edge.

@@ -4,7 +4,7 @@ import pytest
 
 from edge.delivery import publishers
 from tests.conftest import assert_error_shape
-from tests.delivery.helpers import ORIGIN, register
+from tests.delivery.helpers import ORIGIN, PUB, register
 
 POST_PATHS = ["/dea/url/keywords", "/dea/url/placements", "/dea/url/impression",
               "/dea/url/placements/failures", "/dea/url/hover", "/dea/ugc/impression"]  # fmt: skip
@@ -61,10 +61,34 @@ def test_the_grant_names_the_registered_canonical_origin_not_the_one_sent(make_c
      "https://news.example:8443", "null"],
 )  # fmt: skip
 def test_preflight_refuses_other_origins(client, origin):
-    r = preflight(client, "/dea/url/keywords", origin=origin)
+    r = preflight(client, "/dea/url/hover", origin=origin)
     assert_error_shape(r, 403, "cors_origin_not_allowed")
     assert "access-control-allow-origin" not in r.headers
     assert "Origin" in r.headers["vary"]
+
+
+@pytest.mark.parametrize("path", ["/dea/url/keywords", "/dea/url/placements"])
+def test_an_unregistered_origin_can_read_why_the_match_routes_refuse_it(client, path):
+    # A refused preflight is only "Failed to fetch" to the tag: on the match routes the
+    # preflight passes (briefly cached), the route refuses, and the refusal is readable.
+    other = "https://typo.example"
+    r = preflight(client, path, origin=other)
+    assert r.status_code == 204 and r.headers["access-control-allow-origin"] == other
+    assert r.headers["access-control-max-age"] == "600"
+    body = {"publisher_id": PUB, "v": "1.0.0", "page_url": "https://typo.example/a"}
+    body |= (
+        {"text": "trail", "slots": ["s1"]}
+        if path.endswith("keywords")
+        else {"placements": [{"slot_id": "s1", "text": "trail"}]}
+    )
+    refused = client.post(path, json=body, headers={"Origin": other})
+    err = assert_error_shape(refused, 403, "origin_not_allowed")
+    assert other in err["message"] and PUB in err["message"]
+    assert refused.headers["access-control-allow-origin"] == other
+    assert "access-control-expose-headers" not in refused.headers
+    # The grant still checks method and headers; the beacons keep refusing at the preflight.
+    assert_error_shape(preflight(client, path, origin=other, method="PUT"), 403)
+    assert preflight(client, "/dea/url/impression", origin=other).status_code == 403
 
 
 def test_preflight_refuses_other_methods_and_headers(client):
