@@ -13,6 +13,9 @@ Pages are Jinja templates in ``pages/`` with query-string knobs (STYLE 15):
   ``/dea/tag.json``), ``bad`` the same with a wrong hash
 - ``hidden``: ``1`` the page starts hidden (document.visibilityState stubbed, as web-vitals'
   test pages do); ``window.__setVisibility("visible")`` shows it
+- ``css``: ``1`` links the edge's optional stylesheet (``/dea/tag.css``)
+- ``debug``: ``1`` puts ``data-debug`` on the tag's script (``edge_debug=1`` in the page's own
+  query string asks for the debug build too)
 
 ``/px/<ad_id>`` answers a 1x1 GIF and counts the fire for the publisher of the page that
 fired it (from the Referer's ``pub``).
@@ -49,7 +52,7 @@ def csp_for(knob: str, edge: str, nonce: str) -> str | None:
             f"script-src 'nonce-{nonce}'",
             f"connect-src {connect}",
             "img-src 'self'",
-            "style-src 'self'",
+            f"style-src 'self' {edge}",
             "base-uri 'none'",
             "require-trusted-types-for 'script'",
             "trusted-types 'none'",

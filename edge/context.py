@@ -36,7 +36,7 @@ from edge.tag_versions import TagVersions
 from geoip import GeoDatabaseError, GeoReader, open_reader
 from matcher import Matcher
 from matcher.embeddings import MiniLM
-from tag import TagBuild, build_tag
+from tag import TagBuild, build_stylesheet, build_tag
 
 Clock = Callable[[], float]
 log = logging.getLogger("edge.context")
@@ -64,6 +64,8 @@ class Context:
     live_catalogue: LiveCatalogue  # follows the store's live catalogue, SIGHUP reloads
     tag: TagBuild  # the browser tag, built for this edge's public URL
     tag_versions: TagVersions  # this and earlier builds, for pages that pinned one
+    tag_debug: TagBuild  # the same tag logging each decision (/dea/tag.debug.js)
+    tag_css: TagBuild  # the optional default stylesheet (/dea/tag.css)
     # Loaded by ``start`` (they need I/O), never per request:
     signer: Signer | None = None
     matcher: Matcher | None = None
@@ -110,6 +112,8 @@ class Context:
             live_catalogue=LiveCatalogue(),
             tag=tag,
             tag_versions=TagVersions(tag, settings.tag_retention_days),
+            tag_debug=build_tag(settings.base_url, debug=True),
+            tag_css=build_stylesheet(),
             matcher=matcher,
             model=model,
         )

@@ -1,7 +1,8 @@
 """Builds the browser tag: render the config blob, join the helpers, minify, precompress, hash.
 
 The JavaScript in ``src/`` is static, lintable code; the only generated part is the config
-blob (``src/config.js.j2``, STYLE 12). ``build_tag`` is pure and deterministic: the same
+blob (``src/config.js.j2``). The debug build is the same code plus ``src/debug.js`` and the
+``dbg(...)`` lines, which the normal build drops. ``build_tag`` is pure and deterministic: the same
 sources and config give the same bytes, the same ETag and the same SRI hash, so the edge
 builds it once at start-up and every instance of a deployment serves identical files.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 import base64
 import gzip
 import hashlib
+import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -25,6 +27,10 @@ from tag.mangle import mangle
 SRC = Path(__file__).parent / "src"
 # Order matters: later helpers use the earlier ones; main.js starts the tag.
 SOURCES = ("util.js", "transport.js", "viewability.js", "render.js", "slots.js", "main.js")
+# The debug build (/dea/tag.debug.js) adds this file, which defines dbg(), and keeps the
+# dbg(...) lines; the normal build has neither, so logging costs it no byte.
+DEBUG_SOURCE = "debug.js"
+_DEBUG_LINE = re.compile(r"^[ \t]*dbg\(.*\);[ \t]*\n", re.MULTILINE)
 
 TAG_VERSION = "1.0.0"
 BUDGET_BROTLI_BYTES = 2560  # 2.5 KiB brotli: the tag is paid for on every page view
@@ -67,9 +73,17 @@ class TagBuild:
         return {"raw": len(self.js), "gzip": len(self.gzip), "br": len(self.br)}
 
 
+def _strip_debug(body: str) -> str:
+    body = _DEBUG_LINE.sub("", body)
+    if "dbg(" in body:  # a dbg call not on a line of its own would be left calling nothing
+        raise ValueError("dbg(...) must be a statement on its own line in tag/src")
+    return body
+
+
 @cache
-def _sources() -> tuple[str, jinja2.Template]:
+def _sources(debug: bool) -> tuple[str, jinja2.Template]:
     body = "\n".join((SRC / name).read_text() for name in SOURCES)
+    body = (SRC / DEBUG_SOURCE).read_text() + "\n" + body if debug else _strip_debug(body)
     env = jinja2.Environment(autoescape=False, keep_trailing_newline=True)  # noqa: S701 (JS, not HTML; tojson escapes)
     return body, env.from_string((SRC / "config.js.j2").read_text())
 
@@ -89,8 +103,8 @@ def tag_config(origin: str, publisher: str | None = None) -> dict[str, Any]:
     }
 
 
-def _render(config: dict[str, Any]) -> bytes:
-    body, template = _sources()
+def _render(config: dict[str, Any], debug: bool = False) -> bytes:
+    body, template = _sources(debug)
     source = f"(() => {{\n{template.render(config=config)}{body}}})();\n"
     return mangle(rjsmin.jsmin(source)).encode()
 
@@ -98,19 +112,31 @@ def _render(config: dict[str, Any]) -> bytes:
 def lint_source() -> str:
     """What ``make lint`` gives ESLint: the joined tag (one scope, as it runs in a browser,
     so a name used in one file and declared in another is checked), each file marked."""
-    _, template = _sources()
+    _, template = _sources(True)
     config = {**tag_config("https://edge.example"), "version": TAG_VERSION}
     parts = [f"// ---- src/config.js.j2 ----\n{template.render(config=config)}"]
-    parts += [f"// ---- src/{name} ----\n{(SRC / name).read_text()}" for name in SOURCES]
+    names = (DEBUG_SOURCE, *SOURCES)
+    parts += [f"// ---- src/{name} ----\n{(SRC / name).read_text()}" for name in names]
     return "(() => {\n" + "\n".join(parts) + "})();\n"
 
 
-def build_tag(origin: str, publisher: str | None = None) -> TagBuild:
+STYLESHEET = Path(__file__).parent / "tag.css"
+
+
+def build_stylesheet() -> TagBuild:
+    """The optional default stylesheet (``/dea/tag.css``), named, precompressed and hashed
+    like the tag (its version is ``css-`` and a digest of the bytes; ``js`` holds the CSS)."""
+    css = STYLESHEET.read_bytes()
+    return TagBuild.of(f"css-{hashlib.sha256(css).hexdigest()[:10]}", css)
+
+
+def build_tag(origin: str, publisher: str | None = None, *, debug: bool = False) -> TagBuild:
     """The tag for an edge reachable at ``origin``; ``publisher`` pins a default publisher id
-    (normally null: the embedding script's ``data-publisher`` names it)."""
+    (normally null: the embedding script's ``data-publisher`` names it). ``debug``: the
+    build that logs each decision to the console, under the normal build's version."""
     config = tag_config(origin, publisher)
     # The version names the output of everything else (sources, config, minifier), so a
     # pinned URL (tag.<version>.js) and its integrity hash always name the same bytes.
     draft = _render({**config, "version": ""})
     config["version"] = f"{TAG_VERSION}-{hashlib.sha256(draft).hexdigest()[:10]}"
-    return TagBuild.of(config["version"], _render(config))
+    return TagBuild.of(config["version"], _render(config, debug))

@@ -13,6 +13,11 @@ brotli, gzip or identity by ``Accept-Encoding``, each with its own strong ETag.
   (``edge.tag_versions``), then answer 410.
 - ``/dea/tag.json`` tells a publisher (or a QA kit) the current version, URL and integrity,
   and lists every version still served.
+- ``/dea/tag.debug.js`` is the same tag logging each decision to the console; the normal
+  tag loads it (as a module, same origin) when the page asks with ``data-debug`` or
+  ``?edge_debug=1``. Cached like the latest URL.
+- ``/dea/tag.css`` is an optional default stylesheet for the tag's classes (a normal
+  stylesheet: no inline style needed), cached like the latest URL.
 """
 
 from __future__ import annotations
@@ -36,12 +41,16 @@ from tag.demo import DemoPage
 TAG_PATH = "/dea/tag.js"
 VERSIONED_PATH = "/dea/tag.{version}.js"
 MANIFEST_PATH = "/dea/tag.json"
+DEBUG_PATH = "/dea/tag.debug.js"
+CSS_PATH = "/dea/tag.css"
 DEMO_PUBLISHER = "demo"
 LATEST_CACHE = "public, max-age=300, stale-while-revalidate=86400"
 PINNED_CACHE = "public, max-age=31536000, immutable"
 JS_TYPE = "text/javascript; charset=utf-8"
+CSS_TYPE = "text/css; charset=utf-8"
 # Open through the production geofence (edge.app): the demo page is not an API call.
-# The tag script, its versioned URL and /dea/tag.json are open by their /dea/tag. prefix.
+# The tag script, its versioned and debug URLs, the stylesheet and /dea/tag.json are open by
+# their /dea/tag. prefix.
 PUBLIC_PATHS = (DEMO_PATH, *DEMO_ASSETS)
 # Ours first on a tie: brotli is smallest, identity the fallback.
 _PREFERENCE = ("br", "gzip", "identity")
@@ -88,7 +97,9 @@ def _etag_matches(if_none_match: str, etag: str) -> bool:
     return any(t.strip().removeprefix("W/") == bare for t in if_none_match.split(","))
 
 
-def _serve_tag(build: TagBuild, request: Request, cache_control: str) -> Response:
+def _serve_tag(
+    build: TagBuild, request: Request, cache_control: str, media_type: str = JS_TYPE
+) -> Response:
     coding = negotiate(request.headers.get("accept-encoding"))
     body = {"br": build.br, "gzip": build.gzip, "identity": build.js}[coding]
     etag = f'"{build.digest[:32]}-{coding}"' if coding != "identity" else f'"{build.digest[:32]}"'
@@ -106,7 +117,7 @@ def _serve_tag(build: TagBuild, request: Request, cache_control: str) -> Respons
         return Response(status_code=304, headers=headers)
     if coding != "identity":
         headers["Content-Encoding"] = coding
-    return Response(body, headers=headers, media_type=JS_TYPE)
+    return Response(body, headers=headers, media_type=media_type)
 
 
 def routes(ctx: Context) -> list[BaseRoute]:
@@ -114,6 +125,8 @@ def routes(ctx: Context) -> list[BaseRoute]:
     return [
         Route(TAG_PATH, partial(latest, ctx), methods=["GET"]),
         Route(MANIFEST_PATH, partial(tag_manifest, ctx), methods=["GET"]),
+        Route(DEBUG_PATH, partial(debug_build, ctx), methods=["GET"]),  # before tag.<version>.js
+        Route(CSS_PATH, partial(stylesheet, ctx), methods=["GET"]),
         Route(VERSIONED_PATH, partial(pinned, ctx), methods=["GET"]),
         *demo.routes(),
     ]
@@ -121,6 +134,14 @@ def routes(ctx: Context) -> list[BaseRoute]:
 
 async def latest(ctx: Context, request: Request) -> Response:
     return _serve_tag(ctx.tag, request, LATEST_CACHE)
+
+
+async def debug_build(ctx: Context, request: Request) -> Response:
+    return _serve_tag(ctx.tag_debug, request, LATEST_CACHE)
+
+
+async def stylesheet(ctx: Context, request: Request) -> Response:
+    return _serve_tag(ctx.tag_css, request, LATEST_CACHE, CSS_TYPE)
 
 
 async def pinned(ctx: Context, request: Request) -> Response:
@@ -160,6 +181,8 @@ async def tag_manifest(ctx: Context, request: Request) -> Response:
         "versioned_url": base + VERSIONED_PATH.format(version=build.version),
         "integrity": build.sri,
         "sizes": build.sizes(),
+        "debug_url": base + DEBUG_PATH,
+        "stylesheet": {"url": base + CSS_PATH, "integrity": ctx.tag_css.sri},
         "retention_days": ctx.settings.tag_retention_days,
         "versions": versions,
     }
@@ -233,6 +256,32 @@ def openapi(ctx: Context) -> dict[str, Any]:
                     },
                 }
             },
+            DEBUG_PATH: {
+                "get": {
+                    "summary": "The browser tag's debug build (logs each decision)",
+                    "description": "The same tag and version, logging each decision to the "
+                    "console. The normal tag loads it when the page asks: `data-debug` on its "
+                    "script, or `?edge_debug=1` on the page. See docs/tag.md.",
+                    "tags": tags,
+                    "responses": _TAG_RESPONSES,
+                }
+            },
+            CSS_PATH: {
+                "get": {
+                    "summary": "Optional default stylesheet for the tag's ads",
+                    "description": 'Link it with `<link rel="stylesheet" href=".../dea/tag.css">`;'
+                    " it styles the tag's `edge-ad` classes and hides empty slots.",
+                    "tags": tags,
+                    "responses": {
+                        "200": {
+                            "description": "The stylesheet (brotli, gzip or identity by "
+                            "Accept-Encoding; a strong ETag per representation)",
+                            "content": {"text/css": {"schema": {"type": "string"}}},
+                        },
+                        "304": _TAG_RESPONSES["304"],
+                    },
+                }
+            },
             MANIFEST_PATH: {
                 "get": {
                     "summary": "Current tag version, URLs and SRI hash; every version served",
@@ -257,6 +306,18 @@ def openapi(ctx: Context) -> dict[str, Any]:
                                     "sizes": {
                                         "type": "object",
                                         "additionalProperties": {"type": "integer"},
+                                    },
+                                    "debug_url": {
+                                        "type": "string",
+                                        "description": "The debug build (same version)",
+                                    },
+                                    "stylesheet": {
+                                        "type": "object",
+                                        "required": ["url", "integrity"],
+                                        "properties": {
+                                            "url": {"type": "string"},
+                                            "integrity": {"type": "string"},
+                                        },
                                     },
                                     "retention_days": {"type": "integer"},
                                     "versions": {

@@ -3,12 +3,12 @@
 // Trusted Types enforced. click_through_url goes into href exactly as given, except that a
 // {click_id} the advertiser put there becomes this rendering's click id.
 
-// Why an ad cannot be shown, or "" when it can.
+// The field that keeps an ad from being shown, or "" when it can be.
 function creativeProblem(ad) {
   for (const f of ["ad_id", "title", "cta", "advertiser_name", "impression_token"]) {
-    if (!isText(ad[f])) return "no " + f;
+    if (!isText(ad[f])) return f;
   }
-  return /^https?:\/\/[^/]/i.test(ad.click_through_url) ? "" : "bad click_through_url";
+  return /^https?:\/\/[^/]/i.test(ad.click_through_url) ? "" : "click_through_url";
 }
 
 function part(tag, name, text) {
@@ -22,7 +22,7 @@ function render(slot, ad, clickId) {
   const box = part("div", "edge-ad");
   box.dataset.adId = ad.ad_id;
   const link = part("a", "edge-ad__link");
-  link.setAttribute("href", ad.click_through_url.replaceAll("{click_id}", clickId));
+  link.href = ad.click_through_url.replaceAll("{click_id}", clickId);
   link.target = "_blank";
   link.rel = "sponsored noopener";
   link.append(part("span", "edge-ad__label", "Sponsored"), part("span", "edge-ad__title", ad.title));
@@ -31,9 +31,4 @@ function render(slot, ad, clickId) {
   box.append(link);
   slot.replaceChildren(box);
   return box;
-}
-
-// Third-party impression pixels, fired as Prebid's triggerPixel does (an image request).
-function firePixels(ad) {
-  for (const px of ad.pixel_trackers || []) if (isText(px?.url)) new Image().src = px.url;
 }

@@ -1,18 +1,21 @@
 // Slot discovery and filling. Page-level slots present at load go to /dea/url/keywords with
-// the page's text; UGC slots (inside [data-ugc-post-id]) and slots added later go to
-// /dea/url/placements, a UGC slot with its post's id and text.
+// the page's text; UGC slots (inside [data-ugc-post-id]), slots added later and refills go
+// to /dea/url/placements, a UGC slot with its post's id and text.
 const SLOT = "[data-ad-slot]";
-// docs/dea-api.md limits: slots or placements per request, characters of page / post text.
+// docs/dea-api.md limits: slots or placements per request; a page's text is cut at 20,000
+// characters, a post's at 10,000 (literals below: a name costs the tag bytes).
 const MAX_SLOTS = 20;
-const PAGE_TEXT_MAX = 20000;
-const POST_TEXT_MAX = 10000;
-const seen = new WeakSet();
+// An ad on screen is replaced when its ttl_seconds run out, never sooner than this
+// (refreshing faster only inflates counts; Google's GPT asks for 30 s too).
+const MIN_TTL_MS = 30000;
+// Every slot seen -> its current filling ({slot, id, post, key, timer}); a refill or
+// destroy() ends it, so a late answer or timer of an earlier one touches nothing.
+const fills = new WeakMap();
+// Post or slot id -> when the edge's no-match window ends (retry_after_seconds): no request
+// for it before then.
+const notBefore = {};
 
-function newSlots(root) {
-  const found = root.matches?.(SLOT) ? [root] : [];
-  found.push(...root.querySelectorAll(SLOT));
-  return found.filter((s) => !seen.has(s) && seen.add(s));
-}
+const newSlots = () => [...D.querySelectorAll(SLOT)].filter((s) => !fills.has(s) && fills.set(s));
 
 // The element's text without ad slots and non-content elements, at most `max` characters.
 function textOf(root, max) {
@@ -30,28 +33,48 @@ function textOf(root, max) {
 // Limits of docs/dea-api.md: a page URL of at most 2048 characters, a title of 500.
 const common = () => ({ publisher_id: PUBLISHER, v: VERSION, page_url: location.href.split("#")[0].slice(0, 2048) });
 
+function end(slot, next) {
+  clearTimeout(fills.get(slot)?.timer);
+  fills.set(slot, next);
+}
+
+// Fill the slot again once `ms` have passed and it is in view again (the viewability rule:
+// on screen, the page visible and focused), as GPT's refresh does: a new ad, a new token and
+// a new impression. A refill or destroy() meanwhile makes it do nothing.
+function renew(it, ms) {
+  it.timer = setTimeout(
+    guard(() => watchViewable(it.slot, () => fills.get(it.slot) === it && fill([it.slot]))),
+    ms
+  );
+}
+
 function fill(slots, atLoad) {
   const main = D.querySelector("main") || D.body;
-  const keyed = new Map();
+  const keyed = {};
   const explicit = [];
   for (const slot of slots) {
-    slot.setAttribute("data-edge-state", "loading");
-    const it = { slot, id: slot.dataset.adSlot, post: slot.closest("[data-ugc-post-id]") };
-    if (atLoad && !it.post && !keyed.has(it.id)) keyed.set(it.id, it);
+    const id = slot.dataset.adSlot;
+    const post = slot.closest("[data-ugc-post-id]");
+    const it = { slot, id, post, key: post?.dataset.ugcPostId || id };
+    end(slot, it);
+    slot.dataset.edgeState = "loading";
+    const wait = notBefore[it.key] - now();
+    dbg("slot", id, slot, wait > 0 ? "backoff: waits " + wait + " ms" : "");
+    if (wait > 0) renew(it, wait);
+    else if (atLoad && !post && !keyed[id]) keyed[id] = it;
     else explicit.push(it);
   }
-  batches([...keyed.values()], (batch) => {
+  batches(Object.values(keyed), (batch) => {
     const slots = batch.map((it) => it.id);
-    const body = { ...common(), title: D.title.slice(0, 500), text: textOf(main, PAGE_TEXT_MAX), slots };
-    request("/dea/url/keywords", body, batch, (p) => slots.map((id) => p.find((x) => x.slot_id === id)));
+    request("/dea/url/keywords", { ...common(), title: D.title.slice(0, 500), text: textOf(main, 20000), slots }, batch);
   });
   batches(explicit, (batch) => {
     const placements = batch.map(({ id, post }) => ({
       slot_id: id,
-      text: textOf(post || main, POST_TEXT_MAX),
+      text: textOf(post || main, 10000),
       ...(post && { post_id: post.dataset.ugcPostId })
     }));
-    request("/dea/url/placements", { ...common(), placements }, batch, (p) => p);
+    request("/dea/url/placements", { ...common(), placements }, batch);
   });
 }
 
@@ -59,25 +82,31 @@ function batches(list, send) {
   for (let i = 0; i < list.length; i += MAX_SLOTS) send(list.slice(i, i + MAX_SLOTS));
 }
 
-// Placements come back in request order (keywords: picked by slot id).
-function request(path, body, batch, pick) {
+// Placements come back in request order (slots or placements). A slot refilled or destroyed
+// meanwhile ignores its answer.
+function request(path, body, batch) {
   ask(path, body).then(
     guard((r) => {
-      const placements = pick(r.placements || []);
-      batch.forEach((it, i) => guard(place)(it, placements[i])); // one bad slot spoils no other
+      const placements = r.placements || [];
+      batch.forEach((it, i) => fills.get(it.slot) === it && guard(place)(it, placements[i])); // one bad slot spoils no other
     }),
-    guard((err) => batch.forEach((it) => report(it, "error", { reason: "request_failed", message: "" + err })))
+    guard((err) => batch.forEach((it) => report(it, "error", { reason: "request_failed", message: "" + err, ...err })))
   );
 }
 
 // The slot's data-edge-state (for publishers' CSS) and the window.edgeTag event (for QA).
 function report({ slot, id }, type, detail) {
-  slot.setAttribute("data-edge-state", type);
+  slot.dataset.edgeState = type;
   emit(type, { slot_id: id, ...detail });
 }
 
 function place(it, placement) {
   const ad = placement?.ad;
+  const retry = placement?.retry_after_seconds * 1000;
+  if (retry > 0) {
+    notBefore[it.key] = now() + retry;
+    renew(it, retry);
+  }
   if (!ad) return report(it, "empty", { reason: placement?.reason || "none" });
   const surface = it.post ? "ugc" : "url";
   const token = ad.impression_token;
@@ -98,15 +127,16 @@ function place(it, placement) {
     return report(it, "error", { ad_id: ad.ad_id, reason, message });
   }
   report(it, "filled", { ad_id: ad.ad_id, surface });
+  if (ad.ttl_seconds > 0) renew(it, Math.max(ad.ttl_seconds * 1000, MIN_TTL_MS));
+  const send = (path, body) => beacon("/dea/" + path, { impression_token: token, v: VERSION, ...body });
   // A click, a middle click or keyboard activation (Enter fires click) sends one beacon; the
   // browser follows the link itself. A repeat reuses the click id and counts nothing.
-  box.onclick = box.onauxclick = guard(
-    (e) => e.button < 2 && beacon("/dea/" + surface + "/click", { impression_token: token, click_id, v: VERSION })
-  );
+  box.onclick = box.onauxclick = guard((e) => e.button < 2 && send(surface + "/click", { click_id }));
   watchViewable(box, (view) => {
     const impression_id = uid();
-    beacon("/dea/" + surface + "/impression", { impression_token: token, impression_id, v: VERSION, ...view });
-    firePixels(ad);
+    send(surface + "/impression", { impression_id, ...view });
+    // Third-party impression pixels, fired as Prebid's triggerPixel does (an image request).
+    for (const px of ad.pixel_trackers || []) if (isText(px?.url)) new Image().src = px.url;
     report(it, "viewable", { ad_id: ad.ad_id, impression_id, ...view });
   });
   // One hover signal per rendering, once the pointer has stayed HOVER_MS on the ad.
@@ -116,7 +146,7 @@ function place(it, placement) {
     timer = setTimeout(
       guard(() => {
         box.onpointerenter = null;
-        beacon("/dea/url/hover", { impression_token: token, hover_ms: Math.round(now() - since), v: VERSION });
+        send("url/hover", { hover_ms: Math.round(now() - since) });
       }),
       HOVER_MS
     );

@@ -2,9 +2,8 @@
 // cross-origin); beacons add keepalive so they outlive the page. A beacon whose fetch is
 // missing or throws (keepalive quota), fails at the network level (a proxy that drops the
 // preflight) or is answered 5xx/429 is queued and sent again with navigator.sendBeacon as
-// text/plain (no preflight) after RESEND_MS, or at once on pagehide. Its impression id
+// text/plain (no preflight) after 2 s, or at once on pagehide. Its impression id
 // makes a resent impression count once.
-const RESEND_MS = 2000;
 const pending = [];
 let resendTimer = 0;
 
@@ -17,21 +16,32 @@ function post(path, body, keepalive) {
   });
 }
 
+// A match call: the answer, or a rejection with the edge's error ({code, message, field}),
+// also for an origin not registered for the publisher (the edge lets the tag read that).
+// A TypeError means no answer at all (the page's CSP blocked the request, or the network).
 function ask(path, body) {
-  return post(path, body, false).then((r) => {
-    if (!r.ok) throw path + " " + r.status;
-    return r.json();
-  });
+  dbg("request", path, body);
+  return post(path, body).then((r) =>
+    r.json().then((b) => {
+      dbg("answer", path, r.status, b);
+      if (r.ok) return b;
+      throw b.error;
+    })
+  );
 }
 
 function beacon(path, body) {
+  dbg("beacon", path, body);
   const later = guard(() => {
     pending.push([path, body]);
-    resendTimer ||= setTimeout(guard(flush), RESEND_MS);
+    resendTimer ||= setTimeout(guard(flush), 2000);
   });
   try {
     post(path, body, true).then(
-      guard((r) => (r.status > 499 || r.status === 429 ? later() : r.ok || fail(path + " " + r.status))),
+      guard((r) => {
+        dbg("beacon answer", path, r.status);
+        if (r.status > 499 || r.status === 429) later();
+      }),
       later
     );
   } catch (_) {
@@ -43,6 +53,7 @@ function flush() {
   clearTimeout(resendTimer);
   resendTimer = 0;
   for (const [path, body] of pending.splice(0)) {
+    dbg("beacon resent", path, body);
     navigator.sendBeacon?.(EDGE + path, JSON.stringify(body));
   }
 }

@@ -9,29 +9,22 @@ const isText = (x) => typeof x === "string" && x.trim() !== "";
 // QA hook: `edgeTag.addEventListener("viewable", fn)`. A page that sets
 // `window.edgeTag = new EventTarget()` before the tag loads hears every event.
 function emit(type, detail) {
+  dbg(type, detail);
   hub.dispatchEvent(new CustomEvent(type, { detail }));
 }
 
-function fail(err) {
-  try {
-    emit("error", { message: "" + (err?.message || err) });
-  } catch (_) {
-    // Nothing left to tell; stay silent rather than break the page.
-  }
-}
-
+// An exception here is a bug of the tag, never the page's problem: swallowed, and logged by
+// the debug build.
 function guard(fn) {
   return (...args) => {
     try {
       return fn(...args);
     } catch (err) {
-      fail(err);
+      dbg("exception", err);
     }
   };
 }
 
-// A random RFC 4122 version 4 id (crypto.randomUUID needs a secure context).
-const uid = () =>
-  "10000000-1000-4000-8000-100000000000".replace(/[018]/g, (c) =>
-    (c ^ (crypto.getRandomValues(new Uint8Array(1))[0] & (15 >> c / 4))).toString(16)
-  );
+// 128 random bits as four decimal numbers joined by "-" (the edge takes 8 to 64 of
+// A-Z a-z 0-9 _ -; crypto.randomUUID would need a secure context).
+const uid = () => crypto.getRandomValues(new Uint32Array(4)).join("-");

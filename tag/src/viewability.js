@@ -7,17 +7,16 @@
 const watched = new Map(); // element -> its check(entry?)
 let observer;
 
-// Calls done({visible_ratio, visible_ms}) once, when the element has been viewable.
+// Calls done({visible_ratio, visible_ms}) once, when the element has been viewable. An
+// element taken off the page (a refill, destroy()) reports no intersection: its timer stops.
 function watchViewable(el, done) {
   if (!observer) {
     observer = new IntersectionObserver(
       guard((entries) => entries.forEach((e) => watched.get(e.target)?.(e))),
       { threshold: [0, LARGE_VIEW_RATIO, VIEW_RATIO, 1] }
     );
-    const recheck = guard(() => watched.forEach((check) => check()));
-    D.addEventListener("visibilitychange", recheck);
-    W.addEventListener("focus", recheck);
-    W.addEventListener("blur", recheck);
+    // visibilitychange bubbles from the document to the window.
+    for (const type of ["visibilitychange", "focus", "blur"]) W.addEventListener(type, guard(() => watched.forEach((check) => check())));
   }
   let ratio = 0;
   let need = VIEW_RATIO;
@@ -34,7 +33,7 @@ function watchViewable(el, done) {
       ratio = entry.isIntersecting ? entry.intersectionRatio : 0;
       need = box.width * box.height >= LARGE_AREA ? LARGE_VIEW_RATIO : VIEW_RATIO;
     }
-    if (ratio < need || D.visibilityState !== "visible" || !D.hasFocus()) {
+    if (ratio < need || D.hidden || !D.hasFocus()) {
       clearTimeout(timer);
       timer = 0;
     } else if (!timer) {

@@ -131,11 +131,15 @@ def test_openapi_documents_the_tag_routes(client):
         assert "get" in paths[path], path
 
 
+def _builds_a_different_tag(origin, **options):
+    return build_tag(origin, "pub-a", **options)  # a default publisher: other bytes
+
+
 def test_a_pinned_version_survives_an_upgrade_until_its_retention_ends(
     make_client, clock, monkeypatch
 ):
     # Version A: an edge whose tag bytes differ (a default publisher built in).
-    monkeypatch.setattr(edge.context, "build_tag", lambda origin: build_tag(origin, "pub-a"))
+    monkeypatch.setattr(edge.context, "build_tag", _builds_a_different_tag)
     before = make_client()
     old = before.app.state.ctx.tag
     monkeypatch.undo()
@@ -171,10 +175,39 @@ def test_a_pinned_version_survives_an_upgrade_until_its_retention_ends(
 
 
 def test_retention_zero_serves_only_the_running_version(make_client, clock, monkeypatch):
-    monkeypatch.setattr(edge.context, "build_tag", lambda origin: build_tag(origin, "pub-a"))
+    monkeypatch.setattr(edge.context, "build_tag", _builds_a_different_tag)
     old = make_client().app.state.ctx.tag
     monkeypatch.undo()
     clock.advance(60)
     after = make_client(tag_retention_days=0)
     assert_error_shape(after.get(f"/dea/tag.{old.version}.js"), 410, "tag_version_expired")
     assert len(after.get("/dea/tag.json").json()["versions"]) == 1
+
+
+def test_debug_build_and_stylesheet_are_served_like_the_latest_tag(client):
+    ctx = client.app.state.ctx
+    debug = client.get("/dea/tag.debug.js", headers={"Accept-Encoding": "br"})
+    assert debug.status_code == 200 and debug.content == ctx.tag_debug.js
+    assert debug.headers["content-type"] == "text/javascript; charset=utf-8"
+    assert debug.headers["access-control-allow-origin"] == "*"  # loaded as a module: CORS
+    assert "max-age=300" in debug.headers["cache-control"]
+    css = client.get("/dea/tag.css", headers={"Accept-Encoding": "gzip"})
+    assert css.status_code == 200 and css.content == ctx.tag_css.js
+    assert css.headers["content-type"] == "text/css; charset=utf-8"
+    assert (
+        css.headers["content-encoding"] == "gzip"
+        and css.headers["x-content-type-options"] == "nosniff"
+    )
+    assert "max-age=300" in css.headers["cache-control"]
+    again = client.get(
+        "/dea/tag.css", headers={"Accept-Encoding": "gzip", "If-None-Match": css.headers["etag"]}
+    )
+    assert again.status_code == 304
+    manifest = client.get("/dea/tag.json").json()
+    assert manifest["debug_url"].endswith("/dea/tag.debug.js")
+    assert manifest["stylesheet"] == {
+        "url": ctx.settings.base_url + "/dea/tag.css",
+        "integrity": ctx.tag_css.sri,
+    }
+    paths = client.get("/openapi.json").json()["paths"]
+    assert "get" in paths["/dea/tag.debug.js"] and "get" in paths["/dea/tag.css"]

@@ -28,6 +28,31 @@ def test_brotli_size_is_within_the_budget(build):
     assert sizes["br"] < sizes["gzip"] < sizes["raw"]
 
 
+def test_debug_build_logs_and_the_normal_build_carries_none_of_it(build):
+    debug = build_tag(ORIGIN, debug=True)
+    assert debug.version == build.version  # the same tag, logging: not a version of its own
+    normal, logged = build.js.decode(), debug.js.decode()
+    assert "console" not in normal and "[edge-tag]" not in normal
+    assert "console.info" in logged and "[edge-tag] " in logged
+    for decision in ('"slot"', '"request"', '"answer"', '"beacon"', '"beacon resent"'):
+        assert decision in logged and decision not in normal, decision
+    # The normal tag loads the debug build (same origin) only when the page asks for it.
+    assert '"/dea/tag.debug.js"' in normal and "edge_debug=1" in normal
+    assert len(debug.br) > len(build.br)
+
+
+def test_a_dbg_call_not_on_its_own_line_fails_the_build():
+    assert tb._strip_debug('  dbg("x", 1);\nkeep();\n') == "keep();\n"
+    with pytest.raises(ValueError, match="own line"):
+        tb._strip_debug("x && dbg(1);\n")
+
+
+def test_stylesheet_is_named_and_hashed():
+    css = tb.build_stylesheet()
+    assert css.js == tb.STYLESHEET.read_bytes() and css.version.startswith("css-")
+    assert b".edge-ad__cta" in css.js and b"data-edge-state" in css.js
+
+
 def test_encodings_decode_to_the_identity_bytes(build):
     assert brotli.decompress(build.br) == build.js
     assert gzip.decompress(build.gzip) == build.js
@@ -85,7 +110,7 @@ def test_tag_has_no_eval_inner_html_or_inline_style():
 
 def test_sources_are_all_part_of_the_build():
     on_disk = {p.name for p in tb.SRC.glob("*.js")}
-    assert on_disk == set(tb.SOURCES)
+    assert on_disk == {*tb.SOURCES, tb.DEBUG_SOURCE}
 
 
 def node_check(tmp_path, name: str, source: bytes) -> subprocess.CompletedProcess[str]:

@@ -6,6 +6,7 @@
   Object.defineProperty(document, "hidden", { get: () => state === "hidden", configurable: true });
   window.__setVisibility = (next) => {
     state = next;
-    document.dispatchEvent(new Event("visibilitychange"));
+    // As browsers fire it: at the document, bubbling to the window.
+    document.dispatchEvent(new Event("visibilitychange", { bubbles: true }));
   };
 })();
