@@ -52,6 +52,18 @@ async def read_json(
     without a CORS preflight). ``invalid`` is the error for unparsable JSON: 400 on most
     routes, 422 on ``/v1/ai/process``.
     """
+    body = await read_body(request, max_bytes=max_bytes, allow_text_plain=allow_text_plain)
+    if not body:
+        raise invalid("the body is empty; a JSON document is required")
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise invalid(f"the body is not valid JSON: {exc.msg} at position {exc.pos}") from None
+
+
+async def read_body(request: Request, *, max_bytes: int, allow_text_plain: bool = False) -> bytes:
+    """The raw body of a JSON request (its media type and size checked), for routes that
+    decode it straight into a declared type (``edge.partner.declare``)."""
     ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
     accepted = ("application/json", "text/plain") if allow_text_plain else ("application/json",)
     if ctype not in accepted:
@@ -71,9 +83,4 @@ async def read_json(
         body += chunk
         if len(body) > max_bytes:
             raise PayloadTooLarge(f"the body is larger than {max_bytes} bytes")
-    if not body:
-        raise invalid("the body is empty; a JSON document is required")
-    try:
-        return orjson.loads(bytes(body))
-    except orjson.JSONDecodeError as exc:
-        raise invalid(f"the body is not valid JSON: {exc.msg} at position {exc.pos}") from None
+    return bytes(body)

@@ -1,18 +1,28 @@
-"""The partner request bodies, validated into typed values.
+"""The partner request bodies: each declared once, as a msgspec ``Struct``.
 
-Unknown fields are refused (a misspelt ``geo_taget`` must not silently drop targeting),
-like the ``/dea`` payloads. Limits are ours where the partner contract names none and are
+The declaration is both the check (``edge.partner.declare.decode``: one pass from bytes to a
+typed value) and the published schema (``edge.partner.schemas`` takes their JSON Schema),
+so the document and the behaviour cannot disagree. Unknown fields are refused (a misspelt
+``geo_taget`` must not silently drop targeting), like the ``/dea`` payloads; a null field is
+the same as an absent one. Limits are ours where the partner contract names none and are
 documented in docs/decisions.md and the OpenAPI document.
+
+The ``parse_*`` functions decode a body and turn it into the value the routes use
+(``created_at`` as epoch seconds, the geo fields as a ``GeoSignal``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
-from edge.errors import BadRequest, Unprocessable
-from edge.partner.fields import Fields, kind
-from edge.partner.geo import parse_geo_target, parse_location
+import msgspec
+from msgspec import Meta
+
+from edge.errors import BadRequest, EdgeError, Unprocessable
+from edge.partner.declare import Invalid, decode, text
+from edge.partner.geo import LOCATION as LOCATION_TEXT
+from edge.partner.geo import GeoTarget, geo_signal, location_signal
 from matcher.catalogue import parse_timestamp
 from matcher.types import GeoSignal
 
@@ -21,6 +31,89 @@ MAX_ID_CHARS = 256
 MAX_AI_TEXT_CHARS = 20_000  # assistant answers run longer than posts
 MAX_DISABLE_PAIRS = 100
 MAX_META_DEPTH = 16  # meta_data is stored as JSON; deeper nesting is refused, never a 500
+
+Id = Annotated[str, text(MAX_ID_CHARS, ident=True)]
+Message = Annotated[
+    str, text(MAX_MESSAGE_CHARS, description="Not blank, at most 10,000 characters")
+]
+CreatedAt = Annotated[
+    str,
+    Meta(
+        min_length=1,
+        max_length=40,
+        description="RFC 3339 date-time of the source post; without an offset it is UTC",
+        extra_json_schema={"format": "date-time"},
+    ),
+]
+
+
+class UgcProcessRequest(msgspec.Struct, forbid_unknown_fields=True):
+    """A post to match: /v1/ugc/process."""
+
+    post_id: Id
+    message: Message
+    created_at: CreatedAt | None = None
+    geo_target: GeoTarget | None = None
+
+
+class SandboxProcessRequest(UgcProcessRequest, forbid_unknown_fields=True):
+    """A post to match in the sandbox; `explain: true` adds why."""
+
+    explain: Annotated[bool, Meta(description="true: the answer also says why")] | None = None
+
+
+class AiProcessRequest(msgspec.Struct, forbid_unknown_fields=True):
+    """An assistant turn to match: /v1/ai/process."""
+
+    message_id: Id
+    content: Annotated[str, text(MAX_AI_TEXT_CHARS, description="The assistant's answer")]
+    conversation_id: Id | None = None
+    location: LOCATION_TEXT | None = None
+    prompt: Annotated[str, text(MAX_AI_TEXT_CHARS, blank=True)] | None = None
+
+
+class LegacyMeta(msgspec.Struct):
+    """Partner metadata; keys other than `location` are the partner's own and ignored."""
+
+    location: LOCATION_TEXT | None = None
+
+
+class LegacyProcessRequest(msgspec.Struct, forbid_unknown_fields=True):
+    """A post to match on the earlier /ugc/process."""
+
+    post_id: Id
+    message: Message
+    meta: LegacyMeta | None = None
+
+
+class DisablePairRequest(msgspec.Struct, forbid_unknown_fields=True):
+    """One ad to suppress in one thread."""
+
+    post_id: Id
+    ad_id: Id
+    meta_data: (
+        Annotated[
+            dict[str, Any],
+            Meta(
+                description=f"Analytics, stored as given: at most {MAX_META_DEPTH} levels deep, "
+                "integers within 64 bits",
+                extra={"max_depth": MAX_META_DEPTH},
+            ),
+        ]
+        | None
+    ) = None
+
+
+DisableRequest = Annotated[
+    list[DisablePairRequest], Meta(min_length=1, max_length=MAX_DISABLE_PAIRS)
+]
+
+
+class ImpressionRequest(msgspec.Struct, forbid_unknown_fields=True):
+    """A viewable impression on the earlier /ugc/impression."""
+
+    post_id: Id
+    ad_id: Id
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,108 +141,63 @@ class DisablePair:
     meta_data: dict[str, Any] | None
 
 
-def _message(f: Fields, key: str, max_len: int) -> str:
-    # "must be non-empty": whitespace alone carries nothing to match either.
-    return f.required(key, max_len=max_len)
-
-
-def parse_created_at(f: Fields) -> float | None:
+def _created_at(text: str | None) -> float | None:
     """Epoch seconds of an RFC 3339 date-time; a timestamp without offset is taken as UTC."""
-    text = f.text("created_at", max_len=40)
     if text is None:
         return None
     when = parse_timestamp(text.strip(), naive_is_utc=True)
     if when is None:
-        raise f.fail("created_at", "must be an RFC 3339 timestamp such as 2026-05-01T12:30:00Z")
+        raise Invalid("created_at", "must be an RFC 3339 timestamp such as 2026-05-01T12:30:00Z")
     return when
 
 
-def parse_ugc(data: Any, *, sandbox: bool = False) -> UgcBody:
+def _refused(error: type[EdgeError], exc: Invalid) -> EdgeError:
+    return error(f"{exc.path} {exc.message}", field=exc.path)
+
+
+def parse_ugc(raw: bytes, *, sandbox: bool = False) -> UgcBody:
     """``/v1/ugc/process`` (and the sandbox's ``/ugc/v1/process``, which adds ``explain``)."""
-    f = Fields(data, BadRequest)
-    allowed = ["post_id", "message", "created_at", "geo_target"]
-    f.only([*allowed, "explain"] if sandbox else allowed)
-    post_id = f.required("post_id", max_len=MAX_ID_CHARS, ident=True)
-    return UgcBody(
-        post_id=post_id,
-        message=_message(f, "message", MAX_MESSAGE_CHARS),
-        created_at=parse_created_at(f),
-        geo=parse_geo_target(f.obj("geo_target")),
-        explain=f.boolean("explain") if sandbox else False,
+    req: UgcProcessRequest = decode(
+        SandboxProcessRequest if sandbox else UgcProcessRequest, raw, BadRequest
     )
-
-
-def parse_ai(data: Any) -> AiBody:
-    """``/v1/ai/process``; every failure is a 422."""
-    f = Fields(data, Unprocessable)
-    f.only(["message_id", "content", "conversation_id", "location", "prompt"])
-    message_id = f.required("message_id", max_len=MAX_ID_CHARS, ident=True)
-    return AiBody(
-        message_id=message_id,
-        content=_message(f, "content", MAX_AI_TEXT_CHARS),
-        conversation_id=f.text("conversation_id", max_len=MAX_ID_CHARS, ident=True),
-        prompt=f.text("prompt", max_len=MAX_AI_TEXT_CHARS, allow_blank=True) or None,
-        geo=parse_location(f, "location"),
-    )
-
-
-def parse_legacy_process(data: Any) -> UgcBody:
-    """Earlier ``/ugc/process``: ``meta.location`` instead of ``geo_target``."""
-    f = Fields(data, BadRequest)
-    f.only(["post_id", "message", "meta"])
-    post_id = f.required("post_id", max_len=MAX_ID_CHARS, ident=True)
-    message = _message(f, "message", MAX_MESSAGE_CHARS)
-    meta = f.obj("meta")  # other meta keys are the partner's own analytics: kept out of matching
-    geo = parse_location(meta, "location") if meta is not None else None
-    return UgcBody(post_id=post_id, message=message, created_at=None, geo=geo)
-
-
-def json_depth(value: Any) -> int:
-    """How deeply ``value`` nests objects and arrays (a scalar is 0), without recursion."""
-    deepest = 0
-    todo: list[tuple[Any, int]] = [(value, 0)]
-    while todo:
-        item, depth = todo.pop()
-        if isinstance(item, dict):
-            todo.extend((v, depth + 1) for v in item.values())
-        elif isinstance(item, list):
-            todo.extend((v, depth + 1) for v in item)
-        else:
-            continue
-        deepest = max(deepest, depth + 1)
-    return deepest
-
-
-def parse_disable(data: Any) -> list[DisablePair]:
-    """Earlier ``/ugc/disable``: a JSON array of suppression pairs."""
-    if not isinstance(data, list):
-        raise BadRequest(
-            f"the body must be a JSON array of {{post_id, ad_id}} pairs, not {kind(data)}",
-            field="body",
+    try:
+        return UgcBody(
+            post_id=req.post_id,
+            message=req.message,
+            created_at=_created_at(req.created_at),
+            geo=geo_signal(req.geo_target, "geo_target"),
+            explain=isinstance(req, SandboxProcessRequest) and bool(req.explain),
         )
-    if not data:
-        raise BadRequest("the array must hold at least one pair", field="body")
-    if len(data) > MAX_DISABLE_PAIRS:
-        raise BadRequest(f"at most {MAX_DISABLE_PAIRS} pairs per call", field="body")
-    pairs = []
-    for i, raw in enumerate(data):
-        f = Fields(raw, BadRequest, prefix=f"[{i}].")
-        f.only(["post_id", "ad_id", "meta_data"])
-        meta = f.data.get("meta_data")
-        if meta is not None and not isinstance(meta, dict):
-            raise f.fail("meta_data", f"must be an object, not {kind(meta)}")
-        if meta is not None and json_depth(meta) > MAX_META_DEPTH:
-            raise f.fail("meta_data", f"must be nested at most {MAX_META_DEPTH} levels deep")
-        post_id = f.required("post_id", max_len=MAX_ID_CHARS, ident=True)
-        ad_id = f.required("ad_id", max_len=MAX_ID_CHARS, ident=True)
-        pairs.append(DisablePair(post_id, ad_id, meta))
-    return pairs
+    except Invalid as exc:
+        raise _refused(BadRequest, exc) from None
 
 
-def parse_impression(data: Any) -> tuple[str, str]:
+def parse_ai(raw: bytes) -> AiBody:
+    """``/v1/ai/process``; every failure is a 422."""
+    req = decode(AiProcessRequest, raw, Unprocessable)
+    return AiBody(
+        message_id=req.message_id,
+        content=req.content,
+        conversation_id=req.conversation_id,
+        prompt=req.prompt or None,
+        geo=location_signal(req.location),
+    )
+
+
+def parse_legacy_process(raw: bytes) -> UgcBody:
+    """Earlier ``/ugc/process``: ``meta.location`` instead of ``geo_target``."""
+    req = decode(LegacyProcessRequest, raw, BadRequest)
+    geo = location_signal(req.meta.location) if req.meta else None
+    return UgcBody(post_id=req.post_id, message=req.message, created_at=None, geo=geo)
+
+
+def parse_disable(raw: bytes) -> list[DisablePair]:
+    """Earlier ``/ugc/disable``: a JSON array of suppression pairs."""
+    pairs: list[DisablePairRequest] = decode(DisableRequest, raw, BadRequest)
+    return [DisablePair(p.post_id, p.ad_id, p.meta_data) for p in pairs]
+
+
+def parse_impression(raw: bytes) -> tuple[str, str]:
     """Earlier ``/ugc/impression``: (post_id, ad_id)."""
-    f = Fields(data, BadRequest)
-    f.only(["post_id", "ad_id"])
-    post_id = f.required("post_id", max_len=MAX_ID_CHARS, ident=True)
-    ad_id = f.required("ad_id", max_len=MAX_ID_CHARS, ident=True)
-    return post_id, ad_id
+    req = decode(ImpressionRequest, raw, BadRequest)
+    return req.post_id, req.ad_id

@@ -11,11 +11,10 @@ from typing import Any
 
 from edge.context import Context
 from edge.openapi import error_for, json_body
-from edge.partner.bodies import MAX_AI_TEXT_CHARS, MAX_ID_CHARS
-from edge.partner.bodies import MAX_MESSAGE_CHARS as MAX_MSG
+from edge.partner.bodies import AiProcessRequest, SandboxProcessRequest, UgcProcessRequest
+from edge.partner.declare import schema_components
 
 REF = "#/components/schemas/"
-ID_SCHEMA = {"type": "string", "minLength": 1, "maxLength": MAX_ID_CHARS}
 _RATE_HEADERS = {
     "RateLimit-Policy": {
         "description": 'IETF RateLimit-Policy: "<product>";q=<requests>;w=<seconds>',
@@ -99,34 +98,14 @@ UGC_AD = {
         },
     },
 }
-GEO_TARGET = {
-    "type": ["object", "null"],
-    "additionalProperties": False,
-    "description": "Any one signal is enough; precedence lat+lon, zipcode, city, dma, state; "
-    "a country alone and a lone lat or lon are ignored (then X-Forwarded-For is used); "
-    "a null field is the same as an absent one.",
-    "properties": {
-        "zipcode": {"type": ["string", "null"], "pattern": r"^[0-9]{5}(-[0-9]{4})?$"},
-        "state": {"type": ["string", "null"], "examples": ["US-CA", "CA"]},
-        "city": {"type": ["string", "null"], "maxLength": 100},
-        "dma": {"type": ["string", "null"], "pattern": r"^[0-9]{3}$"},
-        "lat": {"type": ["number", "null"], "minimum": -90, "maximum": 90},
-        "lon": {"type": ["number", "null"], "minimum": -180, "maximum": 180},
-        "country": {"type": ["string", "null"], "pattern": "^[A-Za-z]{2}$", "default": "US"},
-    },
-}
-MESSAGE = {"type": "string", "minLength": 1, "maxLength": MAX_MSG}
-UGC_REQUEST: dict[str, Any] = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["post_id", "message"],
-    "properties": {
-        "post_id": ID_SCHEMA,
-        "message": {**MESSAGE, "description": "Non-blank, at most 10,000 characters"},
-        "created_at": {"type": ["string", "null"], "format": "date-time"},
-        "geo_target": ref("GeoTarget"),
-    },
-}
+
+
+def declared(*types: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The JSON Schema of request bodies declared in ``edge.partner.bodies`` (the same
+    declarations that decode them): a schema per type, and the named components they use."""
+    return schema_components(*types, ref_template=REF + "{name}")
+
+
 UGC_MATCHED: dict[str, Any] = {
     "type": "object",
     "description": "Matched (ads ordered by relevance) or empty (ads: [])",
@@ -169,8 +148,7 @@ SANDBOX_EXPLAIN = {
 UGC_COMPONENTS = {
     "PixelTracker": PIXEL,
     "UgcAd": UGC_AD,
-    "GeoTarget": GEO_TARGET,
-    "UgcProcessRequest": UGC_REQUEST,
+    **declared(UgcProcessRequest)[1],
     "UgcMatched": UGC_MATCHED,
     "NoMatch": NO_MATCH,
 }
@@ -192,13 +170,7 @@ def ugc_process_doc(ctx: Context, path: str, *, sandbox: bool) -> dict[str, Any]
     request = ref("UgcProcessRequest")
     summary = "Match an ad to a post"
     if sandbox:
-        components["SandboxProcessRequest"] = {
-            **UGC_REQUEST,
-            "properties": {
-                **UGC_REQUEST["properties"],
-                "explain": {"type": "boolean", "default": False},
-            },
-        }
+        components.update(declared(SandboxProcessRequest)[1])
         components["SandboxExplain"] = SANDBOX_EXPLAIN
         explain = {"explain": ref("SandboxExplain")}
         components["SandboxMatched"] = {
@@ -275,18 +247,6 @@ AI_AD = {
         },
     },
 }
-AI_REQUEST = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["message_id", "content"],
-    "properties": {
-        "message_id": ID_SCHEMA,
-        "content": {"type": "string", "minLength": 1, "maxLength": MAX_AI_TEXT_CHARS},
-        "conversation_id": ID_SCHEMA,
-        "location": {"type": "string", "examples": ["US-CA"]},
-        "prompt": {"type": "string", "maxLength": MAX_AI_TEXT_CHARS},
-    },
-}
 AI_RESPONSE = {
     "type": "object",
     "required": ["message_id", "ads"],
@@ -317,7 +277,7 @@ def ai_process_doc(ctx: Context, path: str) -> dict[str, Any]:
             "schemas": {
                 "PixelTracker": PIXEL,
                 "AiAd": AI_AD,
-                "AiProcessRequest": AI_REQUEST,
+                **declared(AiProcessRequest)[1],
                 "AiProcessResponse": AI_RESPONSE,
             }
         },

@@ -6,13 +6,12 @@ from typing import Any
 
 from edge.context import Context
 from edge.openapi import json_body
-from edge.partner.bodies import MAX_DISABLE_PAIRS
+from edge.partner.bodies import DisableRequest, ImpressionRequest, LegacyProcessRequest
 from edge.partner.schemas import (
     CREATIVE,
-    ID_SCHEMA,
-    MESSAGE,
     PIXEL,
     UGC_AD,
+    declared,
     operation,
     ref,
 )
@@ -203,25 +202,11 @@ LEGACY_AD = {
         "relevancy_score": {"type": "number", "minimum": 0, "maximum": 1},
     },
 }
-LEGACY_REQUEST = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["post_id", "message"],
-    "properties": {
-        "post_id": ID_SCHEMA,
-        "message": MESSAGE,
-        "meta": {
-            "type": "object",
-            "properties": {"location": {"type": "string", "examples": ["US-CA"]}},
-        },
-    },
-}
-_PAIR = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["post_id", "ad_id"],
-    "properties": {"post_id": ID_SCHEMA, "ad_id": ID_SCHEMA, "meta_data": {"type": "object"}},
-}
+# The request bodies, from their declarations: the legacy match, the disable array (its
+# items a component) and the impression.
+(LEGACY_REQUEST, DISABLE_REQUEST, IMPRESSION_REQUEST), LEGACY_BODIES = declared(
+    LegacyProcessRequest, DisableRequest, ImpressionRequest
+)
 
 
 def legacy_doc(ctx: Context, paths: dict[str, str]) -> dict[str, Any]:
@@ -248,7 +233,7 @@ def legacy_doc(ctx: Context, paths: dict[str, str]) -> dict[str, Any]:
         json_body({"type": "object", "properties": {"success": {"type": "boolean"}}}),
         (400, 401, 413, 415, 429, 502, 503),
         tag="legacy",
-        body={"type": "array", "minItems": 1, "maxItems": MAX_DISABLE_PAIRS, "items": _PAIR},
+        body=DISABLE_REQUEST,
     )
     impression = operation(
         ctx,
@@ -264,12 +249,7 @@ def legacy_doc(ctx: Context, paths: dict[str, str]) -> dict[str, Any]:
         ),
         (400, 401, 413, 415, 429, 502, 503),
         tag="legacy",
-        body={
-            "type": "object",
-            "additionalProperties": False,
-            "required": ["post_id", "ad_id"],
-            "properties": {"post_id": ID_SCHEMA, "ad_id": ID_SCHEMA},
-        },
+        body=IMPRESSION_REQUEST,
         params=[
             {
                 "name": "Idempotency-Key",
@@ -304,5 +284,5 @@ def legacy_doc(ctx: Context, paths: dict[str, str]) -> dict[str, Any]:
             paths["impression"]: {"post": impression},
             paths["rotate"]: {"get": rotate},
         },
-        "components": {"schemas": {"PixelTracker": PIXEL, "LegacyAd": LEGACY_AD}},
+        "components": {"schemas": {"PixelTracker": PIXEL, "LegacyAd": LEGACY_AD, **LEGACY_BODIES}},
     }

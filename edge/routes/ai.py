@@ -13,8 +13,7 @@ from starlette.routing import BaseRoute, Route
 from edge import matching
 from edge.context import Context
 from edge.counters import count_outcome
-from edge.errors import Unprocessable
-from edge.http import json_response, read_json
+from edge.http import json_response, read_body
 from edge.partner import schemas
 from edge.partner.bodies import parse_ai
 from edge.partner.guard import admit
@@ -32,8 +31,7 @@ def routes(ctx: Context) -> list[BaseRoute]:
 
 async def process(ctx: Context, request: Request) -> Response:
     admission = await admit(ctx, request, "ai")
-    data = await read_json(request, max_bytes=ctx.settings.max_body_bytes, invalid=Unprocessable)
-    body = parse_ai(data)
+    body = parse_ai(await read_body(request, max_bytes=ctx.settings.max_body_bytes))
     result = await matching.match(
         ctx,
         MatchRequest(

@@ -24,7 +24,7 @@ from edge import keys, ledger
 from edge.context import Context
 from edge.creative import cpm_usd
 from edge.errors import BadGateway, BadRequest, EdgeError, ServiceUnavailable, Unauthorized
-from edge.http import counting_route, json_response, read_json
+from edge.http import counting_route, json_response, read_body
 from edge.partner import schemas_admin
 from edge.partner.bodies import parse_disable, parse_impression, parse_legacy_process
 from edge.partner.flow import match_ugc
@@ -76,7 +76,7 @@ def routes(ctx: Context) -> list[BaseRoute]:
 
 async def process(ctx: Context, request: Request) -> Response:
     admission = await admit(ctx, request, "ugc")
-    body = parse_legacy_process(await read_json(request, max_bytes=ctx.settings.max_body_bytes))
+    body = parse_legacy_process(await read_body(request, max_bytes=ctx.settings.max_body_bytes))
     result = await match_ugc(ctx, request, body, admission.key.key_id)
     ads = [legacy_ad(s) for s in result.ads]  # no-match and empty both read "ads": []
     return json_response(
@@ -86,7 +86,7 @@ async def process(ctx: Context, request: Request) -> Response:
 
 async def disable(ctx: Context, request: Request) -> Response:
     admission = await admit(ctx, request, "ugc")
-    pairs = parse_disable(await read_json(request, max_bytes=ctx.settings.max_body_bytes))
+    pairs = parse_disable(await read_body(request, max_bytes=ctx.settings.max_body_bytes))
     try:
         await ctx.store.disable_ads([(p.post_id, p.ad_id, p.meta_data) for p in pairs], ctx.clock())
     except StoreUnavailable:
@@ -98,7 +98,7 @@ async def impression(ctx: Context, request: Request) -> Response:
     admission = await admit(ctx, request, "ugc")
     idem = _idempotency_key(request)
     post_id, ad_id = parse_impression(
-        await read_json(request, max_bytes=ctx.settings.max_body_bytes)
+        await read_body(request, max_bytes=ctx.settings.max_body_bytes)
     )
     assert ctx.matcher is not None  # set at start-up, before any request
     placement = ctx.matcher.catalogue.placement(ad_id)

@@ -18,7 +18,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from edge.context import Context
-from edge.http import read_json
+from edge.http import read_body
 from edge.partner import schemas
 from edge.partner.bodies import parse_ugc
 from edge.partner.flow import (
@@ -46,8 +46,8 @@ def routes(ctx: Context) -> list[BaseRoute]:
 async def process(ctx: Context, request: Request) -> Response:
     admission = await admit(ctx, request, "ugc", count=False)
     try:
-        data = await read_json(request, max_bytes=ctx.settings.max_body_bytes)
-        body = parse_ugc(data, sandbox=True)
+        raw = await read_body(request, max_bytes=ctx.settings.max_body_bytes)
+        body = parse_ugc(raw, sandbox=True)
     except Exception:
         count_request(ctx, admission)  # a refused body is a request, never a retry
         raise
@@ -71,7 +71,7 @@ async def process(ctx: Context, request: Request) -> Response:
             out["explain"] = why
         return out
 
-    return await answer_once(ctx, request, admission, data, answer)
+    return await answer_once(ctx, request, admission, body, answer)
 
 
 def _explain(result: MatchResult) -> dict[str, Any]:

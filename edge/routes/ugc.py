@@ -11,7 +11,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from edge.context import Context
-from edge.http import read_json
+from edge.http import read_body
 from edge.partner import schemas
 from edge.partner.bodies import parse_ugc
 from edge.partner.flow import match_ugc
@@ -31,8 +31,7 @@ def routes(ctx: Context) -> list[BaseRoute]:
 async def process(ctx: Context, request: Request) -> Response:
     admission = await admit(ctx, request, "ugc", count=False)
     try:
-        data = await read_json(request, max_bytes=ctx.settings.max_body_bytes)
-        body = parse_ugc(data)
+        body = parse_ugc(await read_body(request, max_bytes=ctx.settings.max_body_bytes))
     except Exception:
         count_request(ctx, admission)  # a refused body is a request, never a retry
         raise
@@ -42,7 +41,7 @@ async def process(ctx: Context, request: Request) -> Response:
         result = await match_ugc(ctx, request, body, admission.key.key_id)
         return ugc_body(ctx, result, body.post_id)
 
-    return await answer_once(ctx, request, admission, data, answer)
+    return await answer_once(ctx, request, admission, body, answer)
 
 
 def openapi(ctx: Context) -> dict[str, Any]:
