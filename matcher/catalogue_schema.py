@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from matcher.types import (
     Ad,
@@ -31,6 +31,7 @@ _STATE_CODES = (
 )
 STATES = frozenset(_STATE_CODES.split())
 TRACKER_TYPES = ("impression", "viewable", "click")
+T = TypeVar("T")
 _URL = re.compile(r"https?://[^\s/?#]+[^\s]*")
 
 
@@ -39,6 +40,14 @@ class _Checker:
 
     def __init__(self) -> None:
         self.errors: list[tuple[str, str]] = []
+        # One object per distinct short value (CTAs, keywords and their tuples, tracker
+        # vendors and kinds, products): the JSON parser makes a new string for every
+        # occurrence, and at 100k ads those copies were a third of the catalogue's memory.
+        self._pool: dict[Any, Any] = {}
+
+    def share(self, value: T) -> T:
+        """``value``, or the equal one seen before (values must be hashable)."""
+        return self._pool.setdefault(value, value)  # type: ignore[no-any-return]
 
     def err(self, path: str, message: str) -> None:
         self.errors.append((path, message))
@@ -238,7 +247,7 @@ def _ad_set(c: _Checker, raw: Any, path: str, seen: dict[str, set[str]]) -> AdSe
         elif len(set(plist)) != len(plist):
             c.err(f"{path}.products", "lists a product twice")
         else:
-            products = tuple(plist)
+            products = c.share(tuple(plist))
     pricing = (
         _pricing(c, raw.get("pricing_model"), f"{path}.pricing_model")
         if "pricing_model" in raw
@@ -346,6 +355,7 @@ def _ad(c: _Checker, raw: Any, path: str, seen: dict[str, set[str]]) -> Ad | Non
     aid = _unique_id(c, raw, path, seen["ad"])
     title = c.text(raw, "title", path, max_len=120)
     cta = c.text(raw, "cta", path, max_len=40)
+    cta = c.share(cta) if cta is not None else None
     description = c.text(raw, "description", path, max_len=1000, empty=True)
     url = c.url(raw, "click_through_url", path)
     ttl = (
@@ -355,7 +365,8 @@ def _ad(c: _Checker, raw: Any, path: str, seen: dict[str, set[str]]) -> Ad | Non
     )
     keywords: tuple[str, ...] | None = ()
     if "keywords" in raw:
-        keywords = _str_list(c, raw, "keywords", path, lambda s: s.strip() or None)
+        keywords = _str_list(c, raw, "keywords", path, lambda s: c.share(s.strip()) or None)
+        keywords = c.share(keywords) if keywords is not None else None
     trackers: list[PixelTracker] = []
     for i, t in enumerate(c.array(raw.get("pixel_trackers", []), f"{path}.pixel_trackers") or []):
         p = f"{path}.pixel_trackers[{i}]"
@@ -370,7 +381,9 @@ def _ad(c: _Checker, raw: Any, path: str, seen: dict[str, set[str]]) -> Ad | Non
                     f"{p}.tracker_type", f"expected one of {', '.join(TRACKER_TYPES)}, got {kind!r}"
                 )
             elif vendor and turl:
-                trackers.append(PixelTracker(vendor=vendor, tracker_type=kind, url=turl))
+                trackers.append(
+                    PixelTracker(vendor=c.share(vendor), tracker_type=c.share(kind), url=turl)
+                )
     trackers_ok = len(trackers) == len(raw.get("pixel_trackers", []) or [])
     if (
         aid is None
