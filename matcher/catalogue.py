@@ -8,7 +8,7 @@ With no path, the bundled sandbox catalogue (``data/sandbox_catalogue.json``) is
 from __future__ import annotations
 
 import hashlib
-import pickle  # nosec B403 - only our own child's output (see _parse_in_child)
+import pickle  # nosec B403
 import subprocess  # nosec B404
 import sys
 from collections.abc import Iterable
@@ -170,7 +170,7 @@ def _parse_in_child(
         raise CatalogueError([("$", f"the catalogue parser failed: {tail[0]}")])
     result: tuple[tuple[Campaign, ...], list[tuple[str, str]], str] = pickle.loads(  # noqa: S301
         proc.stdout
-    )  # nosec B301 - our own child's output, see above
+    )  # nosec B301
     return result
 
 
