@@ -116,6 +116,7 @@ class PostgresStore(Store):
         self._callbacks: list[Callable[[str, str], None]] = []
         self.batches = 0
         self.jobs = 0
+        self.reruns = 0  # batches run again after a job without a savepoint failed
 
     def __repr__(self) -> str:
         return f"PostgresStore({redact_url(self.url)!r})"
@@ -226,12 +227,17 @@ class PostgresStore(Store):
     async def _commit(self, batch: list[_Job]) -> None:
         failed: list[tuple[_Job, Any, BaseException | None]] = []
         attempt = 0
+        isolate = False  # every job in a savepoint, whatever it asked for
         while batch and attempt < _RETRIES:
             try:
-                outcomes = await self._run_batch(batch)
+                outcomes = await self._run_batch(batch, isolate)
             except _JobFailed as exc:  # a job without a savepoint failed: run the rest again
                 failed.append((exc.job, None, exc.error))
                 batch = [job for job in batch if job is not exc.job]
+                # With savepoints this time: another failing job then fails alone, and the
+                # batch is not re-run once per failing job.
+                isolate = True
+                self.reruns += 1
                 continue
             except (pg_errors.DeadlockDetected, pg_errors.SerializationFailure) as exc:
                 log.info("store batch retried after %s (attempt %d)", type(exc).__name__, attempt)
@@ -249,14 +255,17 @@ class PostgresStore(Store):
         _settle([*failed, *((job, None, StoreUnavailable("the store could not commit: contention"))
                             for job in batch)])  # fmt: skip
 
-    async def _run_batch(self, batch: list[_Job]) -> list[tuple[_Job, Any, BaseException | None]]:
+    async def _run_batch(
+        self, batch: list[_Job], isolate: bool = False
+    ) -> list[tuple[_Job, Any, BaseException | None]]:
         outcomes: list[tuple[_Job, Any, BaseException | None]] = []
         async with self._connection() as conn, conn.transaction():
             wconn = WriteConn(conn)
             for job in batch:
                 mark = wconn.counts.mark()
                 try:
-                    if job.savepoint:
+                    savepoint = job.savepoint or isolate
+                    if savepoint:
                         async with conn.transaction():  # a failing job undoes itself
                             result = await job.fn(wconn, *job.args)
                     else:
@@ -266,7 +275,7 @@ class PostgresStore(Store):
                 except psycopg.OperationalError:
                     raise
                 except Exception as exc:
-                    if not job.savepoint:  # the transaction may be lost with it
+                    if not savepoint:  # the transaction may be lost with it
                         raise _JobFailed(job, exc) from exc
                     wconn.counts.drop_since(mark)
                     outcomes.append((job, None, exc))

@@ -138,16 +138,47 @@ def test_a_failing_write_without_a_savepoint_fails_alone(postgres, run):
         try:
             jobs = [ledger.record_impression(store, imp((f"tok:{i}",))) for i in range(20)]
             jobs.insert(7, ledger.record_impression(store, imp(("tok:bad",), kind="bogus")))
+            jobs.insert(15, ledger.record_impression(store, imp(("tok:bad2",), kind="bogus")))
             return await asyncio.gather(*jobs, return_exceptions=True)
         finally:
             await store.close()
 
     results = run(go())
     assert isinstance(results[7], psycopg.errors.CheckViolation)
-    assert results[:7] + results[8:] == [True] * 20
+    assert isinstance(results[15], psycopg.errors.CheckViolation)
+    assert results[:7] + results[8:15] + results[16:] == [True] * 20
     assert sql(url, "SELECT count(*) FROM impressions") == [(20,)]
-    assert sql(url, "SELECT count(*) FROM impression_keys WHERE dedupe_key = 'tok:bad'") == [(0,)]
-    assert store.group_commit_stats[1] == 20
+    assert sql(url, "SELECT count(*) FROM impression_keys WHERE dedupe_key LIKE 'tok:bad%'") == [
+        (0,)
+    ]
+
+
+def test_a_batch_runs_again_once_however_many_of_its_writes_fail(postgres, run):
+    """After a job without a savepoint fails, the rest of its batch runs with a savepoint
+    per job, so a second failing job fails alone instead of costing another re-run."""
+    from edge.store.postgres import _Job, _save_impression
+
+    url = postgres.new_database()
+    store = PostgresStore(url)
+
+    async def go():
+        await store.open()
+        try:
+            batch = [
+                _Job(_save_impression, (imp((f"tok:{i}",), kind="bogus" if i in (3, 6) else "url"),
+                                        None, []), savepoint=False)
+                for i in range(10)
+            ]  # fmt: skip
+            await store._commit(batch)
+            return [job.future.exception() or job.future.result() for job in batch]
+        finally:
+            await store.close()
+
+    results = run(go())
+    assert [type(r).__name__ for r in (results[3], results[6])] == ["CheckViolation"] * 2
+    assert [r for i, r in enumerate(results) if i not in (3, 6)] == [True] * 8
+    assert store.reruns == 1
+    assert sql(url, "SELECT count(*) FROM impressions") == [(8,)]
 
 
 def test_restarted_server_is_unavailable_then_recovers_by_itself(postgres, run):
