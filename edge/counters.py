@@ -7,6 +7,13 @@ list append, no I/O. A background task flushes the sums to the store every
 counters for ``edge report``; billing-grade events (impressions) are never buffered here,
 they are committed before their 2xx. The store's writer keeps the bumps of one transaction
 in the same kind of buffer (``CountBuffer``) until its COMMIT.
+
+Besides the totals, some counters are also kept per UTC day (``DAILY_COUNTERS`` of
+``DAILY_SCOPES``, for ``edge report --by day`` and the /reports page): ``with_days`` adds a
+day row beside each such bump, dated by the event (or, for the buffered counters, by the
+flush, at most ``FLUSH_SECONDS`` later). Day rows ride the same buffers, sums and
+transactions as the totals, so a batch costs one more upsert per (day, counter), not one
+per event.
 """
 
 from __future__ import annotations
@@ -14,7 +21,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -24,7 +32,52 @@ if TYPE_CHECKING:
 log = logging.getLogger("edge.counters")
 FLUSH_SECONDS = 1.0
 
-CountRow = tuple[str, str, str, float]  # (scope: "ad", "publisher", ...; its id; counter; amount)
+TotalRow = tuple[str, str, str, float]  # (scope: "ad", "publisher", ...; its id; counter; amount)
+DayRow = tuple[str, str, str, str, float]  # (UTC day "YYYY-MM-DD", scope, its id, counter, amount)
+CountRow = TotalRow | DayRow  # a bump of a total, or of one day's bucket
+
+# What is kept per UTC day: delivery (requests, matches, impressions, viewable), clicks and
+# spend, per ad, campaign and publisher. A request concerns a page or a post, so only a
+# publisher has one; the other counters exist for every scope they are counted for.
+DAILY_SCOPES = frozenset({"ad", "campaign", "publisher"})
+DAILY_COUNTERS = (
+    "requests",
+    "matches",
+    "impressions",
+    "viewable_impressions",
+    "clicks",
+    "billable_usd",
+)
+_DAILY = frozenset(DAILY_COUNTERS)
+
+
+def utc_day(at: float) -> str:
+    """The UTC day of an instant (epoch seconds), as ``YYYY-MM-DD``."""
+    return time.strftime("%Y-%m-%d", time.gmtime(at))
+
+
+def with_days(rows: Iterable[CountRow], at: float) -> list[CountRow]:
+    """``rows`` and, for each bump of a daily counter, the same bump of ``at``'s day."""
+    day = utc_day(at)
+    out: list[CountRow] = []
+    days: list[CountRow] = []
+    for row in rows:
+        out.append(row)
+        if len(row) == 4 and row[0] in DAILY_SCOPES and row[2] in _DAILY:
+            days.append((day, *row))
+    return out + days
+
+
+def split_rows(rows: Iterable[CountRow]) -> tuple[list[TotalRow], list[DayRow]]:
+    """Bumps of totals and bumps of day buckets (each goes to its own table)."""
+    totals: list[TotalRow] = []
+    days: list[DayRow] = []
+    for row in rows:
+        if len(row) == 4:
+            totals.append(row)
+        else:
+            days.append(row)
+    return totals, days
 
 
 class CountBuffer:
@@ -58,11 +111,17 @@ class CountBuffer:
     def take(self) -> list[CountRow]:
         """The pending sums, one row per counter, leaving the buffer empty."""
         rows, self._rows = self._rows, []
-        totals: dict[tuple[str, str, str], float] = {}
-        for scope, scope_id, counter, amount in rows:
-            key = (scope, scope_id, counter)
-            totals[key] = totals.get(key, 0) + amount
-        return [(*key, amount) for key, amount in totals.items()]
+        totals: dict[tuple[str, ...], float] = {}
+        for row in rows:
+            key = row[:-1]
+            totals[key] = totals.get(key, 0) + row[-1]
+        return [_row(key, amount) for key, amount in totals.items()]
+
+
+def _row(key: tuple[str, ...], amount: float) -> CountRow:
+    if len(key) == 3:
+        return (key[0], key[1], key[2], amount)
+    return (key[0], key[1], key[2], key[3], amount)
 
 
 class Counters(CountBuffer):
@@ -71,16 +130,24 @@ class Counters(CountBuffer):
     def __init__(self) -> None:
         super().__init__()
         self._task: asyncio.Task[None] | None = None
+        # Rows of failed flushes, day rows already added: retried as they are, so a count
+        # keeps the day it was flushed on and never gets a second day row.
+        self._retry = CountBuffer()
 
-    async def flush(self, store: Store) -> None:
-        rows = self.take()
+    async def flush(self, store: Store, now: float | None = None) -> None:
+        fresh = self.take()
+        pending = CountBuffer()
+        pending.extend(self._retry.take())
+        if fresh:
+            pending.extend(with_days(fresh, time.time() if now is None else now))
+        rows = pending.take()
         if not rows:
             return
         try:
             await store.add_counts(rows)
         except Exception:
-            # Put them back so the next flush retries; never lose a count to a busy store.
-            self.extend(rows)
+            # Keep them for the next flush; never lose a count to a busy store.
+            self._retry.extend(rows)
             log.warning("could not flush %d report counters; will retry", len(rows))
 
     def start(self, store: Store) -> None:
@@ -106,10 +173,17 @@ def count_outcome(counters: Counters, key_id: str, result: MatchResult) -> None:
     counters.add("key", key_id, counter)
     for scored in result.ads:
         counters.add("ad", scored.placement.ad.id, "matches")
+        counters.add("campaign", scored.placement.campaign.id, "matches")
 
 
-def count_placements(counters: Counters, pid: str, placements: list[dict[str, Any]]) -> None:
-    """One /dea match answer: slots asked for, filled and left empty, per publisher and ad."""
+def count_placements(
+    counters: Counters,
+    pid: str,
+    placements: list[dict[str, Any]],
+    campaign_of: Callable[[str], str | None] = lambda ad_id: None,
+) -> None:
+    """One /dea match answer: slots asked for, filled and left empty, per publisher and ad
+    (and per campaign, the one ``campaign_of`` names for an ad id)."""
     filled = [p for p in placements if p["ad"] is not None]
     counters.add("publisher", pid, "requests", len(placements))
     if filled:
@@ -117,14 +191,18 @@ def count_placements(counters: Counters, pid: str, placements: list[dict[str, An
     if len(filled) < len(placements):
         counters.add("publisher", pid, "no_matches", len(placements) - len(filled))
     for p in filled:
-        counters.add("ad", p["ad"]["ad_id"], "matches")
+        ad_id = p["ad"]["ad_id"]
+        counters.add("ad", ad_id, "matches")
+        campaign_id = campaign_of(ad_id)
+        if campaign_id:
+            counters.add("campaign", campaign_id, "matches")
 
 
 def billed_counts(
     ad_id: str, campaign_id: str | None, publisher_id: str | None, pricing: str, amount: float
-) -> list[CountRow]:
+) -> list[TotalRow]:
     """Counter bumps of one billed amount: in total and by pricing model."""
-    rows: list[CountRow] = []
+    rows: list[TotalRow] = []
     for scope, scope_id in (("ad", ad_id), ("campaign", campaign_id), ("publisher", publisher_id)):
         if scope_id:
             rows.append((scope, scope_id, "billable_usd", amount))

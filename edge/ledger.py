@@ -24,11 +24,13 @@ and the counter bumps of an event, and the store writes them atomically with the
   ``duplicate``.
 - A conversion counts once per click, as ``conversions`` for the ad and campaign; it
   bills the bid of a CPA ad, within the campaign's budget and cap.
+- Impressions, viewable impressions and billed amounts also go to the day buckets of the
+  impression's UTC day (``edge.counters.with_days``), in the same transaction.
 """
 
 from __future__ import annotations
 
-from edge.counters import CountRow, billed_counts
+from edge.counters import CountRow, billed_counts, with_days
 from edge.store.base import Store
 from edge.store.events import Click, Conversion, Hover, Impression, PlacementFailure
 from matcher.types import PricingModel
@@ -139,7 +141,9 @@ async def record_impression(store: Store, imp: Impression) -> bool:
     if not imp.dedupe_keys:
         raise ValueError("an impression needs at least one dedupe key")
     billed = billing_usd(imp)
-    return await store.save_impression(imp, billed, impression_counts(imp, billed))
+    return await store.save_impression(
+        imp, billed, with_days(impression_counts(imp, billed), imp.at)
+    )
 
 
 async def record_hover(store: Store, hover: Hover) -> bool:

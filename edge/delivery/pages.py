@@ -64,7 +64,7 @@ async def keywords(ctx: Context, request: Request) -> Response:
     geo = _geo(ctx, request)
     (result,) = await _match_groups(ctx, [group], body["page_url"], geo, pid)
     placements = _fill(ctx, group, result, pid, client)
-    count_placements(ctx.counters, pid, placements)
+    count_placements(ctx.counters, pid, placements, functools.partial(_campaign_id, ctx))
     keywords: list[str] = []
     for scored in result.ads if result else ():
         keywords.extend(k for k in scored.placement.ad.keywords if k not in keywords)
@@ -98,7 +98,7 @@ async def placements(ctx: Context, request: Request) -> Response:
         for placement in _fill(ctx, group, result, pid, client):
             by_slot[placement["slot_id"]] = placement
     ordered = [by_slot[p["slot_id"]] for p in body["placements"]]
-    count_placements(ctx.counters, pid, ordered)
+    count_placements(ctx.counters, pid, ordered, functools.partial(_campaign_id, ctx))
     return json_response({"placements": ordered})
 
 
@@ -239,6 +239,11 @@ def _ad(
         "impression_token": token,
         "relevancy_score": round(min(1.0, max(0.0, scored.relevancy_score)), 4),
     }
+
+
+def _campaign_id(ctx: Context, ad_id: str) -> str | None:
+    placement = ctx.matcher.catalogue.placement(ad_id) if ctx.matcher else None
+    return placement.campaign.id if placement is not None else None
 
 
 @functools.cache

@@ -14,7 +14,9 @@ the charge and bumps it was handed. On SQLite that is one job of the group commi
 savepoint). On the writer's connection the bumps are deferred to the end of the
 transaction and applied summed per counter (``flush_counts``, before the COMMIT): a burst
 of impressions of one ad costs one upsert per counter instead of seven per impression. A
-job that fails drops its own deferred bumps with its savepoint.
+job that fails drops its own deferred bumps with its savepoint. Bumps of day buckets
+(``edge.counters.DayRow``, which the edge adds beside the totals it wants kept per UTC
+day) take the same path into ``daily_counters``.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from edge.counters import CountBuffer, CountRow
+from edge.counters import CountBuffer, CountRow, DayRow, split_rows
 from edge.store.primitives import SQLitePrimitives
 
 ImpressionKind = Literal["url", "ugc", "ai-render", "ai-view", "legacy"]
@@ -232,8 +234,16 @@ class EventStore(abc.ABC):
         """Clicks stored (valid ones, invalid ones, or all)."""
 
     @abc.abstractmethod
-    async def add_counts(self, rows: list[tuple[str, str, str, float]]) -> None:
-        """Add ``(scope, scope_id, counter, amount)`` rows to the durable counters."""
+    async def add_counts(self, rows: Sequence[CountRow]) -> None:
+        """Add ``(scope, scope_id, counter, amount)`` rows to the durable counters, and
+        ``(day, scope, scope_id, counter, amount)`` rows to the day buckets."""
+
+    @abc.abstractmethod
+    async def daily_counts(
+        self, since: str, until: str, scopes: Sequence[str] | None = None
+    ) -> list[DayRow]:
+        """Day-bucket rows of the UTC days ``since`` to ``until`` (``YYYY-MM-DD``, both
+        included), of the given scopes; ordered by day, scope, id and counter."""
 
     @abc.abstractmethod
     async def counts(
@@ -301,9 +311,16 @@ class SQLiteEventStore(SQLitePrimitives, EventStore):
     async def click_count(self, valid: bool | None = None) -> int:
         return await self.read(_click_count, valid)
 
-    async def add_counts(self, rows: list[tuple[str, str, str, float]]) -> None:
+    async def add_counts(self, rows: Sequence[CountRow]) -> None:
         if rows:
             await self.write(_add_counts, list(rows))
+
+    async def daily_counts(
+        self, since: str, until: str, scopes: Sequence[str] | None = None
+    ) -> list[DayRow]:
+        return await self.read(
+            _daily_counts, since, until, tuple(scopes) if scopes is not None else None
+        )
 
     async def counts(
         self, scopes: Sequence[str] | None = None
@@ -339,6 +356,12 @@ _BUMP = (
 )
 
 
+_DAY_BUMP = (
+    "INSERT INTO daily_counters (day, scope, scope_id, counter, amount) VALUES (?, ?, ?, ?, ?) "
+    "ON CONFLICT (day, scope, scope_id, counter) DO UPDATE SET amount = amount + excluded.amount"
+)
+
+
 class CountingConnection(sqlite3.Connection):
     """The writer's connection: counter bumps wait in ``deferred_counts`` for the COMMIT."""
 
@@ -351,14 +374,22 @@ def _bump(conn: sqlite3.Connection, rows: Sequence[CountRow]) -> None:
     if isinstance(conn, CountingConnection):
         conn.deferred_counts.extend(rows)
     else:
-        conn.executemany(_BUMP, rows)
+        _apply(conn, rows)
+
+
+def _apply(conn: sqlite3.Connection, rows: Sequence[CountRow]) -> None:
+    totals, days = split_rows(rows)
+    if totals:
+        conn.executemany(_BUMP, totals)
+    if days:
+        conn.executemany(_DAY_BUMP, days)
 
 
 def flush_counts(conn: CountingConnection) -> None:
     """Apply the deferred bumps, summed per counter; the writer calls it before COMMIT."""
     rows = conn.deferred_counts.take()
     if rows:
-        conn.executemany(_BUMP, rows)
+        _apply(conn, rows)
 
 
 def _save_impression(
@@ -593,8 +624,24 @@ def _spend_since(conn: sqlite3.Connection, since: float) -> dict[str, float]:
     return {campaign_id: amount for campaign_id, amount in rows}
 
 
-def _add_counts(conn: sqlite3.Connection, rows: list[tuple[str, str, str, float]]) -> None:
-    conn.executemany(_BUMP, rows)
+def _add_counts(conn: sqlite3.Connection, rows: list[CountRow]) -> None:
+    _bump(conn, rows)
+
+
+def _daily_counts(
+    conn: sqlite3.Connection, since: str, until: str, scopes: tuple[str, ...] | None
+) -> list[DayRow]:
+    sql = (
+        "SELECT day, scope, scope_id, counter, amount FROM daily_counters WHERE day BETWEEN ? AND ?"
+    )
+    args: tuple[str, ...] = (since, until)
+    if scopes is not None:
+        if not scopes:
+            return []
+        sql += f" AND scope IN ({','.join('?' * len(scopes))})"
+        args += scopes
+    rows = conn.execute(sql + " ORDER BY day, scope, scope_id, counter", args)
+    return [(d, s, i, c, float(a)) for d, s, i, c, a in rows]
 
 
 def _counts(

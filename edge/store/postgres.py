@@ -33,7 +33,7 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from edge.counters import CountBuffer, CountRow
+from edge.counters import CountBuffer, CountRow, DayRow, split_rows
 from edge.store.base import KeyRecord, Store, StoreUnavailable, TagVersionRecord
 from edge.store.events import (
     TAG_ID_PREFIX,
@@ -568,7 +568,7 @@ class PostgresStore(Store):
             )
         return {cid: float(amount) for cid, amount in rows}
 
-    async def add_counts(self, rows: list[tuple[str, str, str, float]]) -> None:
+    async def add_counts(self, rows: Sequence[CountRow]) -> None:
         if not rows:
             return
 
@@ -589,6 +589,22 @@ class PostgresStore(Store):
             args = (list(scopes),)
         rows = await self.read(_all, sql + " ORDER BY scope, scope_id, counter", args)
         return [(s, i, c, float(a)) for s, i, c, a in rows]
+
+    async def daily_counts(
+        self, since: str, until: str, scopes: Sequence[str] | None = None
+    ) -> list[DayRow]:
+        sql = (
+            "SELECT day, scope, scope_id, counter, amount FROM daily_counters"
+            " WHERE day BETWEEN %s AND %s"
+        )
+        args: tuple[Any, ...] = (since, until)
+        if scopes is not None:
+            if not scopes:
+                return []
+            sql += " AND scope = ANY(%s)"
+            args += (list(scopes),)
+        rows = await self.read(_all, sql + " ORDER BY day, scope, scope_id, counter", args)
+        return [(d, s, i, c, float(a)) for d, s, i, c, a in rows]
 
     async def impression_count(self, kind: ImpressionKind | None = None) -> int:
         if kind is None:
@@ -877,22 +893,38 @@ async def _all(conn: Conn, sql: str, args: Sequence[Any]) -> list[tuple[Any, ...
 
 
 async def _flush_counts(conn: Conn, rows: list[CountRow]) -> None:
-    """The batch's counter bumps, summed, in key order (two nodes lock rows in one order)."""
-    if not rows:
-        return
-    rows.sort(key=lambda r: (r[0], r[1], r[2]))
-    await conn.execute(
-        "INSERT INTO counters (scope, scope_id, counter, amount) "
-        "SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::float8[]) "
-        "ON CONFLICT (scope, scope_id, counter) "
-        "DO UPDATE SET amount = counters.amount + excluded.amount",
-        (
-            [r[0] for r in rows],
-            [r[1] for r in rows],
-            [r[2] for r in rows],
-            [float(r[3]) for r in rows],
-        ),
-    )
+    """The batch's counter bumps, summed, in key order (two nodes lock rows in one order):
+    one upsert for the totals, one for the day buckets."""
+    totals, days = split_rows(rows)
+    if totals:
+        totals.sort(key=lambda r: (r[0], r[1], r[2]))
+        await conn.execute(
+            "INSERT INTO counters (scope, scope_id, counter, amount) "
+            "SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::float8[]) "
+            "ON CONFLICT (scope, scope_id, counter) "
+            "DO UPDATE SET amount = counters.amount + excluded.amount",
+            (
+                [r[0] for r in totals],
+                [r[1] for r in totals],
+                [r[2] for r in totals],
+                [float(r[3]) for r in totals],
+            ),
+        )
+    if days:
+        days.sort(key=lambda r: (r[0], r[1], r[2], r[3]))
+        await conn.execute(
+            "INSERT INTO daily_counters (day, scope, scope_id, counter, amount) "
+            "SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::float8[]) "
+            "ON CONFLICT (day, scope, scope_id, counter) "
+            "DO UPDATE SET amount = daily_counters.amount + excluded.amount",
+            (
+                [r[0] for r in days],
+                [r[1] for r in days],
+                [r[2] for r in days],
+                [r[3] for r in days],
+                [float(r[4]) for r in days],
+            ),
+        )
 
 
 _KEY_COLUMNS = (

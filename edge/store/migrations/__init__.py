@@ -19,6 +19,7 @@ branches can add migrations without renumbering. The files, in order:
 - ``0232_invalid_events``: the invalid-traffic reason of an impression;
 - ``0250_rate_buckets``: shared rate-limit buckets (PostgreSQL; nothing on SQLite);
 - ``0251_catalogue_versions``: catalogues loaded with ``edge catalogue load``;
+- ``0260_daily_counters``: report counters per UTC day (``edge report --by day``, /reports);
 - ``0270_tag_versions``: every tag version the edge built (bytes, SRI hash), for pinned pages.
 
 A new migration takes the next free number and adds its line here (a test checks both).
