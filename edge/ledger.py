@@ -24,8 +24,8 @@ and the counter bumps of an event, and the store writes them atomically with the
   ``duplicate``.
 - A conversion counts once per click, as ``conversions`` for the ad and campaign; it
   bills the bid of a CPA ad, within the campaign's budget and cap.
-- Impressions, viewable impressions and billed amounts also go to the day buckets of the
-  impression's UTC day (``edge.counters.with_days``), in the same transaction.
+- Impressions, viewable impressions, valid clicks and billed amounts also go to the day
+  buckets of the event's UTC day (``edge.counters.with_days``), in the same transaction.
 """
 
 from __future__ import annotations
@@ -159,10 +159,11 @@ async def record_click(store: Store, click: Click) -> bool:
     """Store a judged click with its charge and counter bumps in one commit; False when its
     ``click_id`` is stored already (a replay: nothing more is written). ``ClickConflict``
     when it is valid and its impression has a valid click already."""
-    return await store.save_click(click, click_counts(click))
+    return await store.save_click(click, with_days(click_counts(click), click.at))
 
 
 async def record_conversion(store: Store, conversion: Conversion) -> bool:
     """Store a conversion with its charge and counter bumps in one commit; False when its
     click has converted already."""
-    return await store.save_conversion(conversion, conversion_counts(conversion))
+    counts = with_days(conversion_counts(conversion), conversion.at)
+    return await store.save_conversion(conversion, counts)

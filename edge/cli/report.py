@@ -1,4 +1,8 @@
 """``edge report [--json]``: the durable counters per ad, publisher, campaign and key.
+``edge report --by day [--since DAY] [--until DAY] [--format table|json|csv]``: the same
+counters' buckets per UTC day (requests, matches, impressions, viewable impressions, clicks,
+billable USD, per ad, campaign and publisher), over the 30 days that end today unless
+``--since``/``--until`` (inclusive, ``YYYY-MM-DD``) say otherwise.
 
 Counters are only ever added to (never reset). Impressions, viewable impressions, clicks,
 conversions, hovers, failures and billable amounts are written with their events;
@@ -15,6 +19,7 @@ by ``--catalogue`` / ``EDGE_CATALOGUE`` (the bundled one when unset).
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from typing import Any
 
@@ -22,6 +27,7 @@ import orjson
 
 from edge.cli._common import Subcommands, settings_from, with_context
 from edge.context import Context
+from edge.reports import daily
 from edge.settings import add_arguments
 from edge.store.events import REPORT_COUNTERS
 from matcher.catalogue import CatalogueError, load_catalogue
@@ -76,6 +82,18 @@ def register(sub: Subcommands) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.add_argument(
+        "--by",
+        choices=["day"],
+        help="day buckets instead of totals (implied by --since and --until)",
+    )
+    p.add_argument("--since", metavar="DAY", help="first UTC day, YYYY-MM-DD (30 days ago)")
+    p.add_argument("--until", metavar="DAY", help="last UTC day, YYYY-MM-DD (today)")
+    p.add_argument(
+        "--format",
+        choices=["table", "json", "csv"],
+        help="table (default), json (as --json), or csv (day buckets only)",
+    )
     add_arguments(p, ["db", "catalogue"])
     p.set_defaults(func=run)
 
@@ -167,6 +185,12 @@ def _cell(counter: str, value: Any) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    fmt = args.format or ("json" if args.json else "table")
+    if args.by or args.since is not None or args.until is not None:
+        return run_daily(args, fmt)
+    if fmt == "csv":
+        print("edge report: --format csv lists day buckets: add --by day", file=sys.stderr)
+        return 2
     settings = settings_from(args)
     try:
         campaigns = load_catalogue(settings.catalogue).campaigns
@@ -178,8 +202,29 @@ def run(args: argparse.Namespace) -> int:
         return build(await ctx.store.counts(), campaigns)
 
     report = with_context(settings, work, read_only=True)
-    if args.json:
+    if fmt == "json":
         print(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode())
     else:
         print(render_text(report), end="")
+    return 0
+
+
+def run_daily(args: argparse.Namespace, fmt: str) -> int:
+    try:
+        days = daily.DayRange.parse(args.since, args.until, time.time())
+    except daily.RangeError as exc:
+        print(f"edge report: {exc}", file=sys.stderr)
+        return 2
+    settings = settings_from(args)
+
+    async def work(ctx: Context) -> list[tuple[str, str, str, str, float]]:
+        return await ctx.store.daily_counts(days.since.isoformat(), days.until.isoformat())
+
+    report = daily.build(with_context(settings, work, read_only=True), days)
+    if fmt == "json":
+        print(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode())
+    elif fmt == "csv":
+        print(daily.render_csv(report), end="")
+    else:
+        print(daily.render_table(report), end="")
     return 0

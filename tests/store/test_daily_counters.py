@@ -157,3 +157,25 @@ def test_buffered_counters_get_the_day_of_their_flush_once_even_when_retried(sto
     ]
     totals = {(s, i, c): a for s, i, c, a in run(store.counts())}
     assert totals == {("publisher", "pub-1", "requests"): 4, ("key", "k", "requests"): 1}
+
+
+def test_clicks_and_their_charges_fill_the_bucket_of_their_day(store, run):
+    from edge.store import Click, Conversion
+
+    valid = Click(click_id="c1", impression_key="tok:a", kind="url", env="production",
+                  ad_id="ad-1", campaign_id="cmp-1", at=DAY1, publisher_id="pub-1",
+                  charge_usd=0.5)  # fmt: skip
+    invalid = Click(click_id="c2", impression_key="tok:b", kind="url", env="production",
+                    ad_id="ad-1", campaign_id="cmp-1", at=DAY2, publisher_id="pub-1",
+                    invalid_reason="bot_user_agent")  # fmt: skip
+    assert run(ledger.record_click(store, valid)) is True
+    assert run(ledger.record_click(store, invalid)) is True
+    stored = run(store.click_by_id("c1"))
+    conversion = Conversion(stored, DAY2, None, 2.0)
+    assert run(ledger.record_conversion(store, conversion)) is True
+    got = buckets(run(store.daily_counts("2026-09-21", "2026-09-22")))
+    for scope, sid in (("ad", "ad-1"), ("campaign", "cmp-1"), ("publisher", "pub-1")):
+        assert got[("2026-09-21", scope, sid, "clicks")] == 1
+        assert got[("2026-09-21", scope, sid, "billable_usd")] == pytest.approx(0.5)
+        assert ("2026-09-22", scope, sid, "clicks") not in got  # the invalid one: none
+    assert got[("2026-09-22", "campaign", "cmp-1", "billable_usd")] == pytest.approx(2.0)
