@@ -31,6 +31,7 @@ from edge.routes import (
     impressions,
     legacy,
     meta,
+    reports,
     sandbox,
     tag,
     ugc,
@@ -54,6 +55,7 @@ ROUTE_MODULES: tuple[RouteModule, ...] = (
     legacy,
     dea,
     tag,
+    reports,
 )
 
 
