@@ -12,13 +12,20 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from PIL import Image
 
-from e2e.catalogue import ADS
 from edge.counters import utc_day
 from edge.settings import Settings
 from edge.store import open_store
 
-# The first two series colours of edge/reports/reports.css (.series-0, .series-1).
-SERIES_RGB = [(0x25, 0x63, 0xEB), (0xDC, 0x26, 0x26)]
+# The series colours of edge/reports/reports.css (.series-0 ... .series-7).
+SERIES_RGB = [
+    (0x25, 0x63, 0xEB), (0xDC, 0x26, 0x26), (0x05, 0x96, 0x69), (0xD9, 0x77, 0x06),
+    (0x7C, 0x3A, 0xED), (0x08, 0x91, 0xB2), (0xBE, 0x18, 0x5D), (0x4B, 0x55, 0x63),
+]  # fmt: skip
+# Campaign ids of this test alone (other e2e tests fill the catalogue's campaigns' buckets
+# today); the page lists any campaign that has buckets, in the catalogue or not.
+CAMPAIGNS = ["cmp-reports-e2e-a", "cmp-reports-e2e-b"]
+POINTS_OF = """(cid) => [...document.querySelectorAll('#SECTION circle title')]
+  .filter((t) => t.textContent.startsWith(cid + ', ')).length"""
 WATCH_VIOLATIONS = """
 window.__reportsQA = { violations: [] };
 document.addEventListener('securitypolicyviolation', (e) => {
@@ -74,7 +81,7 @@ def _has_colour(png: bytes, rgb: tuple[int, int, int], tolerance: int = 24) -> i
 
 
 def test_reports_page_signs_in_draws_its_charts_and_breaks_no_csp_rule(page, site, tmp_path):
-    campaigns = [f"cmp-{ad}" for ad, *_rest in list(ADS.values())[:2]]
+    campaigns = CAMPAIGNS
     _seed(site.beacons.db, campaigns)
     key = site.beacons.issue_key("production", "ad-manager", "reports e2e")
     errors: list[str] = []
@@ -102,9 +109,9 @@ def test_reports_page_signs_in_draws_its_charts_and_breaks_no_csp_rule(page, sit
     )
     assert stylesheet == "none"  # the same-origin stylesheet applied (no inline style)
     for section in ("#delivery", "#viewability"):
-        lines = page.locator(f"{section} polyline")
-        assert lines.count() >= 2, section  # one line per campaign at least
-        assert page.locator(f"{section} circle").count() == 60  # 30 days x 2 campaigns
+        assert page.locator(f"{section} polyline").count() >= 2, section  # a line each
+        for cid in campaigns:  # a point for each of the 30 days
+            assert page.evaluate(POINTS_OF.replace("SECTION", section[1:]), cid) == 30
     assert page.locator("#pacing figure").count() >= 2
     for cid in campaigns:
         assert page.locator(f'tr[data-campaign="{cid}"]').count() == 30
@@ -120,8 +127,8 @@ def test_reports_page_signs_in_draws_its_charts_and_breaks_no_csp_rule(page, sit
         chart = page.locator(f"{section} svg").screenshot(path=str(tmp_path / f"{section[1:]}.png"))
         box = Image.open(io.BytesIO(chart))
         assert box.width > 600 and box.height > 150, section
-        for rgb in SERIES_RGB:  # each campaign's line was drawn, in its colour
-            assert _has_colour(chart, rgb) > 100, (section, rgb)
+        drawn = [rgb for rgb in SERIES_RGB if _has_colour(chart, rgb) > 100]
+        assert len(drawn) >= 2, (section, drawn)  # lines in at least two series colours
 
     violations = page.evaluate("() => window.__reportsQA.violations")
     assert violations == []

@@ -149,6 +149,8 @@ def run(args: argparse.Namespace) -> int:
             f"  demo page:  {base}{DEMO_PATH}  (publisher {DEMO_PUBLISHER!r}: open it in a browser)"
         )
         print(f"  the tag:    {base}/dea/tag.js  (version and integrity: {base}/dea/tag.json)\n")
+    reports_key = KEY_VARIABLES[settings.env]["ad-manager"]
+    print(f"  reports:    {base}/reports  (sign in with the ${reports_key} key below)\n")
     print(f"  keys (kept in {path} for the next start; `. {path}` sets them in a shell):")
     for variable, key in keys.items():
         print(f"    export {variable}={key}")

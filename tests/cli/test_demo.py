@@ -59,6 +59,14 @@ def test_demo_prints_exports_keeps_them_and_its_curls_work(tmp_path: Path, env: 
         assert "ads" in answer or "no_ad_retry_after_seconds" in answer, answer
         if env == "sandbox":
             assert "/v1/ugc/process" in commands[1] and "explain" in answer
+        reports = re.search(r"reports: +(http\S+/reports) +\(sign in with the \$(\w+) key", out)
+        assert reports is not None, out
+        key = f"X-API-Key: {exports[reports[2]]}"
+        page = subprocess.run(
+            ["curl", "-s", "--fail-with-body", reports[1], "-H", key],
+            capture_output=True, text=True, timeout=30,
+        )  # fmt: skip
+        assert page.returncode == 0 and "<h1>Reports</h1>" in page.stdout, page.stdout[-500:]
     with demo(tmp_path, env, "edge.db") as again:
         # A restart keeps the keys a shell may have sourced, and they still work.
         assert printed_exports(again.output()) == exports
