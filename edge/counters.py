@@ -51,21 +51,28 @@ DAILY_COUNTERS = (
 _DAILY = frozenset(DAILY_COUNTERS)
 
 
+_last_day: tuple[int, str] = (-1, "")  # (days since the epoch, its text): one day at a time
+
+
 def utc_day(at: float) -> str:
     """The UTC day of an instant (epoch seconds), as ``YYYY-MM-DD``."""
-    return time.strftime("%Y-%m-%d", time.gmtime(at))
+    global _last_day
+    number = int(at // 86_400)
+    if number != _last_day[0]:  # formatting is most of the cost; events come day by day
+        _last_day = (number, time.strftime("%Y-%m-%d", time.gmtime(at)))
+    return _last_day[1]
 
 
 def with_days(rows: Iterable[CountRow], at: float) -> list[CountRow]:
     """``rows`` and, for each bump of a daily counter, the same bump of ``at``'s day."""
+    rows = list(rows)
     day = utc_day(at)
-    out: list[CountRow] = []
-    days: list[CountRow] = []
-    for row in rows:
-        out.append(row)
-        if len(row) == 4 and row[0] in DAILY_SCOPES and row[2] in _DAILY:
-            days.append((day, *row))
-    return out + days
+    days: list[CountRow] = [
+        (day, r[0], r[1], r[2], r[3])
+        for r in rows
+        if len(r) == 4 and r[0] in DAILY_SCOPES and r[2] in _DAILY
+    ]
+    return rows + days
 
 
 def split_rows(rows: Iterable[CountRow]) -> tuple[list[TotalRow], list[DayRow]]:
