@@ -86,7 +86,11 @@ def test_a_committed_batch_wakes_the_loop_once(store, monkeypatch):
         # Park the writer on a first job so the next 50 queue up as one batch.
         first = asyncio.ensure_future(store.write(lambda conn: hold.wait(5)))
         await asyncio.sleep(0.05)
-        rest = [store.insert_key(_record(f"key_{i}", f"{i:024d}")) for i in range(50)]
+        rest = [
+            asyncio.ensure_future(store.insert_key(_record(f"key_{i}", f"{i:024d}")))
+            for i in range(50)
+        ]
+        await asyncio.sleep(0.05)  # every write is queued before the writer is let go
         hold.set()
         await first
         return await asyncio.gather(*rest)
