@@ -40,7 +40,7 @@ TOKEN = {"type": "string", "minLength": 1, "maxLength": 2048}
 IMPRESSION_ID = {
     "type": "string",
     "pattern": r"^[A-Za-z0-9_\-]{8,64}$",
-    "description": "Unique per impression, made by the tag (a UUID); a retry reuses it.",
+    "description": "Unique per impression, made by the tag (128 random bits); a retry reuses it.",
 }
 
 
@@ -116,9 +116,9 @@ AI_BEACON_QUERY = ("ad_id", "message_id", "conversation_id", "sig")
 CLICK_ID = {
     "type": "string",
     "pattern": r"^[A-Za-z0-9_\-]{8,64}$",
-    "description": "Unique per rendered ad, made by the tag (a UUID); a resent click reuses it. "
-    "It is the id a conversion reports, and what a {click_id} macro in click_through_url "
-    "becomes.",
+    "description": "Unique per rendered ad, made by the tag (128 random bits); a resent click "
+    "reuses it. It is the id a conversion reports, and what a {click_id} macro in "
+    "click_through_url becomes.",
 }
 CLICK_REQUEST = _object(
     ["impression_token", "click_id", "v"],
