@@ -16,6 +16,7 @@ store, so tokens stay valid across restarts.
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import hmac
 import secrets
@@ -53,8 +54,14 @@ def _b64(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
 
+_FROM_URLSAFE = bytes.maketrans(b"-_", b"+/")
+
+
 def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    """``base64.urlsafe_b64decode`` of unpadded text, without its per-call wrappers (the
+    same non-strict reading: characters outside the alphabet are skipped)."""
+    raw = text.encode("ascii").translate(_FROM_URLSAFE)  # ValueError when not ASCII
+    return binascii.a2b_base64(raw + b"=" * (-len(raw) % 4))
 
 
 class Signer:
@@ -62,6 +69,9 @@ class Signer:
         if len(key) < 32:
             raise ValueError("the signing key must have at least 32 bytes")
         self._key = key
+        # Per purpose, the HMAC state after the key and the purpose's length-prefixed bytes:
+        # a signature copies it and adds only its parts (the key's pads are derived once).
+        self._keyed: dict[str, hmac.HMAC] = {}
 
     def __repr__(self) -> str:
         return "Signer(<secret>)"
@@ -74,7 +84,13 @@ class Signer:
 
     def sign(self, purpose: str, *parts: str | bytes) -> str:
         """Signature of ``parts`` for ``purpose`` (see ``encode_parts``)."""
-        mac = hmac.new(self._key, encode_parts(purpose, *parts), hashlib.sha256)
+        keyed = self._keyed.get(purpose)
+        if keyed is None:
+            keyed = self._keyed[purpose] = hmac.new(
+                self._key, encode_parts(purpose), hashlib.sha256
+            )
+        mac = keyed.copy()
+        mac.update(encode_parts(*parts))
         return _b64(mac.digest()[:_SIG_BYTES])
 
     def verify(self, purpose: str, *parts: str | bytes, signature: object) -> bool:

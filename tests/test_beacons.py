@@ -115,3 +115,20 @@ def test_signed_parts_cannot_be_re_split():
     assert SIGNER.sign("p", "a\n", "b") != SIGNER.sign("p", "a", "\nb")
     assert SIGNER.sign("p", "a", "") != SIGNER.sign("p", "a")
     assert SIGNER.sign("pa", "b") != SIGNER.sign("p", "ab")
+
+
+def test_a_signature_is_the_hmac_of_the_length_prefixed_parts():
+    # The keyed state kept per purpose must give exactly HMAC-SHA256(key, encoded parts),
+    # truncated to 16 bytes, whatever was signed before and for which purpose.
+    import base64
+    import hashlib
+    import hmac
+
+    from edge.signing import encode_parts
+
+    signer = Signer(b"z" * 40)
+    cases = [("p", ("a", "b")), ("impression/v2", ("tok",)), ("p", ()), ("q", (b"\x00", "é"))]
+    for purpose, parts in cases * 2:
+        mac = hmac.new(b"z" * 40, encode_parts(purpose, *parts), hashlib.sha256).digest()[:16]
+        expected = base64.urlsafe_b64encode(mac).rstrip(b"=").decode()
+        assert signer.sign(purpose, *parts) == expected
