@@ -155,6 +155,7 @@ def create_app(
         return BeaconLane(
             stack,
             endpoints=dea.lane_endpoints(ctx),
+            direct=dea.lane_direct(ctx),
             headers=HEADER_RULES,
             registered_origin=ctx.publishers.registered_origin,
             fence=fence,

@@ -6,9 +6,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import orjson
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
+from starlette.types import Receive, Scope
 
 from edge.errors import BadRequest, EdgeError, PayloadTooLarge, UnsupportedMediaType
 
@@ -39,6 +40,16 @@ def counting_route(path: str, endpoint: Any, methods: list[str]) -> Route:
     return route
 
 
+def header(scope: Scope, name: bytes) -> str | None:
+    """The first value of the request header ``name`` (lower case, as ASGI gives names),
+    read straight from the scope: what ``Request.headers.get`` answers, without building a
+    ``Headers`` object per request."""
+    for key, value in scope["headers"]:
+        if key == name:
+            return str(value.decode("latin-1"))
+    return None
+
+
 async def read_json(
     request: Request,
     *,
@@ -53,6 +64,11 @@ async def read_json(
     routes, 422 on ``/v1/ai/process``.
     """
     body = await read_body(request, max_bytes=max_bytes, allow_text_plain=allow_text_plain)
+    return parse_json(body, invalid)
+
+
+def parse_json(body: bytes, invalid: type[EdgeError] = BadRequest) -> Any:
+    """``body`` parsed, or ``invalid`` saying why it is not one JSON document."""
     if not body:
         raise invalid("the body is empty; a JSON document is required")
     try:
@@ -64,13 +80,70 @@ async def read_json(
 async def read_body(request: Request, *, max_bytes: int, allow_text_plain: bool = False) -> bytes:
     """The raw body of a JSON request (its media type and size checked), for routes that
     decode it straight into a declared type (``edge.partner.declare``)."""
-    ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    check_body_headers(
+        request.headers.get("content-type", ""),
+        request.headers.get("content-length"),
+        max_bytes=max_bytes,
+        allow_text_plain=allow_text_plain,
+    )
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > max_bytes:
+            raise PayloadTooLarge(f"the body is larger than {max_bytes} bytes")
+    return bytes(body)
+
+
+async def receive_body(
+    scope: Scope, receive: Receive, *, max_bytes: int, allow_text_plain: bool = False
+) -> bytes:
+    """``read_body`` for a plain ASGI caller (the beacon lane): the same checks and errors,
+    the body read from ``receive`` as ``Request.stream`` reads it (``ClientDisconnect``
+    when the client goes away first)."""
+    content_type: bytes | None = None
+    length: bytes | None = None
+    for key, value in scope["headers"]:
+        if key == b"content-type" and content_type is None:
+            content_type = value
+        elif key == b"content-length" and length is None:
+            length = value
+    check_body_headers(
+        "" if content_type is None else content_type.decode("latin-1"),
+        None if length is None else length.decode("latin-1"),
+        max_bytes=max_bytes,
+        allow_text_plain=allow_text_plain,
+    )
+    message = await receive()
+    if message["type"] == "http.request" and not message.get("more_body", False):
+        body: bytes = message.get("body", b"")  # the whole body in one message: the usual case
+        if len(body) > max_bytes:
+            raise PayloadTooLarge(f"the body is larger than {max_bytes} bytes")
+        return body
+    chunks = bytearray()
+    while True:
+        if message["type"] == "http.request":
+            chunks += message.get("body", b"")
+            if len(chunks) > max_bytes:
+                raise PayloadTooLarge(f"the body is larger than {max_bytes} bytes")
+            if not message.get("more_body", False):
+                return bytes(chunks)
+        elif message["type"] == "http.disconnect":
+            raise ClientDisconnect()
+        message = await receive()
+
+
+def check_body_headers(
+    content_type: str, content_length: str | None, *, max_bytes: int, allow_text_plain: bool
+) -> None:
+    """415 for a media type other than JSON (or ``text/plain`` where allowed), 413 when the
+    declared length is over ``max_bytes``: checked before any of the body is read."""
+    ctype = content_type.split(";")[0].strip().lower()
     accepted = ("application/json", "text/plain") if allow_text_plain else ("application/json",)
     if ctype not in accepted:
         raise UnsupportedMediaType(
             f"Content-Type must be {' or '.join(accepted)}", field="Content-Type"
         )
-    declared = request.headers.get("content-length")
+    declared = content_length
     if (
         declared is not None
         and declared.isascii()
@@ -78,9 +151,3 @@ async def read_body(request: Request, *, max_bytes: int, allow_text_plain: bool 
         and int(declared) > max_bytes
     ):
         raise PayloadTooLarge(f"the body is larger than {max_bytes} bytes")
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > max_bytes:
-            raise PayloadTooLarge(f"the body is larger than {max_bytes} bytes")
-    return bytes(body)

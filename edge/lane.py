@@ -19,6 +19,13 @@ Anything else (another method on a beacon path, a trailing slash, HEAD, a mounte
 ``root_path``, lifespan) goes to the stack unchanged, so 404, 405 and the slash redirect
 answer as before. Body size, content type, validation and the invalid-traffic rules are in
 the handlers and need nothing here.
+
+The most frequent beacons (the tag's impressions) also have a ``direct`` form: a function
+of the ASGI scope and ``receive`` that answers with an ``Answer`` (status, raw headers,
+body), usually a constant built once from the same ``Response`` its route returns
+(``answer_of``), so no ``Request`` or ``Response`` object is made per beacon. The route's
+handler and the direct form share the rules (body reading, validation, the count) as
+functions. An error the direct form raises is answered by the same ``known_error``.
 """
 
 from __future__ import annotations
@@ -36,6 +43,16 @@ from edge.middleware.geofence import Geofence, refusal_messages
 from edge.middleware.headers import HeaderRules, set_defaults, unexpected_error
 
 Endpoint = Callable[[Request], Awaitable[Response]]
+RawHeaders = tuple[tuple[bytes, bytes], ...]
+Answer = tuple[int, RawHeaders, bytes]  # status, raw headers, body
+Direct = Callable[[Scope, Receive], Awaitable[Answer]]
+
+
+def answer_of(response: Response) -> Answer:
+    """A response as the lane sends it (a constant answer, built once)."""
+    if response.background is not None:
+        raise ValueError("an answer has no background task")
+    return response.status_code, tuple(response.raw_headers), bytes(response.body)
 
 
 class BeaconLane:
@@ -48,13 +65,18 @@ class BeaconLane:
         registered_origin: Callable[[str], str | None],
         cors_prefix: str = "/dea/",
         fence: Geofence | None = None,
+        direct: Mapping[tuple[str, str], Direct] | None = None,
     ) -> None:
-        """``endpoints`` maps ``(METHOD, path)`` to a bound handler; ``fence`` is None where
-        the stack has no geofence (the sandbox)."""
+        """``endpoints`` maps ``(METHOD, path)`` to a bound handler; ``direct`` maps some of
+        them to their direct form, used instead; ``fence`` is None where the stack has no
+        geofence (the sandbox)."""
         self.app = app
         self.endpoints = dict(endpoints)
         if any(not path.startswith(cors_prefix) for _, path in self.endpoints):
             raise ValueError(f"the lane serves only paths under {cors_prefix}")
+        self.direct = dict(direct or {})
+        if not set(self.direct) <= set(self.endpoints):
+            raise ValueError("a direct form needs the handler of its route")
         self.registered_origin = registered_origin
         self.fence = fence
         self._defaults = {path: headers.defaults(path) for _, path in self.endpoints}
@@ -64,7 +86,8 @@ class BeaconLane:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         endpoint = None
         if scope["type"] == "http" and not scope.get("root_path"):
-            endpoint = self.endpoints.get((scope["method"], scope["path"]))
+            key = (scope["method"], scope["path"])
+            endpoint = self.endpoints.get(key)
         if endpoint is None:
             await self.app(scope, receive, send)
             return
@@ -79,20 +102,26 @@ class BeaconLane:
             response = None
             if refusal is not None:
                 start, body = refusal_messages(refusal)
+                raw = list(start["headers"])
+                status: int = start["status"]
+                content: bytes | memoryview = body["body"]
             else:
-                response = await _respond(endpoint, Request(scope, receive, send))
-                start = {
-                    "type": "http.response.start",
-                    "status": response.status_code,
-                    "headers": response.raw_headers,
-                }
-                body = {"type": "http.response.body", "body": response.body}
-            raw = start["headers"] = list(start["headers"])
+                direct = self.direct.get(key)
+                if direct is not None:
+                    status, headers, content = await _answer(direct, scope, receive, send)
+                    raw = list(headers)
+                else:
+                    response = await _respond(endpoint, Request(scope, receive, send))
+                    status, raw, content = (
+                        response.status_code,
+                        list(response.raw_headers),
+                        response.body,
+                    )
             grant_headers(raw, granted)
             set_defaults(raw, defaults)
             started = True
-            await send(start)
-            await send(body)
+            await send({"type": "http.response.start", "status": status, "headers": raw})
+            await send({"type": "http.response.body", "body": content})
             if response is not None and response.background is not None:
                 await response.background()
         except Exception as exc:
@@ -113,3 +142,14 @@ async def _respond(endpoint: Endpoint, request: Request) -> Response:
         if known is None:
             raise
         return known
+
+
+async def _answer(direct: Direct, scope: Scope, receive: Receive, send: Send) -> Answer:
+    """The direct form's answer, or the app's handler's answer to an error it raised."""
+    try:
+        return await direct(scope, receive)
+    except Exception as exc:
+        known = await known_error(Request(scope, receive, send), exc)
+        if known is None:
+            raise
+        return answer_of(known)

@@ -3,6 +3,7 @@ Starlette stack behind it gives the same request (status, headers in order, body
 
 from __future__ import annotations
 
+import json
 import uuid
 from urllib.parse import urlsplit
 
@@ -10,6 +11,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from edge.beacons import ai_beacon_urls, ai_click_url
+from edge.delivery import events
 from edge.lane import BeaconLane
 from edge.routes import dea
 from tests.conftest import US_CLIENT, assert_error_shape
@@ -198,3 +200,67 @@ def test_the_lane_refuses_paths_outside_dea():
     with pytest.raises(ValueError, match="/dea/"):
         BeaconLane(app, endpoints={("POST", "/v1/x"): endpoint}, headers=HeaderRules(),
                    registered_origin=lambda o: None)  # fmt: skip
+
+
+def _asgi(client: TestClient, app, path: str, messages: list[dict], headers: dict[str, str]):
+    """Send one request to ``app`` with ``messages`` as what ``receive`` gives (then a
+    disconnect), in the started app's event loop; its (status, headers, body)."""
+    sent: list[dict] = []
+
+    async def call():
+        pending = list(messages)
+
+        async def receive():
+            return pending.pop(0) if pending else {"type": "http.disconnect"}
+
+        async def send(message):
+            sent.append(message)
+
+        scope = {
+            "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
+            "method": "POST", "scheme": "http", "path": path, "raw_path": path.encode(),
+            "root_path": "", "query_string": b"", "client": US_CLIENT,
+            "server": ("testserver", 80), "app": client.app, "state": {},
+            "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()],
+        }  # fmt: skip
+        await app(scope, receive, send)
+
+    client.portal.call(call)
+    start, body = sent
+    return start["status"], start["headers"], body["body"]
+
+
+@pytest.mark.parametrize("ctype", ["application/json", "text/plain;charset=UTF-8"])
+def test_a_body_in_chunks_is_read_as_the_stack_reads_it(client, ctype):
+    lane = lane_of(client)
+    assert set(lane.direct) == {("POST", dea.URL_IMPRESSION), ("POST", dea.UGC_IMPRESSION)}
+    big = client.app.state.ctx.settings.max_body_bytes
+
+    def cases():
+        raw = json.dumps(imp_body(token(client), str(uuid.uuid4()))).encode()
+        parts = [raw[:5], b"", raw[5:40], raw[40:]]
+        yield [{"type": "http.request", "body": p, "more_body": True} for p in parts] + [
+            {"type": "http.request", "body": b"", "more_body": False}
+        ]
+        yield [{"type": "http.request", "body": b"x" * big, "more_body": True},
+               {"type": "http.request", "body": b"x", "more_body": True}]  # fmt: skip
+        yield [{"type": "http.request", "body": b'{"impression_token":', "more_body": True}]
+
+    statuses = []
+    for make in (cases, cases):
+        for lane_messages, stack_messages in zip(make(), make(), strict=True):
+            before = lane.handled[dea.URL_IMPRESSION]
+            headers = {"Content-Type": ctype, "Origin": ORIGIN}
+            a = _asgi(client, lane, dea.URL_IMPRESSION, lane_messages, headers)
+            assert lane.handled[dea.URL_IMPRESSION] == before + 1
+            b = _asgi(client, lane.app, dea.URL_IMPRESSION, stack_messages, headers)
+            assert a == b
+            statuses.append(a[0])
+    assert statuses == [200, 413, 500] * 2  # counted; too large; the client went away
+
+
+def test_the_impression_answers_are_the_routes_responses(client):
+    for counted in (True, False):
+        status, headers, body = events.IMPRESSION_ANSWERS[counted]
+        assert status == 200 and json.loads(body) == {"acknowledged": True, "counted": counted}
+        assert dict(headers)[b"content-type"] == b"application/json"

@@ -18,6 +18,7 @@ from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.types import Receive, Scope
 
 from edge import ledger
 from edge.beacons import (
@@ -33,12 +34,19 @@ from edge.context import Context
 from edge.delivery import schemas
 from edge.delivery.limits import client_of
 from edge.delivery.pages import require_publisher_origin
-from edge.delivery.requests import json_body, store_errors, strict_query
+from edge.delivery.requests import (
+    BodyFields,
+    json_body,
+    store_errors,
+    store_unavailable,
+    strict_query,
+)
 from edge.errors import BadRequest
-from edge.http import json_response
+from edge.http import json_response, read_body, receive_body
 from edge.ivt import Client, Verdict, client_binding, client_key
+from edge.lane import Answer, answer_of
 from edge.partner.fields import control_character
-from edge.store import Hover, Impression, PlacementFailure
+from edge.store import Hover, Impression, PlacementFailure, StoreUnavailable
 from edge.store.events import ImpressionKind
 from matcher.types import Campaign
 
@@ -72,21 +80,23 @@ def _billed_cpm(ctx: Context, campaign_id: str | None, cpm: float | None) -> flo
 async def _record(ctx: Context, imp: Impression) -> bool:
     """Store the impression; once committed, its billing row counts toward the campaign's
     spend at once (the pacing gate and the next billing decision see it)."""
-    async with store_errors():
+    try:
         counted = await ledger.record_impression(ctx.store, imp)
+    except StoreUnavailable:
+        raise store_unavailable() from None
     billed = ledger.billing_usd(imp)
     if counted and billed is not None:
         ctx.spend.add(imp.campaign_id, billed, imp.at)
     return counted
 
 
-def _client(ctx: Context, request: Request) -> Client:
-    return client_of(request, request_client_ip(request.scope, ctx.settings.trusted_proxies))
+def _client(ctx: Context, scope: Scope) -> Client:
+    return client_of(scope, request_client_ip(scope, ctx.settings.trusted_proxies))
 
 
 def _verdict(
     ctx: Context,
-    request: Request,
+    scope: Scope,
     *,
     bound_to: str | None,
     publisher_id: str | None,
@@ -94,7 +104,7 @@ def _verdict(
     event_id: str | None = None,
 ) -> Verdict:
     assert ctx.signer is not None  # set at start-up
-    client = _client(ctx, request)
+    client = _client(ctx, scope)
     return ctx.traffic.classify_impression(
         client,
         key=client_key(ctx.signer, client),
@@ -117,7 +127,7 @@ def click_verdict(
     """The invalid-traffic verdict of a click beacon (the click routes call this): the
     impression's rules, click-before-impression, then the per-client click rates."""
     assert ctx.signer is not None  # set at start-up
-    client = _client(ctx, request)
+    client = _client(ctx, request.scope)
     return ctx.traffic.classify_click(
         client,
         key=client_key(ctx.signer, client),
@@ -151,13 +161,16 @@ def _impression(
     )
 
 
-async def _count(ctx: Context, request: Request, surface: Surface) -> bool:
-    body = await json_body(ctx, request, schemas.IMPRESSION_REQUEST)
-    claims = read_claims(ctx, body["impression_token"], surface, "impression_token")
-    keys = (f"tok:{claims.token_id}", f"iid:{body['impression_id']}")
+_IMPRESSION_FIELDS = BodyFields(schemas.IMPRESSION_REQUEST, ("impression_token", "impression_id"))
+
+
+async def _count(ctx: Context, scope: Scope, raw: bytes, surface: Surface) -> bool:
+    token, impression_id = _IMPRESSION_FIELDS(raw)
+    claims = read_claims(ctx, token, surface, "impression_token")
+    keys = (f"tok:{claims.token_id}", f"iid:{impression_id}")
     verdict = _verdict(
         ctx,
-        request,
+        scope,
         bound_to=claims.client,
         publisher_id=claims.publisher_id,
         per_client_rate=True,
@@ -166,16 +179,39 @@ async def _count(ctx: Context, request: Request, surface: Surface) -> bool:
     return await _record(ctx, _impression(ctx, surface, claims, keys, verdict))
 
 
-async def url_impression(ctx: Context, request: Request) -> Response:
-    counted = await _count(ctx, request, "url")
+def _acknowledged(counted: bool) -> Response:
     return json_response({"acknowledged": True, "counted": counted})
+
+
+# The two answers of an impression beacon, as the beacon lane sends them.
+IMPRESSION_ANSWERS: dict[bool, Answer] = {c: answer_of(_acknowledged(c)) for c in (True, False)}
+
+
+async def _impression_body(ctx: Context, request: Request) -> bytes:
+    return await read_body(request, max_bytes=ctx.settings.max_body_bytes, allow_text_plain=True)
+
+
+async def url_impression(ctx: Context, request: Request) -> Response:
+    counted = await _count(ctx, request.scope, await _impression_body(ctx, request), "url")
+    return _acknowledged(counted)
 
 
 async def ugc_impression(ctx: Context, request: Request) -> Response:
     if request.method == "GET":
         return await _ugc_pixel(ctx, request)
-    counted = await _count(ctx, request, "ugc")
-    return json_response({"acknowledged": True, "counted": counted})
+    counted = await _count(ctx, request.scope, await _impression_body(ctx, request), "ugc")
+    return _acknowledged(counted)
+
+
+async def direct_impression(
+    ctx: Context, surface: Surface, scope: Scope, receive: Receive
+) -> Answer:
+    """The POST impression beacon of ``surface`` in the beacon lane's direct form: the
+    route's rules, read from the ASGI scope and answered with a constant."""
+    raw = await receive_body(
+        scope, receive, max_bytes=ctx.settings.max_body_bytes, allow_text_plain=True
+    )
+    return IMPRESSION_ANSWERS[await _count(ctx, scope, raw, surface)]
 
 
 async def _ugc_pixel(ctx: Context, request: Request) -> Response:
@@ -185,7 +221,7 @@ async def _ugc_pixel(ctx: Context, request: Request) -> Response:
     claims = read_claims(ctx, query["t"], "ugc", "t")
     verdict = _verdict(
         ctx,
-        request,
+        request.scope,
         bound_to=claims.client,
         publisher_id=claims.publisher_id,
         per_client_rate=False,  # fired by a partner, perhaps for many users from one server
@@ -223,7 +259,7 @@ async def failure(ctx: Context, request: Request) -> Response:
     # A registered Origin of the publisher, and a rate per client address: a public
     # publisher id alone must not let anyone raise its failure counters.
     assert ctx.signer is not None  # set at start-up
-    client = _client(ctx, request)
+    client = _client(ctx, request.scope)
     ctx.tag_limits.enforce(
         ctx.tag_limits.failure_client, client_key(ctx.signer, client), "client address"
     )
@@ -268,7 +304,7 @@ async def _ai(ctx: Context, request: Request, kind: AiBeaconKind) -> Response:
     except InvalidToken as exc:
         raise BadRequest(str(exc), field="sig", code="invalid_signature") from None
     ad_id, campaign_id, cpm = ai_attribution(ctx, beacon.ad_id)
-    verdict = _verdict(ctx, request, bound_to=None, publisher_id=None, per_client_rate=False)
+    verdict = _verdict(ctx, request.scope, bound_to=None, publisher_id=None, per_client_rate=False)
     imp = Impression(
         kind="ai-render" if kind == "render" else "ai-view",
         dedupe_keys=(f"ai:{kind}:{beacon.ad_id}:{beacon.message_id}",),

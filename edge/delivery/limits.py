@@ -15,8 +15,10 @@ import math
 from collections.abc import Callable
 
 from starlette.requests import Request
+from starlette.types import Scope
 
 from edge.errors import TooManyRequests
+from edge.http import header
 from edge.ivt import Client
 from edge.ratelimit import GcraLimiter
 from edge.settings import Settings
@@ -41,6 +43,7 @@ class TagLimits:
             )
 
 
-def client_of(request: Request, client_ip: str | None) -> Client:
+def client_of(request: Request | Scope, client_ip: str | None) -> Client:
     """The request's client: its address (as the geofence resolves it) and user agent."""
-    return Client(client_ip, request.headers.get("user-agent", ""))
+    scope = request.scope if isinstance(request, Request) else request
+    return Client(client_ip, header(scope, b"user-agent") or "")

@@ -1,11 +1,17 @@
 """JSON Schemas of the /dea bodies: served in /openapi.json and enforced by ``validate``.
 
-docs/dea-api.md explains them in prose; these are the normative form.
+docs/dea-api.md explains them in prose; these are the normative form. ``struct_of`` derives
+a msgspec ``Struct`` from a flat body schema (the beacons' hot bodies), so the bytes are
+checked in one C pass by the same declaration.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
+
+import msgspec
+
+from edge.delivery.validate import json_schema_pattern
 
 MAX_SLOTS = 20
 MAX_PAGE_TEXT = 20_000
@@ -196,3 +202,51 @@ CONVERSION_RESPONSE = _object(
     counted={"type": "boolean", "description": "False when this click had converted already."},
     billed_usd={"type": "number", "description": "What this call billed (0 unless CPA)."},
 )
+
+
+# -- the same schemas as msgspec types ---------------------------------------------------------
+
+_PYTHON_TYPES: dict[str, type] = {"string": str, "integer": int, "number": float}
+_META = {
+    "minLength": "min_length",
+    "maxLength": "max_length",
+    "minimum": "ge",
+    "maximum": "le",
+}
+_NOTES = frozenset({"type", "description", "examples"})
+
+
+def struct_of(name: str, schema: dict[str, Any]) -> type[msgspec.Struct]:
+    """A msgspec ``Struct`` accepting what ``schema`` accepts: a closed object whose
+    properties are strings, integers or numbers with lengths, patterns and ranges. Decoded
+    with ``strict=True``, a value never changes type (``true`` is not an integer, ``1.0``
+    is not one either); a pattern is searched, its final ``$`` the end of the text, as
+    ``validate`` reads it. Anything else in the schema is a ``ValueError``: a schema this
+    cannot express stays with ``validate`` alone."""
+    if schema.get("type") != "object" or schema.get("additionalProperties") is not False:
+        raise ValueError(f"{name}: only closed objects can be a Struct")
+    required = set(schema.get("required", ()))
+    fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
+    for key, sub in schema["properties"].items():
+        kind = sub.get("type")
+        if not isinstance(kind, str) or kind not in _PYTHON_TYPES:
+            raise ValueError(f"{name}.{key}: type {kind!r} has no Struct form")
+        meta: dict[str, Any] = {}
+        for keyword, value in sub.items():
+            if keyword in _META:
+                meta[_META[keyword]] = value
+            elif keyword == "pattern":
+                meta["pattern"] = json_schema_pattern(value).pattern
+            elif keyword not in _NOTES:
+                raise ValueError(f"{name}.{key}: {keyword!r} has no Struct form")
+        python: Any = _PYTHON_TYPES[kind]
+        if meta:
+            python = Annotated[python, msgspec.Meta(**meta)]
+        if key in required:
+            fields.append((key, python))
+        else:
+            fields.append((key, python | msgspec.UnsetType, msgspec.UNSET))
+    missing = required - set(schema["properties"])
+    if missing:
+        raise ValueError(f"{name}: required fields without a declaration: {sorted(missing)}")
+    return msgspec.defstruct(name, fields, kw_only=True, forbid_unknown_fields=True)

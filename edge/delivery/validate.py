@@ -29,7 +29,7 @@ _KNOWN = frozenset(
 
 
 @lru_cache(maxsize=64)
-def _pattern(text: str) -> re.Pattern[str]:
+def json_schema_pattern(text: str) -> re.Pattern[str]:
     r"""A JSON Schema (ECMA-262) pattern as Python reads it: an unanchored search, where a
     final ``$`` is the end of the text. Python's ``$`` also matches before a trailing
     newline, which would let "abc\n" pass a pattern meant for "abc" (another id), so it
@@ -146,7 +146,7 @@ def _string_checker(schema: dict[str, Any]) -> Callable[[str, str, str], None] |
         return None
     min_length = schema.get("minLength", 0)
     max_length = schema.get("maxLength")
-    pattern = _pattern(schema["pattern"]) if "pattern" in schema else None
+    pattern = json_schema_pattern(schema["pattern"]) if "pattern" in schema else None
 
     def check(value: str, label: str, where: str) -> None:
         if len(value) < min_length:

@@ -25,6 +25,7 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from edge.errors import error_body
+from edge.http import header
 
 MAX_AGE_SECONDS = 7200  # Chromium caps preflight caching at 2 h; longer buys nothing
 EXPLAIN_MAX_AGE_SECONDS = 600  # an origin registered later is granted in full soon
@@ -72,7 +73,7 @@ def _set(raw: list[tuple[bytes, bytes]], name: bytes, value: bytes) -> None:
 
 def granted_origin(scope: Scope, registered_origin: Callable[[str], str | None]) -> str | None:
     """The canonical form of the request's ``Origin`` when it is registered, else None."""
-    origin = Headers(scope=scope).get("origin")
+    origin = header(scope, b"origin")
     return None if origin is None else registered_origin(origin)
 
 

@@ -74,6 +74,14 @@ def lane_endpoints(ctx: Context) -> dict[tuple[str, str], Any]:
     return {(m, path): ep for path, ep, methods in _beacons(ctx) for m in methods}
 
 
+def lane_direct(ctx: Context) -> dict[tuple[str, str], Any]:
+    """The beacons the lane answers in their direct form (``edge.lane``): the impressions."""
+    return {
+        ("POST", URL_IMPRESSION): partial(events.direct_impression, ctx, "url"),
+        ("POST", UGC_IMPRESSION): partial(events.direct_impression, ctx, "ugc"),
+    }
+
+
 def routes(ctx: Context) -> list[BaseRoute]:
     # A beacon's GET changes state: no implicit HEAD (``counting_route``).
     return [

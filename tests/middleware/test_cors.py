@@ -195,3 +195,20 @@ def test_grant_headers_edit_raw_headers_as_starlettes_mutable_headers_do():
         reference(expected, granted)
         grant_headers(got, granted)
         assert got == expected, (raw, granted)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_header_read_from_the_scope_is_what_starlette_reads(seed):
+    import random
+
+    from starlette.datastructures import Headers
+
+    from edge.http import header
+
+    rnd = random.Random(seed)
+    names = [b"origin", b"user-agent", b"content-type", b"x-forwarded-for", b"vary"]
+    raw = [(rnd.choice(names), rnd.choice([b"", b"a", b"\xe9t\xe9", b"x, y"]))
+           for _ in range(rnd.randrange(6))]  # fmt: skip
+    scope = {"type": "http", "headers": raw}
+    for name in names:
+        assert header(scope, name) == Headers(scope=scope).get(name.decode())
