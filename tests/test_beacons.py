@@ -126,9 +126,34 @@ def test_a_signature_is_the_hmac_of_the_length_prefixed_parts():
 
     from edge.signing import encode_parts
 
-    signer = Signer(b"z" * 40)
     cases = [("p", ("a", "b")), ("impression/v2", ("tok",)), ("p", ()), ("q", (b"\x00", "é"))]
-    for purpose, parts in cases * 2:
-        mac = hmac.new(b"z" * 40, encode_parts(purpose, *parts), hashlib.sha256).digest()[:16]
-        expected = base64.urlsafe_b64encode(mac).rstrip(b"=").decode()
-        assert signer.sign(purpose, *parts) == expected
+    for key in (b"z" * 32, b"y" * 64, b"x" * 65, bytes(range(200))):  # a long key is hashed
+        signer = Signer(key)
+        for purpose, parts in cases * 2:
+            mac = hmac.new(key, encode_parts(purpose, *parts), hashlib.sha256).digest()[:16]
+            expected = base64.urlsafe_b64encode(mac).rstrip(b"=").decode()
+            assert signer.sign(purpose, *parts) == expected
+
+
+def test_token_base64_is_the_standard_urlsafe_form():
+    import base64
+    import random
+
+    from edge.signing import _b64, _unb64
+
+    rnd = random.Random(7)
+    for n in range(200):
+        data = rnd.randbytes(n)
+        text = base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+        assert _b64(data) == text and _unb64(text) == data
+        for junk in ("!", "é", "=", "==a", " ", "a", "+/", "\x00"):
+            odd = text[: n // 2] + junk + text[n // 2 :]
+            try:
+                expected: object = base64.urlsafe_b64decode(odd + "=" * (-len(odd) % 4))
+            except ValueError:
+                expected = ValueError
+            try:
+                got: object = _unb64(odd)
+            except ValueError:
+                got = ValueError
+            assert got == expected, odd
