@@ -31,6 +31,7 @@ from functools import lru_cache
 from typing import Literal
 
 import crawleruseragents
+import msgspec
 
 from edge.settings import RateLimit, Settings
 from edge.signing import Signer
@@ -61,9 +62,9 @@ _RECENT_EVENTS = 100_000  # rate verdicts remembered for resends (tokens live a 
 _MAX_UA = 512  # longer user agents are judged on their first 512 characters
 
 
-@dataclass(frozen=True, slots=True)
-class Client:
-    """Who sent a request: its address (None when unknown) and user agent."""
+class Client(msgspec.Struct, frozen=True):
+    """Who sent a request: its address (None when unknown) and user agent. (A frozen
+    msgspec ``Struct``: made per beacon, at a fraction of a frozen dataclass's cost.)"""
 
     ip: str | None
     user_agent: str
@@ -79,6 +80,8 @@ class Verdict:
 
 
 VALID = Verdict()
+# One verdict object per reason, made once: a beacon's verdict is one of these.
+_INVALID: dict[Reason, Verdict] = {reason: Verdict(reason) for reason in REASONS}
 
 
 def counter_name(reason: Reason) -> str:
@@ -187,11 +190,11 @@ class TrafficClassifier:
         self, client: Client, bound_to: str | None, binding: str | None, publisher_known: bool
     ) -> Verdict | None:
         if self.bots.is_bot(client.user_agent):
-            return Verdict("bot_user_agent")
+            return _INVALID["bot_user_agent"]
         if bound_to is not None and bound_to != binding:
-            return Verdict("client_mismatch")
+            return _INVALID["client_mismatch"]
         if not publisher_known:
-            return Verdict("publisher_removed")
+            return _INVALID["publisher_removed"]
         return None
 
     def classify_impression(
@@ -216,7 +219,7 @@ class TrafficClassifier:
         if rate_limited:
             if event_id is not None and event_id in self._recent:
                 return self._recent[event_id]
-            verdict = VALID if self._impressions.allow(key) else Verdict("rate_limited")
+            verdict = VALID if self._impressions.allow(key) else _INVALID["rate_limited"]
             if event_id is not None:
                 self._recent[event_id] = verdict
                 if len(self._recent) > _RECENT_EVENTS:
@@ -240,7 +243,7 @@ class TrafficClassifier:
         if found is not None:
             return found
         if not impression_seen:
-            return Verdict("click_before_impression")
+            return _INVALID["click_before_impression"]
         if not self._clicks.allow(key):
-            return Verdict("rate_limited")
+            return _INVALID["rate_limited"]
         return VALID
