@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import importlib
 import os
 import sys
@@ -10,7 +11,7 @@ import traceback
 from pathlib import Path
 
 from bench.options import Options, progress
-from bench.report import Section, machine_lines, render
+from bench.report import Previous, Section, commit_id, machine_lines, render
 
 FULL_REPORT = Path("BENCHMARKS.md")
 PARTIAL_REPORT = Path("var/bench/BENCHMARKS.md")
@@ -53,7 +54,12 @@ def main(argv: list[str] | None = None) -> int:
     args.output.parent.mkdir(parents=True, exist_ok=True)
     options = Options.make(quick=args.quick, runs=args.runs, seconds=args.seconds)
     options.extra["report_dir"] = str(args.output.parent)  # where a section's plots go
-    machine = machine_lines()  # before the runs: the commit and load they started from
+    # before the runs: the commit and load they started from
+    commit, date = commit_id(), dt.datetime.now(dt.UTC)
+    machine = machine_lines(commit, date)
+    # read once, before the first write below replaces the file: its hand-written
+    # subsections and its headline figures (shown as previous values)
+    previous = Previous.read(args.output)
     if (os.cpu_count() or 1) < 2:
         progress("one core only: server and load generator will share it (ratios still hold)")
     sections: list[Section] = []
@@ -69,7 +75,15 @@ def main(argv: list[str] | None = None) -> int:
         sections.append(section)
         progress(f"section {key}: done")
         # write after every section so an interrupted run keeps what it measured
-        args.output.write_text(render(sections, settings_line=options.describe(), machine=machine))
+        report = render(
+            sections,
+            settings_line=options.describe(),
+            machine=machine,
+            previous=previous,
+            date=f"{date:%Y-%m-%d %H:%M}",
+            commit=commit,
+        )
+        args.output.write_text(report)
     progress(f"wrote {args.output}")
     if failed:
         progress(f"failed sections: {', '.join(failed)}")

@@ -48,8 +48,8 @@ def _tag_sizes(section: Section) -> None:
     )
     section.tables.append(t)
     section.headline.append(
-        f"Browser tag: {sizes['br']:,} bytes brotli ({sizes['gzip']:,} gzip, "
-        f"{sizes['raw']:,} minified), budget {BUDGET_BROTLI_BYTES:,}."
+        f"Browser tag: {section.figure('tag.brotli', sizes['br'], '{:,.0f}')} bytes brotli "
+        f"({sizes['gzip']:,} gzip, {sizes['raw']:,} minified), budget {BUDGET_BROTLI_BYTES:,}."
     )
 
 
@@ -107,6 +107,8 @@ def _cold_start(section: Section, options: Options) -> None:
         )
         section.notes.append(f"`GET /dea/tag.js` over HTTP by Accept-Encoding: {cells}.")
     section.headline.append(
-        f"Cold start to healthy: {Spread.of(again).median:.2f} s (first start on an empty "
-        f"cache {Spread.of(first).median:.2f} s); resident memory {Spread.of(rss).median:.0f} MiB."
+        f"Cold start to healthy: "
+        f"{section.figure('start.warm_s', Spread.of(again).median, '{:.2f} s')} (first start "
+        f"on an empty cache {section.figure('start.cold_s', Spread.of(first).median, '{:.2f} s')}"
+        f"); resident memory {section.figure('start.rss', Spread.of(rss).median, '{:.0f} MiB')}."
     )

@@ -218,8 +218,11 @@ def run(options: Options) -> Section:
         f"loop {edge_cpu('main'):.0f} us, other threads (SQLite writer, readers) "
         f"{edge_cpu('threads'):.0f} us; bare over edge by CPU time: {cpu_ratio.median:.2f}.",
     ]
+    rps = Spread.of([x.rps for x in results["edge"]["sat"]]).median
     section.headline.append(
-        f"Beacon ingest (durable): {Spread.of([x.rps for x in results['edge']['sat']]).median:,.0f}"
-        f" req/s on one core, {ratio.median:.2f}x a bare ASGI app (aim >= 0.5)."
+        f"Beacon ingest (durable): {section.figure('ingest.rps', rps, '{:,.0f}')} req/s on one "
+        f"core, {section.figure('ingest.ratio', ratio.median, '{:.2f}x')} a bare ASGI app "
+        f"(aim >= 0.5); bare over edge by CPU time "
+        f"{section.figure('ingest.cpu_ratio', cpu_ratio.median, '{:.2f}x')}."
     )
     return section

@@ -97,19 +97,24 @@ def run(options: Options) -> Section:
             )
             if kind == "post-40-words" and ads in AIMS:
                 aim = AIMS[ads]
+                at = _size_label(ads)
                 section.headline.append(
-                    f"Matcher at {_size_label(ads)} ads, 40-word post: p50 {p50.median:.2f}x "
+                    f"Matcher at {at} ads, 40-word post: p50 "
+                    f"{section.figure(f'matcher.{at}.p50', p50.median, '{:.2f}x')} "
                     f"the model's forward pass (aim <= {aim}x, "
-                    f"{'met' if p50.median <= aim else 'NOT met'}), p99 {p99.median:.2f}x."
+                    f"{'met' if p50.median <= aim else 'NOT met'}), p99 "
+                    f"{section.figure(f'matcher.{at}.p99', p99.median, '{:.2f}x')}."
                 )
         if res.get("perf"):
             pf = res["perf"]
             x50 = Spread.of(ratios(pf["match_p50"], pf["floor_p50"]))
             x99 = Spread.of(ratios(pf["match_p99"], pf["floor_p99"]))
             if ads in AIMS:
+                at = _size_label(ads)
                 section.headline.append(
-                    f"Cross-check with the matcher's own helpers and catalogue at "
-                    f"{_size_label(ads)} ads: p50 {x50.median:.2f}x the forward pass."
+                    f"Cross-check with the matcher's own helpers and catalogue at {at} ads: "
+                    f"p50 {section.figure(f'matcher.{at}.perf_p50', x50.median, '{:.2f}x')} "
+                    "the forward pass."
                 )
             cross.rows.append(
                 [

@@ -252,10 +252,12 @@ def _tables(section: Section, runs: list[dict[str, Trace]], requests: int) -> No
         f"learned {realised['learned'].cell('{:.3f}')}, fixed "
         f"{realised['fixed'].cell('{:.3f}')} of the oracle's realised revenue.",
     ]
+    learned = section.figure("ranking.learned", share["learned"].median, "{:.3f}")
     section.headline.append(
-        f"Ranking simulation: learned CTR earns {share['learned'].cell('{:.3f}')} of the "
-        f"oracle's revenue ({late['learned'].cell('{:.3f}')} in the last quarter), a fixed CTR "
-        f"{share['fixed'].cell('{:.3f}')}"
+        f"Ranking simulation: learned CTR earns {learned} "
+        f"(range {share['learned'].low:.3f}-{share['learned'].high:.3f}) of the oracle's "
+        f"revenue ({late['learned'].cell('{:.3f}')} in the last quarter), a fixed CTR "
+        f"{section.figure('ranking.fixed', share['fixed'].median, '{:.3f}')}."
     )
 
 

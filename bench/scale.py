@@ -180,8 +180,10 @@ def run(options: Options) -> Section:
     u.rows.append(["**ratio 2 / 1**", ugc_ratio.cell("{:.2f}"), "", ""])
     section.tables.append(u)
     section.headline.append(
-        f"Scale-out: 2 workers / 1 = {ugc_ratio.median:.2f}x on /v1/ugc/process, "
-        f"{two_one.median:.2f}x on beacons; PostgreSQL 2 nodes / SQLite 1 = "
-        f"{pg_sqlite.median:.2f}x on beacons."
+        f"Scale-out: 2 workers / 1 = "
+        f"{section.figure('scale.ugc_workers', ugc_ratio.median, '{:.2f}x')} on "
+        f"/v1/ugc/process, {section.figure('scale.beacon_workers', two_one.median, '{:.2f}x')} "
+        f"on beacons; PostgreSQL 2 nodes / SQLite 1 = "
+        f"{section.figure('scale.pg_sqlite', pg_sqlite.median, '{:.2f}x')} on beacons."
     )
     return section
