@@ -44,7 +44,12 @@ def ad_text(ad: Ad) -> str:
     return f"{ad.title}. {ad.description} {keywords}".strip()
 
 
-QUANT_BLOCK = 8192  # rows quantised or scanned per step: bounds the float32 temporaries
+QUANT_BLOCK = 8192  # rows quantised per step: bounds the float32 temporaries
+# Rows scanned per step: each step widens its int8 codes to a float32 block and multiplies
+# it by the query. 512 rows x 384 dims is 768 KiB, which stays in the core's cache between
+# the two; at 8192 rows (12 MiB) both passes went to memory and a 10k-ad scan took twice
+# as long (~1.4 ms against ~0.7 ms on one core here).
+SCAN_BLOCK = 512
 RESCORE_SIGMAS = 8.0  # rescoring margin, in standard deviations of the int8 rounding error
 
 
@@ -66,8 +71,8 @@ def quantise(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def approx_scores(codes: np.ndarray, scales: np.ndarray, query: np.ndarray) -> np.ndarray:
     """int8 scores of every row of ``codes`` (a block at a time: no full float32 copy)."""
     out = np.empty(len(codes), dtype=np.float32)
-    for a in range(0, len(codes), QUANT_BLOCK):
-        out[a : a + QUANT_BLOCK] = codes[a : a + QUANT_BLOCK].astype(np.float32) @ query
+    for a in range(0, len(codes), SCAN_BLOCK):
+        np.matmul(codes[a : a + SCAN_BLOCK].astype(np.float32), query, out=out[a : a + SCAN_BLOCK])
     out *= scales
     return out
 

@@ -5,7 +5,15 @@ from __future__ import annotations
 import numpy as np
 
 from matcher.embeddings import normalise
-from matcher.index import VectorIndex, build_index, cache_path, load_or_embed
+from matcher.index import (
+    SCAN_BLOCK,
+    VectorIndex,
+    approx_scores,
+    build_index,
+    cache_path,
+    load_or_embed,
+    quantise,
+)
 from matcher.ivf import IVFIndex
 
 
@@ -96,6 +104,17 @@ def test_int8_scan_with_exact_rescoring_equals_a_float32_scan():
             rows, scores = index.search(q, live, floor, k)
             assert set(rows.tolist()) == set(want_rows.tolist())
             assert np.allclose(scores, want_scores, atol=1e-5)  # exact, not int8, scores
+
+
+def test_int8_scan_scores_every_row_across_its_blocks():
+    vectors = clustered(3 * SCAN_BLOCK + 7, dim=384)  # whole blocks and a short last one
+    codes, scales = quantise(vectors)
+    q = vectors[5]
+    want = (codes.astype(np.float64) @ q.astype(np.float64)) * scales
+    got = approx_scores(codes, scales, q)
+    assert got.dtype == np.float32 and got.shape == (len(vectors),)
+    assert np.allclose(got, want, atol=1e-4)
+    assert np.allclose(got, vectors @ q, atol=0.02)  # and near the exact cosines
 
 
 def test_ivf_recall_at_10_with_int8_codes_matches_float32_ivf():
