@@ -125,6 +125,7 @@ class Context:
             if self.signer is None:
                 self.signer = await Signer.from_settings(self.settings, self.store)
             if self.matcher is None:
+                self.live_catalogue.note_file(self.settings.catalogue)
                 self.matcher = await matching.load_matcher(self.settings, self.model)
                 self.matcher_owned = True
                 # The sandbox never explores: a partner's test gets the same answer each time.

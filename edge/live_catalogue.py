@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 from collections.abc import Awaitable, Coroutine
 from pathlib import Path
@@ -44,6 +45,15 @@ class LiveCatalogue:
         self._task: asyncio.Task[None] | None = None
         self._pending: set[asyncio.Task[None]] = set()
         self._hup = False
+        self._read_stamp: tuple[int, int, int] | None = None  # see note_file
+
+    def note_file(self, path: Path | None) -> None:
+        """Called just before the start-up load reads the catalogue file: the catch-up
+        re-read below then happens only if the file changed since. Re-parsing an unchanged
+        file is wasted work, and not small: at 100k ads, seconds of parsing and ~300k
+        objects built on a serving process (the collector walks them all, the event loop
+        and the model thread wait), only to find the catalogue it serves."""
+        self._read_stamp = _file_stamp(path)
 
     async def swap(self, ctx: Context, catalogue: Catalogue, version: int | None) -> bool:
         """Serve ``catalogue`` from now on; False when it is the one already served."""
@@ -133,9 +143,10 @@ class LiveCatalogue:
                     signal.SIGHUP, lambda: self._spawn(self._logged(self.reload_file(ctx, path)))
                 )
                 self._hup = True
-                if self.version is None:  # serving the file, not a loaded live version
+                changed = self._read_stamp is None or _file_stamp(path) != self._read_stamp
+                if self.version is None and changed:  # serving the file, not a live version
                     # A SIGHUP that came while this process was starting was ignored: catch
-                    # up with the file as it is now (no change when it is the one loaded).
+                    # up with the file as it is now.
                     self._spawn(self._logged(self.reload_file(ctx, path)))
 
     async def stop(self) -> None:
@@ -150,3 +161,14 @@ class LiveCatalogue:
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+
+def _file_stamp(path: Path | None) -> tuple[int, int, int] | None:
+    """(inode, size, mtime in ns): a rewrite or a replacement of the file changes it."""
+    if path is None:
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)

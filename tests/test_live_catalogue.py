@@ -143,3 +143,45 @@ def test_load_keeps_only_the_history_asked_for(tmp_path, capsys):
     with sqlite3.connect(db) as conn:
         versions = [v for (v,) in conn.execute("SELECT version FROM catalogue_versions")]
     assert versions == [2, 3]  # the live one and one before it
+
+
+@pytest.mark.parametrize(
+    ("noted", "rewritten", "reread"),
+    [
+        (True, False, False),  # loaded from the file, which did not change: nothing to do
+        (True, True, True),  # the file changed while the process started: catch up
+        (False, False, True),  # the served catalogue did not come from the file: catch up
+    ],
+)
+def test_start_rereads_the_catalogue_file_only_if_it_changed(tmp_path, noted, rewritten, reread):
+    import asyncio
+    import os
+    from types import SimpleNamespace
+
+    from edge.live_catalogue import LiveCatalogue
+    from edge.settings import Settings
+
+    path = tmp_path / "catalogue.json"
+    path.write_bytes(orjson.dumps(bundled()))
+    settings = Settings(env="production", catalogue=path, db=tmp_path / "edge.db")
+    live = LiveCatalogue()
+    reads = []
+
+    async def reload_file(ctx, p):
+        reads.append(p)
+        return False
+
+    live.reload_file = reload_file
+    if noted:
+        live.note_file(path)
+    if rewritten:
+        path.write_bytes(orjson.dumps(with_new_campaign(bundled())))
+        os.utime(path, ns=(1, 1))  # a new mtime even on a coarse clock
+
+    async def go():
+        live.start(SimpleNamespace(settings=settings))  # the loop's thread owns SIGHUP here
+        await asyncio.sleep(0.05)  # the catch-up task, if any, runs
+        await live.stop()
+
+    asyncio.run(go())
+    assert reads == ([path] if reread else [])
