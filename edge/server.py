@@ -59,7 +59,13 @@ def _refusal(status: int, reason: str, code: str, message: str) -> bytes:
 
 
 class GuardedHttpToolsProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol with a header timeout and a header size limit."""
+    """uvicorn's httptools protocol with a header timeout and a header size limit.
+
+    Both run per request, so both are kept cheap: the timeout is a deadline noted when a
+    request begins and one timer per connection that is re-armed only when it fires before
+    the deadline (no timer is made and cancelled per request), and the headers are measured
+    only when the bytes received could exceed the limit.
+    """
 
     header_timeout: float = 10.0
     max_header_bytes: int = 16_384
@@ -67,27 +73,30 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._head_timer: asyncio.TimerHandle | None = None
+        self._head_deadline = 0.0  # loop time by which the current head must have ended
         self._in_head = False  # a request has begun and its headers have not ended
-        self._head_bytes = 0
+        self._head_bytes = 0  # bytes of earlier chunks that ended inside the current head
+        self._chunk_bytes = 0  # size of the chunk the parser is reading now
         self._refused = False  # answered and closing: the parser's later callbacks are moot
 
     # uvicorn's protocol narrows asyncio's BaseTransport to Transport; this keeps its signature.
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        self._arm_head_timer()
+        self._start_head_clock()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm_head_timer()
+        self._stop_head_clock()
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
         if self._refused or self.transport.is_closing():
             return
+        self._chunk_bytes = len(data)
         super().data_received(data)
         if self._in_head and not self._refused:
             # Bytes of chunks that ended inside the headers (httptools buffers a header
             # until it ends, so this is what bounds memory); the chunk that completes them
-            # is measured exactly in on_headers_complete.
+            # is measured in on_headers_complete.
             self._head_bytes += len(data)
             if self._head_bytes > self.max_header_bytes:
                 self._too_large()
@@ -98,25 +107,19 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         super().on_message_begin()
         self._in_head = True
         self._head_bytes = 0
-        self._arm_head_timer()
-
-    def on_url(self, url: bytes) -> None:
-        if not self._refused:
-            super().on_url(url)
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        if not self._refused:
-            super().on_header(name, value)
+        self._start_head_clock()
 
     def on_headers_complete(self) -> None:
         if self._refused:
             return
         self._in_head = False
-        self._disarm_head_timer()
-        size = len(self.url) + sum(len(n) + len(v) + 4 for n, v in self.headers)
-        if size > self.max_header_bytes:
-            self._too_large()
-            return
+        # The head is at most the bytes received since it began; measure it exactly only
+        # when that bound passes the limit.
+        if self._head_bytes + self._chunk_bytes > self.max_header_bytes:
+            size = len(self.url) + sum(len(n) + len(v) + 4 for n, v in self.headers)
+            if size > self.max_header_bytes:
+                self._too_large()
+                return
         super().on_headers_complete()
 
     def on_body(self, body: bytes) -> None:
@@ -137,29 +140,36 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             )
         )
 
-    def _arm_head_timer(self) -> None:
+    def _start_head_clock(self) -> None:
+        """A head (or, on a new connection, its first byte) is due within the timeout."""
+        self._head_deadline = self.loop.time() + self.header_timeout
         if self._head_timer is None:
-            self._head_timer = self.loop.call_later(self.header_timeout, self._head_timed_out)
+            self._head_timer = self.loop.call_at(self._head_deadline, self._head_clock_rang)
 
-    def _disarm_head_timer(self) -> None:
+    def _stop_head_clock(self) -> None:
         if self._head_timer is not None:
             self._head_timer.cancel()
             self._head_timer = None
 
-    def _head_timed_out(self) -> None:
+    def _head_clock_rang(self) -> None:
         self._head_timer = None
         if self.transport.is_closing():
             return
-        if self._in_head:
+        waiting = self._in_head or getattr(self, "cycle", None) is None
+        if not waiting:
+            return  # between requests: the keep-alive timeout governs; the next head re-arms
+        if self._head_deadline - self.loop.time() > 0.001:  # a later head began since it was set
+            self._head_timer = self.loop.call_at(self._head_deadline, self._head_clock_rang)
+        elif self._in_head:
             self._refuse(
                 _refusal(408, "Request Timeout", "request_timeout", "the headers came too slowly")
             )
-        elif getattr(self, "cycle", None) is None:  # connected and never sent a byte
+        else:  # connected and never sent a byte
             self.transport.close()
 
     def _refuse(self, raw: bytes) -> None:
         self._refused = True
-        self._disarm_head_timer()
+        self._stop_head_clock()
         self._in_head = False
         with contextlib.suppress(Exception):
             self.transport.write(raw)

@@ -202,3 +202,22 @@ def test_a_served_access_log_holds_no_key_and_no_address(tmp_path):
     line = next(x for x in log.splitlines() if "GET /v1/ugc/health" in x)
     assert "api_key=[redacted]" in line and KEY not in log
     assert "127.0.0.1" not in line and "client-" in line
+
+
+@pytest.mark.slow
+def test_the_header_timeout_runs_from_the_latest_head_on_a_kept_alive_connection(edge):
+    # One timer serves a connection: when it rings for the connection's start, a head that
+    # began later still has its own full timeout (2 s here) before the 408.
+    with _connect(edge) as sock:
+        start = time.monotonic()
+        sock.sendall(HEALTH + b"\r\n")
+        sock.settimeout(5)
+        assert sock.recv(65536).startswith(b"HTTP/1.1 200")
+        time.sleep(max(0.0, 0.8 - (time.monotonic() - start)))
+        sock.sendall(b"GET /v1/ugc/health HTTP/1.1\r\nHost: ed")  # a head that never ends
+        began = time.monotonic()
+        closed, data, _ = _closed_within(sock, 8)
+        after = time.monotonic() - began
+    # (the first answer's body may arrive after its head, so the 408 may follow it)
+    assert closed and b"HTTP/1.1 408 " in data, data[-200:]
+    assert 1.7 < after < 4, after
