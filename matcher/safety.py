@@ -72,10 +72,23 @@ _LEXICON: tuple[tuple[str, str], ...] = (
         "self_harm",
         r"suicidal|(?:commit(?:ted|ting)?|attempt(?:ed)?) suicide|"
         r"suicide (?:note|letter|attempt|plan|hotline|crisis|prevention|watch)|"
-        r"kill(?:ing)? myself|end(?:ing)? my (?:own )?life|take my (?:own )?life|"
-        r"took (?:his|her|their) own life|self[- ]harm(?:ing|ed)?|unalive|"
-        r"overdos(?:e|ed|ing)|(?:wish|hope) i (?:was|were) dead|better off without me|"
-        r"no reason to (?:keep )?(?:living|live)",
+        r"kil+(?:ing)? ?my ?self|end(?:ing)? my (?:own )?life|take my (?:own )?life|"
+        r"took (?:his|her|their) own life|self[- ]harm(?:ing|ed)?|unaliv(?:e|ed|ing)|"
+        r"(?:took|take|taking) an overdose|overdos(?:e|ed|ing) on purpose|"
+        r"(?:wish|hope) i (?:was|were) dead|better off without me|"
+        r"no reason to (?:keep )?(?:living|live)|"
+        # First-person wordings and their slang spellings ("sewerslide", "kys"); none has an
+        # everyday sense. "kms" stays out (kilometres), as do "want to die" and "end it all"
+        # said alone (hyperbole, a finale) and "overdose" alone ("can you overdose on
+        # vitamin D?" is a health question).
+        r"sewer ?slid(?:e|ing)|kys\b|sui thoughts|hang(?:ing)? myself|"
+        r"(?:slit|slash|cut)(?:ting)? my (?:wrists?|throat)|"
+        r"(?:i|i'?m|im|i am) (?:wanna|want to|going to|gonna|ready to|about to|planning to|"
+        r"(?:have )?decided to) end it all|"
+        r"(?:to|gonna|wanna) off myself|offing myself|"
+        r"(?:do ?n[o']?t|dont|no longer) want to (?:be alive|exist any ?more|live any ?more)|"
+        r"(?:i'?d|i would|i'?m|im|i am) (?:be )?better off dead|"
+        r"(?:hope|wish|pray(?:ing)?) (?:that )?i (?:never|don'?t|won'?t) wake up",
     ),
     ("disaster_war", r"death toll|killed in (?:a|an|the) (?:crash|fire|attack|blast|explosion)"),
     (
