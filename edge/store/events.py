@@ -457,9 +457,7 @@ def _save_impressions(
     running them one after the other: a dedupe-key lookup for all of them, then one
     ``executemany`` per table. If it raises, the writer undoes it and runs the jobs one by
     one (each failure then stays its job's own)."""
-    key_lists = [list(dict.fromkeys(imp.dedupe_keys)) for imp, _, _ in jobs]
-    if not all(key_lists):
-        raise ValueError("an impression needs at least one dedupe key")
+    key_lists = _key_lists(jobs)
     wanted = list(dict.fromkeys(k for keys in key_lists for k in keys))
     known: dict[str, int] = {}
     for i in range(0, len(wanted), _KEYS_PER_QUERY):
@@ -471,6 +469,37 @@ def _save_impressions(
                 chunk,
             ).fetchall()
         )
+    return _insert_impressions(conn, jobs, key_lists, known)
+
+
+def _save_new_impressions(
+    conn: sqlite3.Connection,
+    jobs: Sequence[tuple[Impression, float | None, list[CountRow]]],
+) -> list[bool]:
+    """``_save_impressions`` without the lookup, for the usual run where no key is stored
+    yet: replays inside the run are still found here, and a key that is stored already
+    makes the keys' insert raise (their primary key), so the writer undoes the run and
+    takes ``_save_impressions`` instead. The insert walks to the same index pages the
+    lookup would have, so the lookup's walk is saved."""
+    key_lists = _key_lists(jobs)
+    return _insert_impressions(conn, jobs, key_lists, {})
+
+
+def _key_lists(jobs: Sequence[tuple[Impression, float | None, list[CountRow]]]) -> list[list[str]]:
+    key_lists = [list(dict.fromkeys(imp.dedupe_keys)) for imp, _, _ in jobs]
+    if not all(key_lists):
+        raise ValueError("an impression needs at least one dedupe key")
+    return key_lists
+
+
+def _insert_impressions(
+    conn: sqlite3.Connection,
+    jobs: Sequence[tuple[Impression, float | None, list[CountRow]]],
+    key_lists: list[list[str]],
+    known: dict[str, int],
+) -> list[bool]:
+    """Insert the run's impressions, given the stored impression id of each key ``known``
+    (updated here as the run teaches it keys)."""
     # Under the write lock (BEGIN IMMEDIATE) nobody else inserts: the ids SQLite would give.
     next_id: int = conn.execute("SELECT coalesce(max(id), 0) FROM impressions").fetchone()[0]
     rows: list[tuple[Any, ...]] = []
@@ -505,10 +534,11 @@ def _save_impressions(
     return results
 
 
-# Write jobs with a form that takes a run of the same job's arguments at once (the writer of
-# ``edge.store.sqlite`` uses it for consecutive jobs of that function).
-BATCHED: dict[Callable[..., Any], Callable[..., list[Any]]] = {
-    _save_impression: _save_impressions,
+# Write jobs with forms that take a run of the same job's arguments at once (the writer of
+# ``edge.store.sqlite`` uses them for consecutive jobs of that function): tried in order,
+# each from a clean transaction, until one succeeds; then the jobs run one by one.
+BATCHED: dict[Callable[..., Any], tuple[Callable[..., list[Any]], ...]] = {
+    _save_impression: (_save_new_impressions, _save_impressions),
 }
 
 

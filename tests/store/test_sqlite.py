@@ -236,3 +236,66 @@ def test_a_batch_that_fails_is_undone_and_its_jobs_run_one_by_one(tmp_path):
     assert len(rows["billing_events"]) == 1
     impressions = {r[:3]: r[3] for r in counters}[("ad", "ad-1", "impressions")]
     assert impressions == 2  # the refused job's bumps are gone with it
+
+
+def test_a_run_with_no_stored_key_is_written_without_the_lookup(tmp_path, monkeypatch):
+    """The first batched form skips the dedupe-key lookup; a stored key makes its insert
+    fail, and the form with the lookup writes the run instead, with the same outcome."""
+    from edge.store import events
+    from edge.store.events import CountingConnection, _save_impression
+    from edge.store.sqlite import _Writer, connect
+
+    tried = []
+
+    def recording(form):
+        def run(conn, args):
+            tried.append(form.__name__)
+            return form(conn, args)
+
+        return run
+
+    forms = tuple(recording(f) for f in events.BATCHED[_save_impression])
+    monkeypatch.setitem(events.BATCHED, _save_impression, forms)
+    conn = connect(tmp_path / "edge.db", factory=CountingConnection)
+    apply_migrations(conn)
+    writer = _Writer(conn)
+    fresh = [
+        _impression_job(_impression(("tok:1", "iid:1"), cpm_usd=2.0)),
+        _impression_job(_impression(("tok:1", "iid:2"))),  # a replay inside the run
+        _impression_job(_impression(("tok:3", "iid:3"))),
+    ]
+    writer._commit(fresh)
+    assert [_outcome(j) for j in fresh] == [True, False, True]
+    assert tried == ["_save_new_impressions"]
+    tried.clear()
+    again = [
+        _impression_job(_impression(("tok:4", "iid:4"))),
+        _impression_job(_impression(("tok:5", "iid:3"))),  # a replay of a stored impression
+        _impression_job(_impression(("tok:6", "iid:6"))),
+    ]
+    writer._commit(again)
+    assert [_outcome(j) for j in again] == [True, False, True]
+    assert tried == ["_save_new_impressions", "_save_impressions"]
+    assert writer.batched == 6
+    rows, counters = _tables(conn)
+    assert len(rows["impressions"]) == 4 and len(rows["billing_events"]) == 1
+    keys = dict(r[:2] for r in rows["impression_keys"])
+    assert keys["tok:5"] == keys["iid:3"] and keys["iid:2"] == keys["tok:1"]
+    impressions = {r[:3]: r[3] for r in counters}[("ad", "ad-1", "impressions")]
+    assert impressions == 4  # the undone first try left no bumps behind
+
+
+def test_connections_read_through_a_map_and_keep_journals_in_memory(store):
+    """Every connection maps the file and keeps savepoint journals in memory; the writer
+    checkpoints the WAL every few thousand pages."""
+    from edge.store import sqlite as backend
+
+    def pragmas(conn):
+        names = ("mmap_size", "temp_store", "wal_autocheckpoint")
+        return [conn.execute(f"PRAGMA {n}").fetchone()[0] for n in names]
+
+    reader = store.read_blocking(pragmas)
+    writer = store.write_blocking(pragmas)
+    assert reader[:2] == writer[:2] == [backend._MMAP_BYTES, 2]  # 2: MEMORY
+    assert backend._MMAP_BYTES >= 64 << 20
+    assert writer[2] == backend._CHECKPOINT_PAGES > 1000
