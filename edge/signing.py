@@ -69,15 +69,11 @@ class Signer:
     def __init__(self, key: bytes) -> None:
         if len(key) < 32:
             raise ValueError("the signing key must have at least 32 bytes")
-        # HMAC-SHA256 (RFC 2104) from two SHA-256 states prepared once: the inner one has
-        # absorbed the key's inner pad and, per purpose, the purpose's length-prefixed
-        # bytes; the outer one the outer pad. A signature copies both and adds only its
-        # parts, instead of deriving the pads per call (tested against ``hmac.new``).
-        block = hashlib.sha256().block_size
-        padded = (hashlib.sha256(key).digest() if len(key) > block else key).ljust(block, b"\0")
-        self._inner_pad = bytes(b ^ 0x36 for b in padded)
-        self._outer = hashlib.sha256(bytes(b ^ 0x5C for b in padded))
-        self._inner: dict[str, Any] = {}  # purpose -> its inner state
+        # One keyed HMAC-SHA256 per purpose, fed the purpose's length-prefixed bytes once; a
+        # signature copies it and adds only its parts, so the key's pads are not derived
+        # again per call.
+        self._key = key
+        self._prepared: dict[str, hmac.HMAC] = {}  # purpose -> its keyed, primed HMAC
 
     def __repr__(self) -> str:
         return "Signer(<secret>)"
@@ -90,15 +86,13 @@ class Signer:
 
     def sign(self, purpose: str, *parts: str | bytes) -> str:
         """Signature of ``parts`` for ``purpose`` (see ``encode_parts``)."""
-        prepared = self._inner.get(purpose)
+        prepared = self._prepared.get(purpose)
         if prepared is None:
-            prepared = hashlib.sha256(self._inner_pad + encode_parts(purpose))
-            self._inner[purpose] = prepared
-        inner = prepared.copy()
-        inner.update(encode_parts(*parts))
-        outer = self._outer.copy()
-        outer.update(inner.digest())
-        return _b64(outer.digest()[:_SIG_BYTES])
+            prepared = hmac.new(self._key, encode_parts(purpose), hashlib.sha256)
+            self._prepared[purpose] = prepared
+        mac = prepared.copy()
+        mac.update(encode_parts(*parts))
+        return _b64(mac.digest()[:_SIG_BYTES])
 
     def verify(self, purpose: str, *parts: str | bytes, signature: object) -> bool:
         # A forged signature may hold any character (or not be text at all).
