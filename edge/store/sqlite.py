@@ -16,6 +16,7 @@ import logging
 import queue
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,7 +80,7 @@ def connect(
     if readonly:
         conn.execute("PRAGMA query_only = ON")
     else:
-        conn.execute("PRAGMA journal_mode = WAL")
+        _use_wal(conn)
         # FULL: a commit is fsynced before it returns; group commit pays for it.
         conn.execute("PRAGMA synchronous = FULL")
         # A checkpoint copies each page once however many commits wrote it: a longer WAL
@@ -87,6 +88,24 @@ def connect(
         # the WAL index, 4,062 frames, so reads do not slow down).
         conn.execute(f"PRAGMA wal_autocheckpoint = {_CHECKPOINT_PAGES}")
     return conn
+
+
+def _use_wal(conn: sqlite3.Connection) -> None:
+    """Put the database in WAL mode (a no-op once it is). Changing the mode takes the file's
+    exclusive lock, and a connection that holds a shared lock while another process writes
+    is refused at once instead of waiting in the busy handler (SQLite's deadlock rule): two
+    workers opening a new database together meet exactly that. So the change is retried
+    until the busy timeout has passed."""
+    deadline = time.monotonic() + _BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            busy = "locked" in str(exc) or "busy" in str(exc)
+            if not busy or time.monotonic() >= deadline:
+                raise
+        time.sleep(0.01)
 
 
 class _Writer(threading.Thread):

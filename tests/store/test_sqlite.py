@@ -299,3 +299,29 @@ def test_connections_read_through_a_map_and_keep_journals_in_memory(store):
     assert reader[:2] == writer[:2] == [backend._MMAP_BYTES, 2]  # 2: MEMORY
     assert backend._MMAP_BYTES >= 64 << 20
     assert writer[2] == backend._CHECKPOINT_PAGES > 1000
+
+
+def test_opening_waits_for_wal_mode_while_another_process_writes(tmp_path):
+    # A second worker opening a new database while the first writes to it: changing the
+    # journal mode is refused at once (no busy wait) until the writer commits; the open must
+    # wait for it rather than fail the worker's start.
+    import sqlite3
+    import threading
+    import time
+
+    from edge.store.sqlite import connect
+
+    path = tmp_path / "edge.db"
+    first = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    first.execute("CREATE TABLE t (x)")
+    first.execute("BEGIN IMMEDIATE")
+    first.execute("INSERT INTO t VALUES (1)")
+    threading.Timer(0.3, lambda: first.execute("COMMIT")).start()
+    started = time.monotonic()
+    second = connect(path)
+    try:
+        assert second.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert time.monotonic() - started >= 0.25  # it waited for the writer's commit
+    finally:
+        second.close()
+        first.close()
