@@ -12,7 +12,6 @@ from __future__ import annotations
 import secrets
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
 import orjson
@@ -31,10 +30,21 @@ CONNECTIONS = 32  # enough to saturate one core; group commit gets full batches
 MINT_MARGIN = 1.5  # tokens minted per edge run: margin x (the previous run's requests)
 
 
+def tag_impression_id(at: float) -> str:
+    """An impression id as the tag makes it (tag/src/util.js ``uid``): the page's clock in
+    milliseconds in base 36, then four random 32-bit numbers, joined by "-"."""
+    ms, digits = int(at * 1000), ""
+    while ms:
+        ms, d = divmod(ms, 36)
+        digits = "0123456789abcdefghijklmnopqrstuvwxyz"[d] + digits
+    return "-".join([digits, *(str(secrets.randbits(32)) for _ in range(4))])
+
+
 def mint_bodies(signer: Signer, count: int, ad: edge_env.BenchAd) -> list[bytes]:
-    now = time.time()
+    # Issued one after the other, as a page's placements are before their beacons.
     bodies = []
     for _ in range(count):
+        now = time.time()
         token, _ = issue_impression_token(
             signer,
             surface="url",
@@ -47,7 +57,7 @@ def mint_bodies(signer: Signer, count: int, ad: edge_env.BenchAd) -> list[bytes]
         )
         body = {
             "impression_token": token,
-            "impression_id": str(uuid.uuid4()),
+            "impression_id": tag_impression_id(now),
             "v": "bench",
             "visible_ratio": 0.75,
             "visible_ms": 1000,

@@ -1,10 +1,15 @@
 """The SQLite writer alone: CPU time per impression of a group commit, without the server.
 
-``python bench/writer.py [--tree DIR] [--warm N] [--batches N] [--ads N]`` stores ``--warm``
-impressions first (the dedupe-key index grows with the table, and its pages are what a commit
-writes), then commits ``--batches`` batches of 32 impressions through ``_Writer._commit`` on
-this thread, each with fresh random dedupe keys (a token id and a tag impression id), its
-billing row and the counter bumps ``edge.ledger`` hands the store. It prints the thread's CPU
+``python bench/writer.py [--tree DIR] [--warm N] [--batches N] [--ads N] [--keys KIND]`` stores
+``--warm`` impressions first (the dedupe-key index grows with the table, and its pages are what
+a commit writes), then commits ``--batches`` batches of 32 impressions through
+``_Writer._commit`` on this thread, each with fresh dedupe keys (a token id and a tag
+impression id), its billing row and the counter bumps ``edge.ledger`` hands the store.
+Beacons arrive at ``--rate`` per second (a clock of the bench's own). ``--keys timed`` makes
+both ids as the edge and the tag make them now, starting with the time they were made: the
+tag's id when the beacon is sent, the token's id when the token was issued, up to
+``--delay`` seconds before its beacon (uniformly; 0: in the order the beacons come). ``--keys
+random`` makes them as they were made before (random throughout). It prints the thread's CPU
 time per impression (median and mean of the batches, user and system) and the read and write
 system calls per batch. ``--tree`` runs another checkout's ``edge`` (compare two commits by
 running each in turn, several times, alternating).
@@ -15,6 +20,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures as cf
 import os
+import random
 import resource
 import secrets
 import statistics
@@ -33,21 +39,47 @@ def _syscalls() -> tuple[int, int]:
     return int(fields["syscr"]), int(fields["syscw"])
 
 
-def run(warm: int, batches: int, ads: int) -> dict[str, float]:
+def _tag_impression_id(at: float) -> str:
+    # bench.ingest.tag_impression_id, copied: this script runs another checkout's packages.
+    ms, digits = int(at * 1000), ""
+    while ms:
+        ms, d = divmod(ms, 36)
+        digits = "0123456789abcdefghijklmnopqrstuvwxyz"[d] + digits
+    return "-".join([digits, *(str(secrets.randbits(32)) for _ in range(4))])
+
+
+def run(
+    warm: int, batches: int, ads: int, keys: str = "timed", rate: float = 2000, delay: float = 0
+) -> dict[str, float]:
     from edge.counters import with_days
     from edge.ledger import billing_usd, impression_counts
     from edge.store.events import Impression, _save_impression
     from edge.store.sqlite import SQLiteStore, _Job, connect
 
+    start = time.time() - (warm + batches * BATCH) / rate
+
+    def timed_keys(at: float) -> tuple[str, str]:
+        # The token was issued up to ``delay`` seconds before its beacon; the tag's id is
+        # made when the beacon is sent.
+        issued = at - random.uniform(0, delay)
+        token_id = f"{int(issued * 1_000_000):013x}{secrets.token_urlsafe(12)}"
+        return f"tok:{token_id}", f"iid:{_tag_impression_id(at)}"
+
+    def random_keys(at: float) -> tuple[str, str]:
+        return f"tok:{secrets.token_urlsafe(12)}", f"iid:{secrets.token_hex(16)}"
+
+    make_keys = timed_keys if keys == "timed" else random_keys
+
     def job(i: int) -> Any:
         ad = i % ads
+        at = start + i / rate  # beacons arrive at ``rate`` per second
         imp = Impression(
             kind="url",
-            dedupe_keys=(f"tok:{secrets.token_urlsafe(12)}", f"iid:{secrets.token_hex(16)}"),
+            dedupe_keys=make_keys(at),
             env="production",
             ad_id=f"ad-{ad:05d}",
             campaign_id=f"cmp-{ad % 50:03d}",
-            at=time.time(),
+            at=at,
             publisher_id=f"pub-{ad % 5}",
             slot_id="bench-slot",
             cpm_usd=2.5,
@@ -101,12 +133,20 @@ def main() -> None:
     parser.add_argument("--warm", type=int, default=100_000, help="impressions stored first")
     parser.add_argument("--batches", type=int, default=600, help="batches of 32 measured")
     parser.add_argument("--ads", type=int, default=1, help="distinct ads (1: as bench ingest)")
+    parser.add_argument(
+        "--keys", choices=("timed", "random"), default="timed", help="how the ids are made"
+    )
+    parser.add_argument("--rate", type=float, default=2000, help="beacons per second")
+    parser.add_argument(
+        "--delay", type=float, default=0, help="most seconds from a token's issue to its beacon"
+    )
     args = parser.parse_args()
     tree = args.tree or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     sys.path.insert(0, os.path.abspath(tree))
-    r = run(args.warm, args.batches, args.ads)
+    r = run(args.warm, args.batches, args.ads, args.keys, args.rate, args.delay)
     print(
-        f"{os.path.abspath(tree)}: writer CPU {r['median_us']:.1f} us/impression median"
+        f"{os.path.abspath(tree)} ({args.keys} keys, delay {args.delay:g} s): writer CPU"
+        f" {r['median_us']:.1f} us/impression median"
         f" ({r['mean_us']:.1f} mean; user {r['user_us']:.1f}, system {r['system_us']:.1f}),"
         f" {r['reads_per_batch']:.0f} reads and {r['writes_per_batch']:.0f} writes per batch"
         f" of {BATCH}; load {os.getloadavg()[0]:.1f}"

@@ -25,6 +25,9 @@ function guard(fn) {
   };
 }
 
-// 128 random bits as four decimal numbers joined by "-" (the edge takes 8 to 64 of
-// A-Z a-z 0-9 _ -; crypto.randomUUID would need a secure context).
-const uid = () => crypto.getRandomValues(new Uint32Array(4)).join("-");
+// The page's clock in milliseconds (base 36, 8 digits until 2059), then 128 random bits as
+// four decimal numbers, joined by "-" (the edge takes 8 to 64 of A-Z a-z 0-9 _ -;
+// crypto.randomUUID would need a secure context). Ids made later sort after earlier ones, so
+// the edge's index of them grows at one end instead of taking each id on a random page.
+const uid = () =>
+  [Date.now().toString(36), crypto.getRandomValues(new Uint32Array(4)).join("-")].join("-");

@@ -1,0 +1,77 @@
+"""Dedupe keys that sort by time: a token id starts with its issue time and the tag's
+impression id with the page's clock, so the keys of beacons that arrive together share the
+recent end of the key index; keys stored before, random throughout, keep deduping beside
+them (a token's key never changes: it is its signed id)."""
+
+import secrets
+import uuid
+
+from edge import ledger
+from edge.beacons import issue_impression_token, read_impression_token, token_id
+from edge.signing import Signer
+from edge.store import Impression
+
+
+def test_token_ids_sort_by_their_issue_time():
+    times = [
+        1_790_000_000.0,
+        1_790_000_000.000001,  # a microsecond later
+        1_790_000_000.5,
+        1_790_000_001.0,
+        1_800_000_000.25,
+        4_000_000_000.0,  # past 2096: the prefix keeps its width
+    ]
+    ids = [token_id(t) for _ in range(3) for t in times]
+    by_time = sorted(range(len(ids)), key=lambda i: (times[i % len(times)], ids[i]))
+    assert sorted(ids) == [ids[i] for i in by_time]
+    assert {len(i) for i in ids} == {29}  # 13 hex digits of time, 16 of random text
+    assert len(set(ids)) == len(ids)
+
+
+def test_a_token_read_back_keeps_the_id_it_was_issued_with():
+    signer = Signer(secrets.token_bytes(32))
+    now = 1_790_000_123.456789
+    token, issued = issue_impression_token(
+        signer, surface="url", env="production", ad_id="ad-1", campaign_id="cmp-1", now=now
+    )
+    claims = read_impression_token(signer, token, surface="url", env="production", now=now + 5)
+    assert claims.token_id == issued.token_id
+    assert claims.token_id.startswith(f"{int(now * 1_000_000):013x}")
+    assert claims.issued_at == int(now)
+
+
+def _imp(keys: tuple[str, ...], at: float) -> Impression:
+    return Impression(
+        kind="url", dedupe_keys=keys, env="production", ad_id="ad-1", campaign_id="cmp-1",
+        at=at, publisher_id="pub-1", cpm_usd=2.0,
+    )  # fmt: skip
+
+
+def _tag_id(at: float) -> str:
+    ms, digits = int(at * 1000), ""
+    while ms:
+        ms, d = divmod(ms, 36)
+        digits = "0123456789abcdefghijklmnopqrstuvwxyz"[d] + digits
+    return "-".join([digits, *(str(secrets.randbits(32)) for _ in range(4))])
+
+
+def test_keys_stored_random_keep_deduping_beside_time_ordered_ones(store, run):
+    # Stored before ids started with their time: random token ids and tag ids.
+    before = [(f"tok:{secrets.token_urlsafe(12)}", f"iid:{uuid.uuid4()}") for _ in range(40)]
+    for i, keys in enumerate(before):
+        assert run(ledger.record_impression(store, _imp(keys, 1_790_000_000.0 + i))) is True
+    # Issued and sent since, in time order.
+    now = 1_790_000_100.0
+    after = [(f"tok:{token_id(now + i / 7)}", f"iid:{_tag_id(now + 1 + i / 7)}") for i in range(40)]
+    for keys in after:
+        assert run(ledger.record_impression(store, _imp(keys, now + 2))) is True
+    for tok, iid in before + after:
+        fresh_tok = f"tok:{token_id(now + 50)}"
+        fresh_iid = f"iid:{_tag_id(now + 50)}"
+        assert run(ledger.record_impression(store, _imp((tok, fresh_iid), now + 60))) is False
+        assert run(ledger.record_impression(store, _imp((fresh_tok, iid), now + 60))) is False
+        assert run(store.impression_stored(tok)) is True
+    assert run(store.impression_count()) == 80
+    assert set(run(store.impressions_by_tag_id([iid[4:] for _, iid in after]))) == {
+        iid[4:] for _, iid in after
+    }
