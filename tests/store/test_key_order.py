@@ -6,10 +6,13 @@ them (a token's key never changes: it is its signed id)."""
 import secrets
 import uuid
 
+import pytest
+
 from edge import ledger
 from edge.beacons import issue_impression_token, read_impression_token, token_id
 from edge.signing import Signer
 from edge.store import Impression
+from tests.store.conftest import sql
 
 
 def test_token_ids_sort_by_their_issue_time():
@@ -75,3 +78,48 @@ def test_keys_stored_random_keep_deduping_beside_time_ordered_ones(store, run):
     assert set(run(store.impressions_by_tag_id([iid[4:] for _, iid in after]))) == {
         iid[4:] for _, iid in after
     }
+
+
+def test_billing_rows_keyed_by_impression_after_migration(db_target, loop, run, monkeypatch):
+    """A database of the schema before billing rows were keyed by their impression, with
+    impressions stored: migrated, its rows are all kept, replays of its impressions are
+    replays, and new impressions bill once each."""
+    from edge.settings import Settings
+    from edge.store import migrations, open_store
+
+    shipped = migrations.migration_files
+    monkeypatch.setattr(
+        migrations,
+        "migration_files",
+        lambda backend="sqlite": [m for m in shipped(backend) if m[0] < "0310"],
+    )
+    old = open_store(Settings(db=db_target))
+    run(old.open())
+    stored = [(f"tok:{secrets.token_urlsafe(12)}", f"iid:{uuid.uuid4()}") for _ in range(30)]
+    for i, keys in enumerate(stored):
+        assert run(ledger.record_impression(old, _imp(keys, 1_790_000_000.0 + i))) is True
+    run(old.close())
+    before = sql(db_target, "SELECT impression_id, amount_usd, at FROM billing_events")
+    assert len(before) == 30
+    monkeypatch.setattr(migrations, "migration_files", shipped)
+
+    new = open_store(Settings(db=db_target))
+    run(new.open())
+    try:
+        after = sql(db_target, "SELECT impression_id, amount_usd, at FROM billing_events")
+        assert sorted(after) == sorted(before)
+        for tok, iid in stored:
+            replay = _imp((tok, f"iid:{uuid.uuid4()}"), 1_790_000_100.0)
+            assert run(ledger.record_impression(new, replay)) is False
+            replay = _imp((f"tok:{token_id(1_790_000_100.0)}", iid), 1_790_000_100.0)
+            assert run(ledger.record_impression(new, replay)) is False
+        fresh = [(f"tok:{token_id(1_790_000_200.0 + i)}", f"iid:{i:08d}") for i in range(5)]
+        for keys in fresh:
+            assert run(ledger.record_impression(new, _imp(keys, 1_790_000_300.0))) is True
+        [(count, total)] = sql(db_target, "SELECT count(*), sum(amount_usd) FROM billing_events")
+        assert count == 35 and total == pytest.approx(35 * 2.0 / 1000)
+        spent = run(new.spend_by_campaign(since=1_790_000_250.0))
+        assert spent == {"cmp-1": pytest.approx(5 * 2.0 / 1000)}
+        assert run(new.impression_count()) == 35
+    finally:
+        run(new.close())

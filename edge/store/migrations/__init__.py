@@ -20,7 +20,9 @@ branches can add migrations without renumbering. The files, in order:
 - ``0250_rate_buckets``: shared rate-limit buckets (PostgreSQL; nothing on SQLite);
 - ``0251_catalogue_versions``: catalogues loaded with ``edge catalogue load``;
 - ``0260_daily_counters``: report counters per UTC day (``edge report --by day``, /reports);
-- ``0270_tag_versions``: every tag version the edge built (bytes, SRI hash), for pinned pages.
+- ``0270_tag_versions``: every tag version the edge built (bytes, SRI hash), for pinned pages;
+- ``0310_billing_by_impression``: billing rows keyed by their impression (one B-tree fewer
+  per billed impression).
 
 A new migration takes the next free number and adds its line here (a test checks both).
 """
