@@ -27,6 +27,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from typing import Any
 
 BATCH = 32
@@ -48,83 +49,133 @@ def _tag_impression_id(at: float) -> str:
     return "-".join([digits, *(str(secrets.randbits(32)) for _ in range(4))])
 
 
-def run(
-    warm: int, batches: int, ads: int, keys: str = "timed", rate: float = 2000, delay: float = 0
-) -> dict[str, float]:
-    from edge.counters import with_days
-    from edge.ledger import billing_usd, impression_counts
-    from edge.store.events import Impression, _save_impression
-    from edge.store.sqlite import SQLiteStore, _Job, connect
+class _Side:
+    """One database and its writer, fed batches of ``keys`` impressions; ``before``: only
+    the migrations named before it are applied (the schema of an older release)."""
 
-    start = time.time() - (warm + batches * BATCH) / rate
+    def __init__(
+        self, keys: str, before: str | None, ads: int, rate: float, delay: float, total: int
+    ) -> None:
+        from edge.store import migrations
+        from edge.store.sqlite import SQLiteStore, connect
 
-    def timed_keys(at: float) -> tuple[str, str]:
+        self.keys, self.before, self.ads, self.rate, self.delay = keys, before, ads, rate, delay
+        self.start = time.time() - total / rate
+        self.n = 0
+        self.per: list[float] = []
+        self.user = self.system = 0.0
+        self.reads = self.writes = 0
+        store = SQLiteStore(os.path.join(tempfile.mkdtemp(prefix="edge-writer-bench-"), "e.db"))
+        shipped = migrations.migration_files
+        if before is not None:
+            migrations.migration_files = lambda backend="sqlite": [
+                m for m in shipped(backend) if m[0] < before
+            ]
+        try:
+            store.open_blocking()  # migrations, then the batches run here instead of its thread
+        finally:
+            migrations.migration_files = shipped
+        writer = store._writer
+        assert writer is not None
+        writer.stop()
+        writer.join()
+        conn = connect(store.path, factory=type(writer._conn))
+        assert isinstance(conn, type(writer._conn))  # what the factory makes
+        writer._conn = conn
+        self.writer = writer
+
+    def _keys(self, at: float) -> tuple[str, str]:
+        if self.keys == "random":
+            return f"tok:{secrets.token_urlsafe(12)}", f"iid:{secrets.token_hex(16)}"
         # The token was issued up to ``delay`` seconds before its beacon; the tag's id is
         # made when the beacon is sent.
-        issued = at - random.uniform(0, delay)
+        issued = at - random.uniform(0, self.delay)
         token_id = f"{int(issued * 1_000_000):013x}{secrets.token_urlsafe(12)}"
         return f"tok:{token_id}", f"iid:{_tag_impression_id(at)}"
 
-    def random_keys(at: float) -> tuple[str, str]:
-        return f"tok:{secrets.token_urlsafe(12)}", f"iid:{secrets.token_hex(16)}"
+    def jobs(self, count: int) -> list[Any]:
+        from edge.counters import with_days
+        from edge.ledger import billing_usd, impression_counts
+        from edge.store.events import Impression, _save_impression
+        from edge.store.sqlite import _Job
 
-    make_keys = timed_keys if keys == "timed" else random_keys
+        out = []
+        for i in range(self.n, self.n + count):
+            ad = i % self.ads
+            at = self.start + i / self.rate  # beacons arrive at ``rate`` per second
+            imp = Impression(
+                kind="url",
+                dedupe_keys=self._keys(at),
+                env="production",
+                ad_id=f"ad-{ad:05d}",
+                campaign_id=f"cmp-{ad % 50:03d}",
+                at=at,
+                publisher_id=f"pub-{ad % 5}",
+                slot_id="bench-slot",
+                cpm_usd=2.5,
+            )
+            billed = billing_usd(imp)
+            counts = with_days(impression_counts(imp, billed), imp.at)
+            out.append(_Job(_save_impression, (imp, billed, counts), cf.Future()))
+        self.n += count
+        return out
 
-    def job(i: int) -> Any:
-        ad = i % ads
-        at = start + i / rate  # beacons arrive at ``rate`` per second
-        imp = Impression(
-            kind="url",
-            dedupe_keys=make_keys(at),
-            env="production",
-            ad_id=f"ad-{ad:05d}",
-            campaign_id=f"cmp-{ad % 50:03d}",
-            at=at,
-            publisher_id=f"pub-{ad % 5}",
-            slot_id="bench-slot",
-            cpm_usd=2.5,
-        )
-        billed = billing_usd(imp)
-        counts = with_days(impression_counts(imp, billed), imp.at)
-        return _Job(_save_impression, (imp, billed, counts), cf.Future())
+    def warm(self, count: int) -> None:
+        for _ in range(count // _WARM_BATCH):
+            self.writer._commit(self.jobs(_WARM_BATCH))
 
-    folder = tempfile.mkdtemp(prefix="edge-writer-bench-")
-    store = SQLiteStore(os.path.join(folder, "edge.db"))
-    store.open_blocking()  # migrations, then the batches run here instead of its thread
-    writer = store._writer
-    assert writer is not None
-    writer.stop()
-    writer.join()
-    writer._conn = connect(store.path, factory=type(writer._conn))
-    n = 0
-    for _ in range(warm // _WARM_BATCH):
-        writer._commit([job(n + k) for k in range(_WARM_BATCH)])
-        n += _WARM_BATCH
-    per: list[float] = []
-    user = system = 0.0
-    reads = writes = 0
-    for _ in range(batches):
-        batch = [job(n + k) for k in range(BATCH)]
-        n += BATCH
+    def measure(self) -> None:
+        batch = self.jobs(BATCH)
         r0, c0, t0 = resource.getrusage(resource.RUSAGE_THREAD), _syscalls(), time.thread_time()
-        writer._commit(batch)
+        self.writer._commit(batch)
         t1, c1, r1 = time.thread_time(), _syscalls(), resource.getrusage(resource.RUSAGE_THREAD)
-        per.append((t1 - t0) / BATCH * 1e6)
-        user += r1.ru_utime - r0.ru_utime
-        system += r1.ru_stime - r0.ru_stime
-        reads += c1[0] - c0[0]
-        writes += c1[1] - c0[1]
+        self.per.append((t1 - t0) / BATCH * 1e6)
+        self.user += r1.ru_utime - r0.ru_utime
+        self.system += r1.ru_stime - r0.ru_stime
+        self.reads += c1[0] - c0[0]
+        self.writes += c1[1] - c0[1]
         if not all(j.future.result() is True for j in batch):
             raise RuntimeError("a fresh impression was not counted")
-    writer._conn.close()
-    return {
-        "median_us": statistics.median(per),
-        "mean_us": statistics.fmean(per),
-        "user_us": user / batches / BATCH * 1e6,
-        "system_us": system / batches / BATCH * 1e6,
-        "reads_per_batch": reads / batches,
-        "writes_per_batch": writes / batches,
-    }
+
+    def figures(self) -> dict[str, float]:
+        self.writer._conn.close()
+        batches = len(self.per)
+        return {
+            "median_us": statistics.median(self.per),
+            "mean_us": statistics.fmean(self.per),
+            "user_us": self.user / batches / BATCH * 1e6,
+            "system_us": self.system / batches / BATCH * 1e6,
+            "reads_per_batch": self.reads / batches,
+            "writes_per_batch": self.writes / batches,
+        }
+
+
+def run(
+    warm: int,
+    batches: int,
+    ads: int = 1,
+    sides: Sequence[tuple[str, str | None]] = (("timed", None),),
+    rate: float = 2000,
+    delay: float = 0,
+) -> list[dict[str, float]]:
+    """The figures of each side ``(keys, before)``, their batches taken in turn."""
+    total = warm + batches * BATCH
+    made = [_Side(keys, before, ads, rate, delay, total) for keys, before in sides]
+    for side in made:
+        side.warm(warm)
+    for _ in range(batches):
+        for side in made:
+            side.measure()
+    return [side.figures() for side in made]
+
+
+def _line(label: str, r: dict[str, float]) -> str:
+    return (
+        f"{label}: writer CPU {r['median_us']:.1f} us/impression median"
+        f" ({r['mean_us']:.1f} mean; user {r['user_us']:.1f}, system {r['system_us']:.1f}),"
+        f" {r['reads_per_batch']:.0f} reads and {r['writes_per_batch']:.0f} writes per batch"
+        f" of {BATCH}"
+    )
 
 
 def main() -> None:
@@ -140,17 +191,24 @@ def main() -> None:
     parser.add_argument(
         "--delay", type=float, default=0, help="most seconds from a token's issue to its beacon"
     )
+    parser.add_argument(
+        "--versus",
+        metavar="KEYS[:MIGRATION]",
+        help="also a second database, its batches taken in turn with the first: its ids made"
+        " as KEYS, and only the migrations named before MIGRATION applied (e.g. random:0310,"
+        " the keys and schema before those changed)",
+    )
     args = parser.parse_args()
     tree = args.tree or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     sys.path.insert(0, os.path.abspath(tree))
-    r = run(args.warm, args.batches, args.ads, args.keys, args.rate, args.delay)
-    print(
-        f"{os.path.abspath(tree)} ({args.keys} keys, delay {args.delay:g} s): writer CPU"
-        f" {r['median_us']:.1f} us/impression median"
-        f" ({r['mean_us']:.1f} mean; user {r['user_us']:.1f}, system {r['system_us']:.1f}),"
-        f" {r['reads_per_batch']:.0f} reads and {r['writes_per_batch']:.0f} writes per batch"
-        f" of {BATCH}; load {os.getloadavg()[0]:.1f}"
-    )
+    sides: list[tuple[str, str | None]] = [(args.keys, None)]
+    if args.versus:
+        keys, _, before = args.versus.partition(":")
+        sides.insert(0, (keys, before or None))
+    results = run(args.warm, args.batches, args.ads, sides, args.rate, args.delay)
+    print(f"{os.path.abspath(tree)}, delay {args.delay:g} s, load {os.getloadavg()[0]:.1f}")
+    for (keys, before), r in zip(sides, results, strict=True):
+        print(_line(f"  {keys} keys" + (f", schema before {before}" if before else ""), r))
 
 
 if __name__ == "__main__":
