@@ -1,24 +1,30 @@
 """The SQLite writer alone: CPU time per impression of a group commit, without the server.
 
-``python bench/writer.py [--tree DIR] [--warm N] [--batches N] [--ads N] [--keys KIND]`` stores
-``--warm`` impressions first (the dedupe-key index grows with the table, and its pages are what
-a commit writes), then commits ``--batches`` batches of 32 impressions through
-``_Writer._commit`` on this thread, each with fresh dedupe keys (a token id and a tag
-impression id), its billing row and the counter bumps ``edge.ledger`` hands the store.
+``python bench/writer.py [--tree DIR] [--warm N] [--batches N] [--ads N] [--keys KIND]
+[--rate R] [--delay S] [--versus KEYS[:MIGRATION]]`` stores ``--warm`` impressions first (the
+dedupe-key index grows with the table, and its pages are what a commit writes), then commits
+``--batches`` batches of 32 impressions through ``_Writer._commit`` on this thread, each with
+fresh dedupe keys (a token id and a tag impression id), its billing row and the counter bumps
+``edge.ledger`` hands the store, settled through asyncio futures as the edge's writes are.
+
 Beacons arrive at ``--rate`` per second (a clock of the bench's own). ``--keys timed`` makes
 both ids as the edge and the tag make them now, starting with the time they were made: the
 tag's id when the beacon is sent, the token's id when the token was issued, up to
 ``--delay`` seconds before its beacon (uniformly; 0: in the order the beacons come). ``--keys
-random`` makes them as they were made before (random throughout). It prints the thread's CPU
-time per impression (median and mean of the batches, user and system) and the read and write
-system calls per batch. ``--tree`` runs another checkout's ``edge`` (compare two commits by
-running each in turn, several times, alternating).
+random`` makes them as they were made before (random throughout). ``--versus`` adds a second
+database whose batches alternate with the first's in this process (paired figures): its ids
+made as KEYS, with only the migrations named before MIGRATION applied (``random:0310`` is the
+keys and schema before time-ordered ids and billing rows keyed by impression).
+
+It prints the thread's CPU time per impression (median and mean of the batches, user and
+system) and the read and write system calls per batch. ``--tree`` runs another checkout's
+``edge`` (compare two commits by running each in turn, several times, alternating).
 """
 
 from __future__ import annotations
 
 import argparse
-import concurrent.futures as cf
+import asyncio
 import os
 import random
 import resource
@@ -83,6 +89,9 @@ class _Side:
         assert isinstance(conn, type(writer._conn))  # what the factory makes
         writer._conn = conn
         self.writer = writer
+        # Jobs carry asyncio futures, as the edge's writes do: a batch settles them with one
+        # callback onto this loop, run after the batch, outside the time measured.
+        self.loop = asyncio.new_event_loop()
 
     def _keys(self, at: float) -> tuple[str, str]:
         if self.keys == "random":
@@ -116,13 +125,26 @@ class _Side:
             )
             billed = billing_usd(imp)
             counts = with_days(impression_counts(imp, billed), imp.at)
-            out.append(_Job(_save_impression, (imp, billed, counts), cf.Future()))
+            job = _Job(_save_impression, (imp, billed, counts), None, self.loop)
+            job.afuture = self.loop.create_future()
+            out.append(job)
         self.n += count
         return out
 
+    def commit(self, batch: list[Any]) -> None:
+        self.writer._commit(batch)
+
+    def settle(self, batch: list[Any]) -> None:
+        while not all(j.afuture.done() for j in batch):
+            self.loop.run_until_complete(asyncio.sleep(0))
+        if not all(j.afuture.result() is True for j in batch):
+            raise RuntimeError("a fresh impression was not counted")
+
     def warm(self, count: int) -> None:
         for _ in range(count // _WARM_BATCH):
-            self.writer._commit(self.jobs(_WARM_BATCH))
+            batch = self.jobs(_WARM_BATCH)
+            self.commit(batch)
+            self.settle(batch)
 
     def measure(self) -> None:
         batch = self.jobs(BATCH)
@@ -134,11 +156,11 @@ class _Side:
         self.system += r1.ru_stime - r0.ru_stime
         self.reads += c1[0] - c0[0]
         self.writes += c1[1] - c0[1]
-        if not all(j.future.result() is True for j in batch):
-            raise RuntimeError("a fresh impression was not counted")
+        self.settle(batch)
 
     def figures(self) -> dict[str, float]:
         self.writer._conn.close()
+        self.loop.close()
         batches = len(self.per)
         return {
             "median_us": statistics.median(self.per),
