@@ -156,26 +156,27 @@ def run(options: Options) -> Section:
     return section
 
 
-# The classifier before issue 14 (lexicon + logistic regression on the whole-text vector,
-# commit c20d000), scored on these same rows: the "before" column of the safety table.
+# The classifier shipped before the `v4` rows and the slang lexicon (same lexicon, MLPs
+# and self-harm margin, fitted on the rows before `v4`), scored on these same rows: the
+# "previous model" column of the safety table.
 PREVIOUS_SAFETY: dict[str, dict[str, float]] = {
     "held-out": {
-        "safe": 0.074,
-        "self_harm": 0.321,
-        "violence_crime": 0.929,
-        "disaster_war": 0.952,
-        "death_grief": 0.905,
-        "news": 1.0,
-        "recall_unsafe": 0.690,
+        "safe": 0.062,
+        "self_harm": 0.901,
+        "violence_crime": 0.932,
+        "disaster_war": 0.887,
+        "death_grief": 0.900,
+        "news": 0.981,
+        "recall_unsafe": 0.911,
     },
     "independent": {
-        "safe": 0.081,
-        "self_harm": 0.346,
-        "violence_crime": 0.952,
+        "safe": 0.008,
+        "self_harm": 0.962,
+        "violence_crime": 1.0,
         "disaster_war": 1.0,
         "death_grief": 0.905,
         "news": 1.0,
-        "recall_unsafe": 0.715,
+        "recall_unsafe": 0.969,
     },
 }
 
@@ -183,7 +184,7 @@ PREVIOUS_SAFETY: dict[str, dict[str, float]] = {
 def _safety(section: Section) -> None:
     progress("matcher: brand-safety figures on the held-out split and the independent set")
     reports = {"held-out": evaluate(), "independent": evaluate(split="independent")}
-    t = Table(["set", "class", "texts", "measure", "now", "before"])
+    t = Table(["set", "class", "texts", "measure", "now", "previous model"])
     for name, r in reports.items():
         before = PREVIOUS_SAFETY.get(name, {})
         for cls in CLASSES:
@@ -220,7 +221,8 @@ def _safety(section: Section) -> None:
         "`tests/data/safety_labelled.jsonl`, which no weight or threshold saw, and on "
         "`tests/data/safety_independent.jsonl`, written apart and committed before training. "
         "An AI turn counts as blocked when its prompt or its answer is. Aim: recall >= 0.98 "
-        "on unsafe text, 1.00 on self-harm, at most 3% of safe texts blocked."
+        'on unsafe text, 1.00 on self-harm, at most 3% of safe texts blocked. "previous '
+        'model": the classifier shipped before the `v4` rows, on the same rows.'
     )
     for name, r in reports.items():
         met = (
