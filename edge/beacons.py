@@ -5,6 +5,14 @@
 - Impression tokens: issued with every filled ``/dea`` placement and inside the
   edge's own pixel of a ``/v1/ugc/process`` ad; single-use (the token id is the dedupe key)
   and valid for ``IMPRESSION_TOKEN_TTL_SECONDS``.
+
+An impression token is read on every impression beacon, so its form is chosen for reading:
+a version byte, then the claims as a msgpack array in the fields' order (each value typed
+and length-prefixed by msgpack itself, so the bytes split one way only), in base64 with
+the signature of the bytes after a dot (``Signer.seal_bytes``). One C pass turns the
+checked bytes into the frozen claims. Tokens of the earlier form (JSON in base64, signed
+as text) are still read until they expire: the version byte 3 makes every new token start
+with "A", and base64 of JSON starts with "e", so the first character picks the reader.
 """
 
 from __future__ import annotations
@@ -20,7 +28,10 @@ import msgspec
 from edge.signing import Signer
 
 AI_BEACON_PURPOSE = "ai-beacon/v2"  # v2: length-prefixed parts
-IMPRESSION_PURPOSE = "impression/v2"
+IMPRESSION_PURPOSE = "impression/v3"  # v3: a version byte and a msgpack array of the claims
+LEGACY_IMPRESSION_PURPOSE = "impression/v2"  # JSON payload; read, no longer issued
+_TOKEN_VERSION = b"\x03"
+_FIRST_CHARACTER = "A"  # base64 of any first byte below 4 starts with it
 IMPRESSION_TOKEN_TTL_SECONDS = 24 * 3600
 AiBeaconKind = Literal["render", "view", "click"]
 Surface = Literal["url", "ugc"]
@@ -94,9 +105,10 @@ def verify_ai_beacon(signer: Signer, kind: AiBeaconKind, query: dict[str, str]) 
 # -- impression tokens -------------------------------------------------------------------------
 
 
-class ImpressionClaims(msgspec.Struct, frozen=True):
+class ImpressionClaims(msgspec.Struct, frozen=True, array_like=True):
     """What a valid impression token says (a frozen msgspec ``Struct``: made per beacon, at a
-    fraction of a frozen dataclass's cost)."""
+    fraction of a frozen dataclass's cost). The fields' order is the token's layout: a new
+    field goes last with a default, any other change is a new token version."""
 
     token_id: str  # unique per token: the key that makes a replay count once
     surface: Surface  # which beacon route takes it
@@ -151,27 +163,42 @@ def issue_impression_token(
         slot_id=slot_id,
         client=client,
     )
-    payload = {
-        "t": claims.token_id,
-        "s": surface,
-        "e": env,
-        "a": ad_id,
-        "c": campaign_id,
-        "i": claims.issued_at,
-        "m": cpm_usd,
-        "p": publisher_id,
-        "o": post_id,
-        "l": slot_id,
-        "b": client,
-    }
-    return signer.seal(IMPRESSION_PURPOSE, payload), claims
+    token = signer.seal_bytes(IMPRESSION_PURPOSE, _TOKEN_VERSION + _ENCODER.encode(claims))
+    return token, claims
+
+
+_ENCODER = msgspec.msgpack.Encoder()
+_DECODER = msgspec.msgpack.Decoder(ImpressionClaims)
 
 
 def read_impression_token(
     signer: Signer, token: object, *, surface: Surface, env: str, now: float
 ) -> ImpressionClaims:
     """Claims of a valid token for this surface and environment, else InvalidToken."""
-    payload = signer.unseal(IMPRESSION_PURPOSE, token) if isinstance(token, str) else None
+    if not isinstance(token, str):
+        raise InvalidToken("the impression token is not one this edge issued")
+    if not token.startswith(_FIRST_CHARACTER):
+        claims = _read_legacy(signer, token)
+    else:
+        data = signer.unseal_bytes(IMPRESSION_PURPOSE, token)
+        if data is None or data[:1] != _TOKEN_VERSION:
+            raise InvalidToken("the impression token is not one this edge issued")
+        try:
+            claims = _DECODER.decode(memoryview(data)[1:])
+        except msgspec.DecodeError:
+            raise InvalidToken("the impression token is malformed") from None
+    if claims.surface != surface:
+        raise InvalidToken(f"this token belongs to the /dea/{claims.surface} beacon")
+    if claims.env != env:
+        raise InvalidToken(f"this token was issued by the {claims.env} environment")
+    if not 0 <= now - claims.issued_at <= IMPRESSION_TOKEN_TTL_SECONDS:
+        raise InvalidToken("the impression token has expired")
+    return claims
+
+
+def _read_legacy(signer: Signer, token: str) -> ImpressionClaims:
+    """Claims of a token of the earlier JSON form (issued before an upgrade)."""
+    payload = signer.unseal(LEGACY_IMPRESSION_PURPOSE, token)
     if payload is None:
         raise InvalidToken("the impression token is not one this edge issued")
     try:
@@ -190,10 +217,4 @@ def read_impression_token(
         )
     except (KeyError, TypeError, ValueError):
         raise InvalidToken("the impression token is malformed") from None
-    if claims.surface != surface:
-        raise InvalidToken(f"this token belongs to the /dea/{claims.surface} beacon")
-    if claims.env != env:
-        raise InvalidToken(f"this token was issued by the {claims.env} environment")
-    if not 0 <= now - claims.issued_at <= IMPRESSION_TOKEN_TTL_SECONDS:
-        raise InvalidToken("the impression token has expired")
     return claims

@@ -3,6 +3,9 @@
 Two things are signed: AI beacon URLs (``sig`` over kind, ad, message and conversation) and
 impression tokens (a compact payload the tag or a pixel sends back when an ad is seen).
 Each use has its own ``purpose`` so a signature made for one is worthless for the other.
+A token is base64 text, a dot and a signature: ``seal`` signs the base64 text of a JSON
+payload, ``seal_bytes`` the raw bytes under the base64 (read strictly, so nothing in the
+text is skipped), which a reader checks and then decodes once.
 
 Whatever is signed is first encoded one way only: the purpose and then each part, every one
 preceded by its length (8 bytes, big-endian). A separator-joined text would let a caller move
@@ -28,6 +31,7 @@ from edge.store import Store
 
 _SIG_BYTES = 16  # 128-bit truncated HMAC-SHA256: ample against forgery, short in URLs
 _META_NAME = "signing_key"
+_MAX_TOKEN = 2048  # characters: longer text is no token of ours, read no further
 
 
 def same_text(expected: str, given: str) -> bool:
@@ -58,6 +62,22 @@ def _b64(data: bytes) -> str:
     return binascii.b2a_base64(data, newline=False).translate(_TO_URLSAFE).rstrip(b"=").decode()
 
 
+# URL-safe to standard alphabet; the standard alphabet's own "+" and "/" and the padding
+# become "!", which no base64 reading accepts, so a strict read takes URL-safe text only.
+_FROM_URLSAFE_ONLY = bytes.maketrans(b"-_+/=", b"+/!!!")
+
+
+def _unb64_strict(text: str) -> bytes:
+    """Unpadded URL-safe base64 read strictly: a character outside the URL-safe alphabet
+    (``+``, ``/``, ``=``, a space) is a ValueError rather than skipped, and so is a last
+    character with bits set beyond the bytes, so bytes have exactly one text."""
+    raw = text.encode("ascii").translate(_FROM_URLSAFE_ONLY)  # ValueError when not ASCII
+    data = binascii.a2b_base64(raw + b"=" * (-len(raw) % 4), strict_mode=True)
+    if _b64(data) != text:
+        raise ValueError("not the canonical base64 of its bytes")
+    return data
+
+
 def _unb64(text: str) -> bytes:
     """``base64.urlsafe_b64decode`` of unpadded text, without its per-call wrappers (the
     same non-strict reading: characters outside the alphabet are skipped)."""
@@ -86,13 +106,17 @@ class Signer:
 
     def sign(self, purpose: str, *parts: str | bytes) -> str:
         """Signature of ``parts`` for ``purpose`` (see ``encode_parts``)."""
+        return _b64(self._mac(purpose, encode_parts(*parts)))
+
+    def _mac(self, purpose: str, encoded: bytes) -> bytes:
+        """The truncated HMAC of ``purpose`` followed by already encoded parts."""
         prepared = self._prepared.get(purpose)
         if prepared is None:
             prepared = hmac.new(self._key, encode_parts(purpose), hashlib.sha256)
             self._prepared[purpose] = prepared
         mac = prepared.copy()
-        mac.update(encode_parts(*parts))
-        return _b64(mac.digest()[:_SIG_BYTES])
+        mac.update(encoded)
+        return mac.digest()[:_SIG_BYTES]
 
     def verify(self, purpose: str, *parts: str | bytes, signature: object) -> bool:
         # A forged signature may hold any character (or not be text at all).
@@ -105,9 +129,27 @@ class Signer:
         body = _b64(orjson.dumps(payload))
         return f"{body}.{self.sign(purpose, body)}"
 
+    def seal_bytes(self, purpose: str, data: bytes) -> str:
+        """A URL-safe token carrying ``data``: base64 of the bytes, a dot, the signature of
+        the bytes themselves (as one part)."""
+        return f"{_b64(data)}.{_b64(self._mac(purpose, len(data).to_bytes(8, 'big') + data))}"
+
+    def unseal_bytes(self, purpose: str, token: str) -> bytes | None:
+        """The bytes of a token this signer sealed with ``seal_bytes`` for ``purpose``, else
+        None (the signature compared in constant time)."""
+        if len(token) > _MAX_TOKEN or token.count(".") != 1:
+            return None
+        body, signature = token.split(".")
+        try:
+            data = _unb64_strict(body)
+        except ValueError:
+            return None
+        expected = _b64(self._mac(purpose, len(data).to_bytes(8, "big") + data))
+        return data if same_text(expected, signature) else None
+
     def unseal(self, purpose: str, token: str) -> dict[str, Any] | None:
         """The payload of a token this signer sealed for ``purpose``, else None."""
-        if not isinstance(token, str) or len(token) > 2048 or token.count(".") != 1:
+        if not isinstance(token, str) or len(token) > _MAX_TOKEN or token.count(".") != 1:
             return None
         body, signature = token.split(".")
         if not self.verify(purpose, body, signature=signature):

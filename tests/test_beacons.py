@@ -1,9 +1,13 @@
 from urllib.parse import parse_qsl, urlsplit
 
+import msgspec
 import pytest
 
 from edge.beacons import (
+    IMPRESSION_PURPOSE,
     IMPRESSION_TOKEN_TTL_SECONDS,
+    LEGACY_IMPRESSION_PURPOSE,
+    ImpressionClaims,
     InvalidToken,
     ai_beacon_urls,
     issue_impression_token,
@@ -157,3 +161,107 @@ def test_token_base64_is_the_standard_urlsafe_form():
             except ValueError:
                 got = ValueError
             assert got == expected, odd
+
+
+# -- the token's forms -------------------------------------------------------------------------
+
+
+def _legacy_token(signer=SIGNER, **kw):
+    """A token of the earlier JSON form, as edges issued it before the binary one."""
+    payload = {"t": "legacy-id", "s": "url", "e": "production", "a": "ad-1", "c": "cmp-1"}
+    payload |= {"i": 1000, "m": 1.5, "p": "pub-1", "o": None, "l": "side", "b": "bound"}
+    return signer.seal(LEGACY_IMPRESSION_PURPOSE, {**payload, **kw})
+
+
+def test_tokens_of_the_earlier_form_are_read_until_they_expire():
+    args = {"surface": "url", "env": "production"}
+    claims = read_impression_token(SIGNER, _legacy_token(), **args, now=1001)
+    assert (claims.token_id, claims.ad_id, claims.cpm_usd, claims.client) == (
+        "legacy-id", "ad-1", 1.5, "bound"
+    )  # fmt: skip
+    late = 1000 + IMPRESSION_TOKEN_TTL_SECONDS + 1
+    with pytest.raises(InvalidToken, match="expired"):
+        read_impression_token(SIGNER, _legacy_token(), surface="url", env="production", now=late)
+    for bad in (_legacy_token(OTHER), _legacy_token()[:-2] + "AA", "x" + _legacy_token()):
+        with pytest.raises(InvalidToken, match="not one"):
+            read_impression_token(SIGNER, bad, surface="url", env="production", now=1001)
+
+
+def test_a_token_is_a_version_byte_and_the_claims_signed_as_raw_bytes():
+    import base64
+    import hashlib
+    import hmac
+
+    from edge.signing import encode_parts
+
+    token, claims = _token(cpm_usd=2.5, publisher_id="pub-1", slot_id="side", client="c" * 22)
+    body, sig = token.split(".")
+    assert token.startswith("A")  # what tells it from the earlier form
+    data = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
+    assert data[:1] == b"\x03"
+    assert msgspec.msgpack.decode(data[1:], type=ImpressionClaims) == claims
+    mac = hmac.new(b"k" * 32, encode_parts(IMPRESSION_PURPOSE, data), hashlib.sha256).digest()
+    assert sig == base64.urlsafe_b64encode(mac[:16]).rstrip(b"=").decode()
+    # The same claims in the earlier form were about a third longer in a URL.
+    assert len(token) < len(_legacy_token(t=claims.token_id, b="c" * 22)) * 0.8
+
+
+def _sealed(data: bytes, purpose: str = IMPRESSION_PURPOSE, signer=SIGNER) -> str:
+    return signer.seal_bytes(purpose, data)
+
+
+def test_every_edited_byte_and_every_truncation_of_a_token_is_refused():
+    token, _ = _token(publisher_id="pub-1")
+    body, sig = token.split(".")
+    args = {"surface": "url", "env": "production", "now": 1001.0}
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+    for i, char in enumerate(body):
+        other = alphabet[(alphabet.index(char) + 1) % 64]
+        with pytest.raises(InvalidToken, match="not one"):
+            read_impression_token(SIGNER, f"{body[:i]}{other}{body[i + 1 :]}.{sig}", **args)
+    for cut in range(1, len(token)):
+        with pytest.raises(InvalidToken):
+            read_impression_token(SIGNER, token[:cut], **args)
+    for odd in ("+", "/", "=", " ", "!", "é", "\x00"):
+        with pytest.raises(InvalidToken, match="not one"):
+            read_impression_token(SIGNER, f"{body[:5]}{odd}{body[5:]}.{sig}", **args)
+        with pytest.raises(InvalidToken, match="not one"):
+            read_impression_token(SIGNER, f"{body}.{sig}{odd}", **args)
+
+
+def test_signed_bytes_of_another_purpose_version_or_shape_are_refused():
+    _, claims = _token()
+    data = b"\x03" + msgspec.msgpack.encode(claims)
+    args = {"surface": "url", "env": "production", "now": 1001.0}
+    assert read_impression_token(SIGNER, _sealed(data), **args) == claims
+    for other in (
+        _sealed(data, LEGACY_IMPRESSION_PURPOSE),  # the same bytes for another purpose
+        _sealed(data, "client/v1"),
+        _sealed(data, signer=OTHER),
+        _sealed(b"\x02" + data[1:]),  # another version, starting with "A" too
+    ):
+        with pytest.raises(InvalidToken, match="not one"):
+            read_impression_token(SIGNER, other, **args)
+    for shape in (data + b"\x00", data[:-1], b"\x03", b"\x03" + msgspec.msgpack.encode([1, 2])):
+        with pytest.raises(InvalidToken, match="malformed"):
+            read_impression_token(SIGNER, _sealed(shape), **args)
+
+
+def test_strict_token_base64_reads_url_safe_text_only():
+    import base64
+    import random
+
+    from edge.signing import _b64, _unb64_strict
+
+    rnd = random.Random(11)
+    for n in range(1, 120):
+        data = rnd.randbytes(n)
+        text = _b64(data)
+        assert _unb64_strict(text) == data
+        assert text == base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+        for junk in ("+", "/", "=", " ", "\n", "é", "A"):
+            odd = text[: n // 2] + junk + text[n // 2 :]
+            if junk == "A":
+                continue  # still URL-safe base64 (of other bytes, or of no whole bytes)
+            with pytest.raises(ValueError):
+                _unb64_strict(odd)

@@ -287,3 +287,19 @@ def test_impressions_past_the_budget_are_stored_but_not_billed(client):
     assert spend(client) == pytest.approx({"cmp-baybites": 0.006})
     assert stored(client) == 2
     assert ctx.spend.current().total["cmp-baybites"] == pytest.approx(1500.002)
+
+
+def test_a_token_of_the_earlier_form_still_counts_once_and_bills(client):
+    # Tokens handed out before an upgrade (JSON, signed as base64 text) stay good for their
+    # day; the tag's beacon route reads them like the current form.
+    from edge.beacons import LEGACY_IMPRESSION_PURPOSE
+
+    ctx = client.app.state.ctx
+    payload = {"t": "before-upgrade", "s": "url", "e": ctx.settings.env, "a": "ad-1"}
+    payload |= {"c": "cmp-1", "i": int(ctx.clock()), "m": 4.0, "p": PUB, "o": None, "l": "side"}
+    old = ctx.signer.seal(LEGACY_IMPRESSION_PURPOSE, payload)
+    assert client.post("/dea/url/impression", json=imp_body(old)).json()["counted"] is True
+    again = imp_body(old, iid="imp-00000002")
+    assert client.post("/dea/url/impression", json=again).json()["counted"] is False
+    assert stored(client) == 1
+    assert spend(client) == {"cmp-1": pytest.approx(0.004)}
