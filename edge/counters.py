@@ -66,8 +66,12 @@ def utc_day(at: float) -> str:
 
 def with_days(rows: Iterable[CountRow], at: float) -> list[CountRow]:
     """``rows`` and, for each bump of a daily counter, the same bump of ``at``'s day."""
+    return with_day(rows, utc_day(at))
+
+
+def with_day(rows: Iterable[CountRow], day: str) -> list[CountRow]:
+    """``rows`` and, for each bump of a daily counter, the same bump of ``day``."""
     rows = list(rows)
-    day = utc_day(at)
     days: list[CountRow] = [
         (day, r[0], r[1], r[2], r[3])
         for r in rows

@@ -30,7 +30,7 @@ and the counter bumps of an event, and the store writes them atomically with the
 
 from __future__ import annotations
 
-from edge.counters import CountRow, billed_counts, with_days
+from edge.counters import CountRow, billed_counts, utc_day, with_day, with_days
 from edge.store.base import Store
 from edge.store.events import Click, Conversion, Hover, Impression, PlacementFailure
 from matcher.types import PricingModel
@@ -51,27 +51,60 @@ def billing_usd(imp: Impression) -> float | None:
 
 def impression_counts(imp: Impression, billed: float | None) -> list[CountRow]:
     """The report counters a counted impression moves."""
+    return _impression_counts(
+        imp.kind, imp.ad_id, imp.publisher_id, imp.campaign_id, imp.invalid_reason, billed
+    )
+
+
+def _impression_counts(
+    kind: str,
+    ad_id: str,
+    publisher_id: str | None,
+    campaign_id: str | None,
+    invalid_reason: str | None,
+    billed: float | None,
+) -> list[CountRow]:
     rows: list[CountRow] = []
-    if imp.invalid_reason is not None:
-        counter = f"invalid_{imp.invalid_reason}"
-        rows.append(("ad", imp.ad_id, counter, 1))
-        if imp.publisher_id:
-            rows.append(("publisher", imp.publisher_id, counter, 1))
-        if imp.campaign_id:
-            rows.append(("campaign", imp.campaign_id, counter, 1))
+    if invalid_reason is not None:
+        counter = f"invalid_{invalid_reason}"
+        rows.append(("ad", ad_id, counter, 1))
+        if publisher_id:
+            rows.append(("publisher", publisher_id, counter, 1))
+        if campaign_id:
+            rows.append(("campaign", campaign_id, counter, 1))
         return rows
     for counter, applies in (
-        ("impressions", imp.kind in RENDERED),
-        ("viewable_impressions", imp.kind in VIEWABLE),
+        ("impressions", kind in RENDERED),
+        ("viewable_impressions", kind in VIEWABLE),
     ):
         if applies:
-            rows.append(("ad", imp.ad_id, counter, 1))
-            if imp.publisher_id:
-                rows.append(("publisher", imp.publisher_id, counter, 1))
-            if imp.campaign_id:
-                rows.append(("campaign", imp.campaign_id, counter, 1))
+            rows.append(("ad", ad_id, counter, 1))
+            if publisher_id:
+                rows.append(("publisher", publisher_id, counter, 1))
+            if campaign_id:
+                rows.append(("campaign", campaign_id, counter, 1))
     if billed is not None:
-        rows += billed_counts(imp.ad_id, imp.campaign_id, imp.publisher_id, "cpm", billed)
+        rows += billed_counts(ad_id, campaign_id, publisher_id, "cpm", billed)
+    return rows
+
+
+# An ad's impressions move the same counters all day: the bumps (with the day's) are made
+# once per (kind, ad, publisher, campaign, verdict, amount, day) and shared, as immutable
+# tuples, by every impression alike. Bounded; emptied when full (a new day refills it).
+_COUNTS_CACHE_SIZE = 4096
+_counts_cache: dict[tuple[object, ...], tuple[CountRow, ...]] = {}
+
+
+def impression_counts_of_day(imp: Impression, billed: float | None) -> tuple[CountRow, ...]:
+    """``with_days(impression_counts(imp, billed), imp.at)``, remembered per inputs."""
+    day = utc_day(imp.at)
+    key = (imp.kind, imp.ad_id, imp.publisher_id, imp.campaign_id, imp.invalid_reason, billed, day)
+    rows = _counts_cache.get(key)
+    if rows is None:
+        if len(_counts_cache) >= _COUNTS_CACHE_SIZE:
+            _counts_cache.clear()
+        rows = tuple(with_day(impression_counts(imp, billed), day))
+        _counts_cache[key] = rows
     return rows
 
 
@@ -141,9 +174,7 @@ async def record_impression(store: Store, imp: Impression) -> bool:
     if not imp.dedupe_keys:
         raise ValueError("an impression needs at least one dedupe key")
     billed = billing_usd(imp)
-    return await store.save_impression(
-        imp, billed, with_days(impression_counts(imp, billed), imp.at)
-    )
+    return await store.save_impression(imp, billed, impression_counts_of_day(imp, billed))
 
 
 async def record_hover(store: Store, hover: Hover) -> bool:

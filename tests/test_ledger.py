@@ -4,7 +4,8 @@ counters move, decided without a store."""
 import pytest
 
 from edge import ledger
-from edge.store import Click, Conversion
+from edge.counters import with_days
+from edge.store import Click, Conversion, Impression
 from edge.store.events import StoredClick
 from matcher.types import PricingModel
 
@@ -63,3 +64,33 @@ def test_a_conversion_counts_for_its_ad_and_campaign(charge):
     billed = [r for r in rows if r[2] == "billable_usd_cpa"]
     assert billed == ([] if charge is None else [(s, i, "billable_usd_cpa", 4.0) for s, i in
                       (("ad", "ad-1"), ("campaign", "cmp-1"), ("publisher", "pub-1"))])  # fmt: skip
+
+
+def _imp(**kw) -> Impression:
+    base = dict(kind="url", dedupe_keys=("tok:a",), env="production", ad_id="ad-1",
+                campaign_id="cmp-1", at=86_400.0 * 20_000 + 5, publisher_id="pub-1",
+                cpm_usd=2.0)  # fmt: skip
+    return Impression(**{**base, **kw})
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [{}, {"kind": "ugc"}, {"kind": "ai-render"}, {"kind": "ai-view"}, {"publisher_id": None},
+     {"campaign_id": None}, {"cpm_usd": None}, {"env": "sandbox"}, {"ad_id": "ad-2"},
+     {"invalid_reason": "rate_limited"}, {"invalid_reason": "bot_user_agent"}],
+)  # fmt: skip
+def test_remembered_impression_counts_are_the_rules_own_across_days(kw):
+    # The bumps are remembered per inputs; every impression still gets exactly what the
+    # rules give it, its own day's buckets included, whatever was remembered before.
+    for at in (86_400.0 * 20_000 + 5, 86_400.0 * 20_000 + 86_399, 86_400.0 * 20_001 + 1):
+        for _ in range(2):
+            imp = _imp(**kw, at=at)
+            billed = ledger.billing_usd(imp)
+            expected = with_days(ledger.impression_counts(imp, billed), at)
+            assert list(ledger.impression_counts_of_day(imp, billed)) == expected
+
+
+def test_remembered_impression_counts_stay_bounded():
+    for n in range(ledger._COUNTS_CACHE_SIZE + 10):
+        ledger.impression_counts_of_day(_imp(ad_id=f"ad-{n}"), 0.002)
+    assert len(ledger._counts_cache) <= ledger._COUNTS_CACHE_SIZE
