@@ -25,7 +25,9 @@ of the ASGI scope and ``receive`` that answers with an ``Answer`` (status, raw h
 body), usually a constant built once from the same ``Response`` its route returns
 (``answer_of``), so no ``Request`` or ``Response`` object is made per beacon. The route's
 handler and the direct form share the rules (body reading, validation, the count) as
-functions. An error the direct form raises is answered by the same ``known_error``.
+functions. An error the direct form raises is answered by the same ``known_error``. A
+direct answer's headers are finished (CORS grant, security defaults) by the same two
+functions once per path, answer and granted origin, and reused.
 """
 
 from __future__ import annotations
@@ -80,6 +82,10 @@ class BeaconLane:
         self.registered_origin = registered_origin
         self.fence = fence
         self._defaults = {path: headers.defaults(path) for _, path in self.endpoints}
+        # A direct form's answer finished with the CORS grant and the defaults, per (path,
+        # its headers, the granted origin): the answers are mostly constants and the
+        # granted origins the registered ones, so each is finished once. Emptied when full.
+        self._finished: dict[tuple[str, RawHeaders, str | None], RawHeaders] = {}
         # Requests answered here, by path: what tests check, and what an operator can read.
         self.handled: Counter[str] = Counter()
 
@@ -100,16 +106,17 @@ class BeaconLane:
             fence = self.fence
             refusal = None if fence is None or fence.is_open(path) else fence.check(scope)
             response = None
-            if refusal is not None:
-                start, body = refusal_messages(refusal)
-                raw = list(start["headers"])
-                status: int = start["status"]
-                content: bytes | memoryview = body["body"]
+            content: bytes | memoryview
+            direct = self.direct.get(key)
+            if refusal is None and direct is not None:
+                status, headers, content = await _answer(direct, scope, receive, send)
+                raw = list(self._finish(path, headers, granted))
             else:
-                direct = self.direct.get(key)
-                if direct is not None:
-                    status, headers, content = await _answer(direct, scope, receive, send)
-                    raw = list(headers)
+                if refusal is not None:
+                    start, body = refusal_messages(refusal)
+                    raw = list(start["headers"])
+                    status = start["status"]
+                    content = body["body"]
                 else:
                     response = await _respond(endpoint, Request(scope, receive, send))
                     status, raw, content = (
@@ -117,8 +124,8 @@ class BeaconLane:
                         list(response.raw_headers),
                         response.body,
                     )
-            grant_headers(raw, granted)
-            set_defaults(raw, defaults)
+                grant_headers(raw, granted)
+                set_defaults(raw, defaults)
             started = True
             await send({"type": "http.response.start", "status": status, "headers": raw})
             await send({"type": "http.response.body", "body": content})
@@ -131,6 +138,22 @@ class BeaconLane:
             set_defaults(start["headers"], defaults)
             await send(start)
             await send(body)
+
+    def _finish(self, path: str, headers: RawHeaders, granted: str | None) -> RawHeaders:
+        """``headers`` with the CORS grant and the path's defaults (as on every answer)."""
+        key = (path, headers, granted)
+        finished = self._finished.get(key)
+        if finished is None:
+            raw = list(headers)
+            grant_headers(raw, granted)
+            set_defaults(raw, self._defaults[path])
+            if len(self._finished) >= _FINISHED_SIZE:
+                self._finished.clear()
+            finished = self._finished[key] = tuple(raw)
+        return finished
+
+
+_FINISHED_SIZE = 1024
 
 
 async def _respond(endpoint: Endpoint, request: Request) -> Response:

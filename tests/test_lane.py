@@ -264,3 +264,23 @@ def test_the_impression_answers_are_the_routes_responses(client):
         status, headers, body = events.IMPRESSION_ANSWERS[counted]
         assert status == 200 and json.loads(body) == {"acknowledged": True, "counted": counted}
         assert dict(headers)[b"content-type"] == b"application/json"
+
+
+def test_finished_impression_answers_stay_the_stacks_as_origins_alternate(client):
+    # The direct form's headers are finished once per origin granted and reused: each
+    # answer, the first and the repeated, counted or a replay, is still the stack's.
+    lane = lane_of(client)
+    origins = [{"Origin": ORIGIN}, {}, {"Origin": "https://not-registered.example"}]
+    for _ in range(2):
+        for headers in origins:
+            for surface, path in (("url", dea.URL_IMPRESSION), ("ugc", dea.UGC_IMPRESSION)):
+                lane_token, stack_token = token(client, surface), token(client, surface)
+                for _ in range(2):  # counted, then a replay of the token
+                    body = imp_body(lane_token, str(uuid.uuid4()))
+                    a = client.post(path, json=body, headers=headers)
+                    body = imp_body(stack_token, str(uuid.uuid4()))
+                    same(a, stack_client(client).post(path, json=body, headers=headers))
+    assert len(lane._finished) == 2 * 2 * 2  # paths, answers, grants (one, or none)
+    for n in range(3000):
+        lane._finish(dea.URL_IMPRESSION, (), f"https://{n}.example")
+    assert len(lane._finished) <= 1024
