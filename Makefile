@@ -6,10 +6,6 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CHROMIUM := /usr/lib/chromium/chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-# tests/ runs on every core, at most 4 processes (each loads the model and starts its own
-# PostgreSQL); PARALLEL= runs it in one process. The browser tests (e2e/) run in one process:
-# they time real page events and want a core of their own.
-PARALLEL ?= -n auto --maxprocesses 4 --dist worksteal
 
 .PHONY: install chromium postgresql run test unit e2e lint eslint bench check bandit audit wrk clean
 
@@ -39,11 +35,10 @@ run: install
 	$(BIN)/edge demo
 
 test: install chromium postgresql lint bandit
-	$(BIN)/pytest $(PARALLEL) tests
-	$(BIN)/pytest e2e
+	$(BIN)/pytest
 
 unit: install postgresql
-	$(BIN)/pytest $(PARALLEL) tests
+	$(BIN)/pytest tests
 
 e2e: install chromium
 	$(BIN)/pytest e2e
