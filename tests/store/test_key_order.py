@@ -8,6 +8,7 @@ import uuid
 
 import pytest
 
+from bench.ingest import tag_impression_id
 from edge import ledger
 from edge.beacons import issue_impression_token, read_impression_token, token_id
 from edge.signing import Signer
@@ -50,14 +51,6 @@ def _imp(keys: tuple[str, ...], at: float) -> Impression:
     )  # fmt: skip
 
 
-def _tag_id(at: float) -> str:
-    ms, digits = int(at * 1000), ""
-    while ms:
-        ms, d = divmod(ms, 36)
-        digits = "0123456789abcdefghijklmnopqrstuvwxyz"[d] + digits
-    return "-".join([digits, *(str(secrets.randbits(32)) for _ in range(4))])
-
-
 def test_keys_stored_random_keep_deduping_beside_time_ordered_ones(store, run):
     # Stored before ids started with their time: random token ids and tag ids.
     before = [(f"tok:{secrets.token_urlsafe(12)}", f"iid:{uuid.uuid4()}") for _ in range(40)]
@@ -65,12 +58,15 @@ def test_keys_stored_random_keep_deduping_beside_time_ordered_ones(store, run):
         assert run(ledger.record_impression(store, _imp(keys, 1_790_000_000.0 + i))) is True
     # Issued and sent since, in time order.
     now = 1_790_000_100.0
-    after = [(f"tok:{token_id(now + i / 7)}", f"iid:{_tag_id(now + 1 + i / 7)}") for i in range(40)]
+    after = [
+        (f"tok:{token_id(now + i / 7)}", f"iid:{tag_impression_id(now + 1 + i / 7)}")
+        for i in range(40)
+    ]
     for keys in after:
         assert run(ledger.record_impression(store, _imp(keys, now + 2))) is True
     for tok, iid in before + after:
         fresh_tok = f"tok:{token_id(now + 50)}"
-        fresh_iid = f"iid:{_tag_id(now + 50)}"
+        fresh_iid = f"iid:{tag_impression_id(now + 50)}"
         assert run(ledger.record_impression(store, _imp((tok, fresh_iid), now + 60))) is False
         assert run(ledger.record_impression(store, _imp((fresh_tok, iid), now + 60))) is False
         assert run(store.impression_stored(tok)) is True
