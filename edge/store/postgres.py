@@ -117,6 +117,7 @@ class PostgresStore(Store):
         self.batches = 0
         self.jobs = 0
         self.reruns = 0  # batches run again after a job without a savepoint failed
+        self.batched = 0  # jobs written through a batched form
 
     def __repr__(self) -> str:
         return f"PostgresStore({redact_url(self.url)!r})"
@@ -261,28 +262,42 @@ class PostgresStore(Store):
         outcomes: list[tuple[_Job, Any, BaseException | None]] = []
         async with self._connection() as conn, conn.transaction():
             wconn = WriteConn(conn)
-            for job in batch:
-                mark = wconn.counts.mark()
-                try:
-                    savepoint = job.savepoint or isolate
-                    if savepoint:
-                        async with conn.transaction():  # a failing job undoes itself
-                            result = await job.fn(wconn, *job.args)
-                    else:
-                        result = await job.fn(wconn, *job.args)
-                except (pg_errors.DeadlockDetected, pg_errors.SerializationFailure):
-                    raise  # the transaction is lost: retry the whole batch
-                except psycopg.OperationalError:
-                    raise
-                except Exception as exc:
-                    if not savepoint:  # the transaction may be lost with it
-                        raise _JobFailed(job, exc) from exc
-                    wconn.counts.drop_since(mark)
-                    outcomes.append((job, None, exc))
-                else:
-                    outcomes.append((job, result, None))
+            for run in _runs(batch):
+                many = _BATCHED.get(run[0].fn) if len(run) > 1 else None
+                if many is not None and await self._run_many(wconn, many, run, outcomes):
+                    continue
+                for job in run:
+                    await _run_one(wconn, job, job.savepoint or isolate, outcomes)
             await _flush_counts(conn, wconn.counts.take())
         return outcomes
+
+    async def _run_many(
+        self,
+        wconn: WriteConn,
+        many: Callable[[WriteConn, list[tuple[Any, ...]]], Awaitable[list[Any]]],
+        run: list[_Job],
+        outcomes: list[tuple[_Job, Any, BaseException | None]],
+    ) -> bool:
+        """A run of one function's jobs through its batched form, in a savepoint; False
+        (nothing kept) when that failed, and the caller then runs them one by one, so a
+        failure stays its own job's."""
+        mark = wconn.counts.mark()
+        try:
+            async with wconn.conn.transaction():
+                results = await many(wconn, [job.args for job in run])
+                if len(results) != len(run):
+                    raise ValueError(f"{len(results)} results for {len(run)} jobs")
+        except (pg_errors.DeadlockDetected, pg_errors.SerializationFailure):
+            raise  # the transaction is lost: retry the whole batch
+        except psycopg.OperationalError:
+            raise
+        except Exception as exc:
+            log.debug("a batch of %d writes failed (%s); one by one instead", len(run), exc)
+            wconn.counts.drop_since(mark)
+            return False
+        outcomes.extend((job, result, None) for job, result in zip(run, results, strict=True))
+        self.batched += len(run)
+        return True
 
     # -- what nodes share ------------------------------------------------------------------
 
@@ -854,6 +869,43 @@ class PostgresStore(Store):
 # -- helpers --------------------------------------------------------------------------------
 
 
+async def _run_one(
+    wconn: WriteConn,
+    job: _Job,
+    savepoint: bool,
+    outcomes: list[tuple[_Job, Any, BaseException | None]],
+) -> None:
+    mark = wconn.counts.mark()
+    try:
+        if savepoint:
+            async with wconn.conn.transaction():  # a failing job undoes itself
+                result = await job.fn(wconn, *job.args)
+        else:
+            result = await job.fn(wconn, *job.args)
+    except (pg_errors.DeadlockDetected, pg_errors.SerializationFailure):
+        raise  # the transaction is lost: retry the whole batch
+    except psycopg.OperationalError:
+        raise
+    except Exception as exc:
+        if not savepoint:  # the transaction may be lost with it
+            raise _JobFailed(job, exc) from exc
+        wconn.counts.drop_since(mark)
+        outcomes.append((job, None, exc))
+    else:
+        outcomes.append((job, result, None))
+
+
+def _runs(batch: list[_Job]) -> list[list[_Job]]:
+    """The batch cut into runs of consecutive jobs of the same function, in order."""
+    runs: list[list[_Job]] = []
+    for job in batch:
+        if runs and runs[-1][0].fn is job.fn:
+            runs[-1].append(job)
+        else:
+            runs.append([job])
+    return runs
+
+
 def _settle(outcomes: list[tuple[_Job, Any, BaseException | None]]) -> None:
     for job, result, exc in outcomes:
         if job.future.done():  # the caller was cancelled; the write stands regardless
@@ -1012,6 +1064,120 @@ async def _save_impression(
         (keys, keys),
     )
     return False
+
+
+class _RaceLost(Exception):
+    """Another node committed a key of the run's impressions while the run was written."""
+
+
+# A run of impressions in two statements whatever its length: the stored keys, then one
+# data-modifying CTE that inserts every new impression (ids drawn from the table's own
+# sequence), every key (new ones tied to their impression, a replay's new ones to the
+# impression it repeats) and every billing row. Keys go in key order, so two nodes wait
+# for each other's keys in one order.
+_STORED_KEYS = (
+    "SELECT dedupe_key, impression_id FROM impression_keys WHERE dedupe_key = ANY(%s::text[])"
+)
+_SAVE_IMPRESSIONS = """
+WITH fresh AS (
+    SELECT nextval((SELECT pg_get_serial_sequence('impressions', 'id'))::regclass) AS id, n.*
+    FROM unnest(%(ord)s::int[], %(kind)s::text[], %(env)s::text[], %(ad)s::text[],
+                %(campaign)s::text[], %(publisher)s::text[], %(post)s::text[],
+                %(slot)s::text[], %(cpm)s::float8[], %(at)s::float8[], %(invalid)s::text[],
+                %(bill)s::float8[])
+         AS n(ord, kind, env, ad_id, campaign_id, publisher_id, post_id, slot_id, cpm_usd, at,
+              invalid_reason, bill)
+), ins AS (
+    INSERT INTO impressions (id, kind, env, ad_id, campaign_id, publisher_id, post_id, slot_id,
+                             cpm_usd, at, invalid_reason) OVERRIDING SYSTEM VALUE
+    SELECT id, kind, env, ad_id, campaign_id, publisher_id, post_id, slot_id, cpm_usd, at,
+           invalid_reason
+    FROM fresh
+), keyed AS (
+    INSERT INTO impression_keys (dedupe_key, impression_id)
+    SELECT k.dedupe_key, coalesce(fresh.id, k.stored)
+    FROM unnest(%(key)s::text[], %(key_ord)s::int[], %(key_stored)s::bigint[])
+         AS k(dedupe_key, ord, stored)
+    LEFT JOIN fresh ON fresh.ord = k.ord
+    ORDER BY k.dedupe_key
+    ON CONFLICT DO NOTHING RETURNING 1
+), billed AS (
+    INSERT INTO billing_events (impression_id, campaign_id, ad_id, publisher_id, amount_usd, at)
+    SELECT id, campaign_id, ad_id, publisher_id, bill, at FROM fresh WHERE bill IS NOT NULL
+)
+SELECT count(*) FROM keyed
+"""
+
+
+def _float(x: float | None) -> float | None:
+    return None if x is None else float(x)
+
+
+async def _save_impressions(
+    w: WriteConn, jobs: Sequence[tuple[Impression, float | None, list[CountRow]]]
+) -> list[bool]:
+    """``_save_impression`` for a run of impressions in one go, with the same outcome as
+    running them one after the other: a replay of a stored impression or of one earlier
+    in the run writes only its new keys; every other one is inserted with its keys, its
+    billing row and its counter bumps. ``_RaceLost`` when another node committed one of
+    the keys meanwhile: the caller undoes the run and writes it one by one, which settles
+    each race as ``_save_impression`` does."""
+    key_lists = [sorted(set(imp.dedupe_keys)) for imp, _, _ in jobs]
+    if not all(key_lists):
+        raise ValueError("an impression needs at least one dedupe key")
+    wanted = sorted({k for keys in key_lists for k in keys})
+    # A key's impression: (0, its stored id) or (its place in this run, None).
+    known: dict[str, tuple[int, int | None]] = {
+        k: (0, int(i)) for k, i in await _all(w.conn, _STORED_KEYS, (wanted,))
+    }
+    cols: dict[str, list[Any]] = {name: [] for name in (
+        "ord", "kind", "env", "ad", "campaign", "publisher", "post", "slot", "cpm", "at",
+        "invalid", "bill")}  # fmt: skip
+    key_rows: list[tuple[str, int, int | None]] = []
+    results: list[bool] = []
+    for (imp, billing_usd, counts), keys in zip(jobs, key_lists, strict=True):
+        seen = next((known[k] for k in keys if k in known), None)
+        if seen is not None:  # a replay: it only teaches the store its other keys
+            for k in keys:
+                if k not in known:
+                    known[k] = seen
+                    key_rows.append((k, *seen))
+            results.append(False)
+            continue
+        place = len(cols["ord"]) + 1
+        for name, value in (
+            ("ord", place), ("kind", imp.kind), ("env", imp.env), ("ad", imp.ad_id),
+            ("campaign", imp.campaign_id), ("publisher", imp.publisher_id),
+            ("post", imp.post_id), ("slot", imp.slot_id), ("cpm", _float(imp.cpm_usd)),
+            ("at", float(imp.at)), ("invalid", imp.invalid_reason),
+            ("bill", _float(billing_usd)),
+        ):  # fmt: skip
+            cols[name].append(value)
+        for k in keys:
+            known[k] = (place, None)
+            key_rows.append((k, place, None))
+        w.counts.extend(counts)
+        results.append(True)
+    if not key_rows:
+        return results  # replays only, with no new keys
+    key_rows.sort()
+    row = await _one(
+        w.conn,
+        _SAVE_IMPRESSIONS,
+        {**cols, "key": [r[0] for r in key_rows], "key_ord": [r[1] for r in key_rows],
+         "key_stored": [r[2] for r in key_rows]},
+    )  # fmt: skip
+    assert row is not None
+    if row[0] != len(key_rows):
+        raise _RaceLost(f"{len(key_rows) - row[0]} of {len(key_rows)} keys taken meanwhile")
+    return results
+
+
+# Write jobs with a form that takes a run of the same job's arguments at once: the writer
+# uses it for consecutive jobs of that function, and runs them one by one if it fails.
+_BATCHED: dict[Callable[..., Any], Callable[..., Awaitable[list[Any]]]] = {
+    _save_impression: _save_impressions,
+}
 
 
 async def _load_state(
