@@ -6,8 +6,11 @@ Same interface and same behaviour as the SQLite backend; only the storage differ
   each in its own savepoint inside one transaction, applies the batch's counter bumps
   summed (one upsert, in key order so two nodes never deadlock on counters), commits once
   and only then resolves the callers. An acknowledged write is committed. An impression
-  is one statement (one round trip) and needs no savepoint of its own: if it fails, the
-  batch runs again without it.
+  alone is one statement (one round trip) and needs no savepoint of its own: if it fails,
+  the batch runs again without it. A run of consecutive impressions is written at once
+  (``_save_impressions``: two statements for the whole run, in one savepoint); if that
+  fails or meets a key another node committed meanwhile, the run is undone and written
+  one impression at a time, so the outcome is always that of one by one.
 - Uniqueness lives in the database (primary keys on dedupe keys, hover tokens), so an
   impression counts once however many nodes receive its beacons: a node that loses the
   race for a key sees the winner's row once the winner commits, and answers "replay".
