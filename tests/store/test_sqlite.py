@@ -80,17 +80,24 @@ def test_a_committed_batch_wakes_the_loop_once(store, monkeypatch):
         return real(loop, callback, *args, **kw)
 
     monkeypatch.setattr(asyncio.BaseEventLoop, "call_soon_threadsafe", counting)
-    hold = threading.Event()
+    running, hold = threading.Event(), threading.Event()
+
+    def park(conn):
+        running.set()
+        return hold.wait(30)
 
     async def burst():
-        # Park the writer on a first job so the next 50 queue up as one batch.
-        first = asyncio.ensure_future(store.write(lambda conn: hold.wait(5)))
-        await asyncio.sleep(0.05)
+        # Park the writer on a first job so the next 50 queue up as one batch: each wait is
+        # for the state it needs (the writer inside the first job, then all 50 queued).
+        first = asyncio.ensure_future(store.write(park))
+        while not running.is_set():
+            await asyncio.sleep(0.001)
         rest = [
             asyncio.ensure_future(store.insert_key(_record(f"key_{i}", f"{i:024d}")))
             for i in range(50)
         ]
-        await asyncio.sleep(0.05)  # every write is queued before the writer is let go
+        while store._writer._queue.qsize() < 50:
+            await asyncio.sleep(0)
         hold.set()
         await first
         return await asyncio.gather(*rest)
