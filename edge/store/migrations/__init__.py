@@ -23,6 +23,8 @@ branches can add migrations without renumbering. The files, in order:
 - ``0270_tag_versions``: every tag version the edge built (bytes, SRI hash), for pinned pages;
 - ``0310_billing_by_impression``: billing rows keyed by their impression (one B-tree fewer
   per billed impression).
+- ``0320_impression_kind_check``: an impression's kind checked with equalities, not an
+  IN list (SQLite rebuilds the table; nothing on PostgreSQL).
 
 A new migration takes the next free number and adds its line here (a test checks both).
 """
@@ -84,25 +86,40 @@ def apply_migrations(conn: sqlite3.Connection) -> list[str]:
     conn.execute(
         "CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at REAL)"
     )
+    # Foreign keys off while migrating (the pragma is ignored inside a transaction): a
+    # migration may rebuild a table others refer to (create the new one, copy, drop the
+    # old one, rename), which SQLite's foreign keys would refuse half way. Each migration
+    # is checked instead, before its commit.
+    enforced = conn.execute("PRAGMA foreign_keys").fetchone()[0]
+    conn.execute("PRAGMA foreign_keys = OFF")
     applied_now = []
-    for name, sql in migration_files():
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            done = conn.execute(
-                "SELECT 1 FROM schema_migrations WHERE name = ?", (name,)
-            ).fetchone()
-            if not done:
-                for statement in _statements(sql):
-                    conn.execute(statement)
-                conn.execute(
-                    "INSERT INTO schema_migrations (name, applied_at) VALUES (?, ?)",
-                    (name, time.time()),
-                )
-                applied_now.append(name)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+    try:
+        for name, sql in migration_files():
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                done = conn.execute(
+                    "SELECT 1 FROM schema_migrations WHERE name = ?", (name,)
+                ).fetchone()
+                if not done:
+                    for statement in _statements(sql):
+                        conn.execute(statement)
+                    broken = conn.execute("PRAGMA foreign_key_check").fetchone()
+                    if broken is not None:
+                        raise sqlite3.IntegrityError(
+                            f"migration {name} leaves a row of {broken[0]} without its "
+                            f"{broken[2]} row"
+                        )
+                    conn.execute(
+                        "INSERT INTO schema_migrations (name, applied_at) VALUES (?, ?)",
+                        (name, time.time()),
+                    )
+                    applied_now.append(name)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+    finally:
+        conn.execute(f"PRAGMA foreign_keys = {'ON' if enforced else 'OFF'}")
     return applied_now
 
 

@@ -1,0 +1,2 @@
+-- Nothing to change on PostgreSQL: its `kind IN (...)` check is one array comparison per
+-- row, with no per-statement set-up (SQLite rebuilds its table with equalities instead).
