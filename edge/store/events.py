@@ -505,9 +505,14 @@ def _insert_impressions(
     rows: list[tuple[Any, ...]] = []
     key_rows: list[tuple[str, int]] = []
     bills: list[tuple[Any, ...]] = []
+    counted: list[CountRow] = []
     results: list[bool] = []
     for (imp, billing_usd, counts), keys in zip(jobs, key_lists, strict=True):
-        seen = next((known[k] for k in keys if k in known), None)
+        seen = None
+        for k in keys:
+            seen = known.get(k)
+            if seen is not None:
+                break
         if seen is not None:  # a replay: it only teaches the store its other keys
             for k in keys:
                 if k not in known:
@@ -525,12 +530,14 @@ def _insert_impressions(
         if billing_usd is not None:
             bills.append((next_id, imp.campaign_id, imp.ad_id, imp.publisher_id, billing_usd,
                           imp.at))  # fmt: skip
-        _bump(conn, counts)
+        counted += counts
         results.append(True)
     conn.executemany(_INSERT_IMPRESSION, rows)
     conn.executemany("INSERT INTO impression_keys (dedupe_key, impression_id) VALUES (?, ?)",
                      key_rows)  # fmt: skip
-    conn.executemany(_INSERT_BILLING, bills)
+    if bills:
+        conn.executemany(_INSERT_BILLING, bills)
+    _bump(conn, counted)  # the run's bumps in one go
     return results
 
 
