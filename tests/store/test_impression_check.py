@@ -26,14 +26,22 @@ def _imp(keys: tuple[str, ...], at: float, **kw) -> Impression:
     return Impression(dedupe_keys=keys, at=at, **{**base, **kw})
 
 
+_IMPRESSIONS = (
+    "SELECT id, kind, env, ad_id, campaign_id, publisher_id, post_id, slot_id, cpm_usd, at,"
+    " invalid_reason FROM impressions ORDER BY id"
+)
+_KEYS = "SELECT dedupe_key, impression_id FROM impression_keys ORDER BY 1"
+_BILLING = (
+    "SELECT impression_id, campaign_id, ad_id, publisher_id, amount_usd, at"
+    " FROM billing_events ORDER BY 1"
+)
+
+
 def _tables(target) -> dict[str, list[tuple]]:
     return {
-        "impressions": sql(target, "SELECT id, kind, env, ad_id, campaign_id, publisher_id,"
-                                   " post_id, slot_id, cpm_usd, at, invalid_reason"
-                                   " FROM impressions ORDER BY id"),  # fmt: skip
-        "keys": sql(target, "SELECT dedupe_key, impression_id FROM impression_keys ORDER BY 1"),
-        "billing": sql(target, "SELECT impression_id, campaign_id, ad_id, publisher_id,"
-                               " amount_usd, at FROM billing_events ORDER BY 1"),  # fmt: skip
+        "impressions": sql(target, _IMPRESSIONS),
+        "keys": sql(target, _KEYS),
+        "billing": sql(target, _BILLING),
     }
 
 
@@ -73,10 +81,10 @@ def test_impressions_stored_before_the_new_kind_check_are_kept(
             fresh = _imp((f"tok:new-{kind}",), 1_790_000_200.0, kind=kind)
             assert run(ledger.record_impression(new, fresh)) is True
         for kind in ("bogus", "URL", ""):
-            with pytest.raises(Exception, match="(?i)check"):
+            with pytest.raises(Exception, match=r"(?i)check"):
                 run(ledger.record_impression(new, _imp((f"tok:bad-{kind}",), 1.0, kind=kind)))
         last = max(row[0] for row in before["impressions"])
-        ids = sql(db_target, "SELECT id FROM impressions WHERE id > %d ORDER BY id" % last)
+        ids = sql(db_target, f"SELECT id FROM impressions WHERE id > {last} ORDER BY id")
         assert len(ids) == 5  # new ids follow the stored ones
         assert run(new.impression_count()) == 30
     finally:
@@ -103,7 +111,7 @@ def test_a_migration_that_orphans_a_row_is_refused(tmp_path: Path, monkeypatch):
     monkeypatch.setattr(migrations, "migration_files", lambda backend="sqlite": [*shipped, orphan])
     conn = sqlite3.connect(tmp_path / "e.db", isolation_level=None)
     conn.execute("PRAGMA foreign_keys = ON")
-    with pytest.raises(sqlite3.IntegrityError, match="9999_orphan.*impression_keys"):
+    with pytest.raises(sqlite3.IntegrityError, match=r"9999_orphan.*impression_keys"):
         migrations.apply_migrations(conn)
     assert conn.execute("SELECT count(*) FROM impression_keys").fetchone() == (0,)
     names = [r[0] for r in conn.execute("SELECT name FROM schema_migrations ORDER BY name")]
