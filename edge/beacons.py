@@ -11,8 +11,12 @@ a version byte, then the claims as a msgpack array in the fields' order (each va
 and length-prefixed by msgpack itself, so the bytes split one way only), in base64 with
 the signature of the bytes after a dot (``Signer.seal_bytes``). One C pass turns the
 checked bytes into the frozen claims. Tokens of the earlier form (JSON in base64, signed
-as text) are still read until they expire: the version byte 3 makes every new token start
-with "A", and base64 of JSON starts with "e", so the first character picks the reader.
+as text) are always read too: the version byte 3 makes every new token start with "A", and
+base64 of JSON starts with "e", so the first character picks the reader.
+
+A node of an earlier release reads the JSON form only. During a rolling upgrade the new
+nodes therefore issue the JSON form (``token_form="json"``, the ``EDGE_TOKEN_FORM`` setting)
+until every node reads both, so a token issued by one node counts on any other.
 """
 
 from __future__ import annotations
@@ -25,11 +29,12 @@ from urllib.parse import urlencode
 
 import msgspec
 
+from edge.settings import TokenForm
 from edge.signing import Signer
 
 AI_BEACON_PURPOSE = "ai-beacon/v2"  # v2: length-prefixed parts
 IMPRESSION_PURPOSE = "impression/v3"  # v3: a version byte and a msgpack array of the claims
-LEGACY_IMPRESSION_PURPOSE = "impression/v2"  # JSON payload; read, no longer issued
+LEGACY_IMPRESSION_PURPOSE = "impression/v2"  # JSON payload; issued during an upgrade only
 _TOKEN_VERSION = b"\x03"
 _FIRST_CHARACTER = "A"  # base64 of any first byte below 4 starts with it
 IMPRESSION_TOKEN_TTL_SECONDS = 24 * 3600
@@ -148,7 +153,10 @@ def issue_impression_token(
     post_id: str | None = None,
     slot_id: str | None = None,
     client: str | None = None,
+    form: TokenForm = "binary",
 ) -> tuple[str, ImpressionClaims]:
+    """A new token and its claims; ``form`` "json" issues the earlier form, which nodes of
+    an earlier release read (see the module's note on rolling upgrades)."""
     issued_at = int(now)
     claims = ImpressionClaims(
         token_id=token_id(now),
@@ -163,8 +171,27 @@ def issue_impression_token(
         slot_id=slot_id,
         client=client,
     )
+    if form == "json":
+        return signer.seal(LEGACY_IMPRESSION_PURPOSE, _legacy_payload(claims)), claims
     token = signer.seal_bytes(IMPRESSION_PURPOSE, _TOKEN_VERSION + _ENCODER.encode(claims))
     return token, claims
+
+
+def _legacy_payload(claims: ImpressionClaims) -> dict[str, object]:
+    """The claims as the earlier form's JSON payload (the keys ``_read_legacy`` reads)."""
+    return {
+        "t": claims.token_id,
+        "s": claims.surface,
+        "e": claims.env,
+        "a": claims.ad_id,
+        "c": claims.campaign_id,
+        "i": claims.issued_at,
+        "m": claims.cpm_usd,
+        "p": claims.publisher_id,
+        "o": claims.post_id,
+        "l": claims.slot_id,
+        "b": claims.client,
+    }
 
 
 _ENCODER = msgspec.msgpack.Encoder()

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 Env = Literal["production", "sandbox"]
+TokenForm = Literal["binary", "json"]
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
@@ -292,6 +293,12 @@ class Settings:
         16_384,
         "Largest request line plus headers, in bytes (431 above).",
         _int_in(1024, 1 << 20),
+    )
+    token_form: TokenForm = _setting(
+        "binary",
+        "Impression token form issued: binary, or json while a node of an earlier release "
+        "still serves (every node reads both).",
+        _choice("binary", "json"),
     )
 
     # -- derived values --------------------------------------------------------------------

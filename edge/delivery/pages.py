@@ -231,6 +231,7 @@ def _ad(
         post_id=post_id,
         slot_id=slot_id,
         client=client_binding(ctx.signer, client),
+        form=ctx.settings.token_form,
     )
     return {
         "ad_id": p.ad.id,

@@ -29,6 +29,7 @@ def edge_pixel(ctx: Context, p: Placement, post_id: str) -> dict[str, str]:
         now=ctx.clock(),
         cpm_usd=cpm_usd(ctx, p),
         post_id=post_id,
+        form=ctx.settings.token_form,
     )
     return {
         "vendor": EDGE_PIXEL_VENDOR,
