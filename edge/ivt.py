@@ -122,6 +122,32 @@ def _keyed(signer: Signer, *parts: str) -> str:
     return signer.sign(CLIENT_PURPOSE, *parts)
 
 
+class ClientFacts(msgspec.Struct, frozen=True):
+    """A client with its two keyed hashes: ``client_key`` (the rate key) and
+    ``client_binding`` (what a bound token must carry)."""
+
+    client: Client
+    key: str
+    binding: str
+
+
+def client_facts(signer: Signer, ip: str | None, user_agent: str) -> ClientFacts:
+    """The client of ``ip`` and ``user_agent`` with its keyed hashes, remembered per
+    (address, user agent) in memory (a browser sends many beacons); a user agent longer
+    than the rules read is worked out each time, so the cache's size stays bounded."""
+    if len(user_agent) > _MAX_UA:
+        return _client_facts(signer, ip, user_agent)
+    return _remembered_facts(signer, ip, user_agent)
+
+
+def _client_facts(signer: Signer, ip: str | None, user_agent: str) -> ClientFacts:
+    client = Client(ip, user_agent)
+    return ClientFacts(client, client_key(signer, client), client_binding(signer, client))
+
+
+_remembered_facts = lru_cache(maxsize=_CACHE_SIZE)(_client_facts)
+
+
 class BotDetector:
     """Known crawler and bot user agents, from the ``crawler-user-agents`` package's list,
     compiled once into one expression; verdicts are cached per user-agent string."""

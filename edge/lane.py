@@ -82,34 +82,40 @@ class BeaconLane:
         self.registered_origin = registered_origin
         self.fence = fence
         self._defaults = {path: headers.defaults(path) for _, path in self.endpoints}
+        # Per (method, path): what __call__ needs, found once (the fence's open paths are
+        # fixed when it is made): the handler, its direct form, whether the path is fenced.
+        self._routes = {
+            key: (endpoint, self.direct.get(key), fence is not None and not fence.is_open(key[1]))
+            for key, endpoint in self.endpoints.items()
+        }
         # A direct form's answer finished with the CORS grant and the defaults, per (path,
         # its headers, the granted origin): the answers are mostly constants and the
         # granted origins the registered ones, so each is finished once. Emptied when full.
-        self._finished: dict[tuple[str, RawHeaders, str | None], RawHeaders] = {}
+        self._finished: dict[tuple[str, int, str | None], tuple[RawHeaders, RawHeaders]] = {}
         # Requests answered here, by path: what tests check, and what an operator can read.
         self.handled: Counter[str] = Counter()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        endpoint = None
+        route = None
         if scope["type"] == "http" and not scope.get("root_path"):
-            key = (scope["method"], scope["path"])
-            endpoint = self.endpoints.get(key)
-        if endpoint is None:
+            route = self._routes.get((scope["method"], scope["path"]))
+        if route is None:
             await self.app(scope, receive, send)
             return
+        endpoint, direct, fenced = route
         path: str = scope["path"]
         self.handled[path] += 1
-        defaults = self._defaults[path]
         started = False
         try:
             granted = granted_origin(scope, self.registered_origin)
-            fence = self.fence
-            refusal = None if fence is None or fence.is_open(path) else fence.check(scope)
+            refusal = self.fence.check(scope) if fenced and self.fence is not None else None
             response = None
             content: bytes | memoryview
-            direct = self.direct.get(key)
             if refusal is None and direct is not None:
-                status, headers, content = await _answer(direct, scope, receive, send)
+                try:
+                    status, headers, content = await direct(scope, receive)
+                except Exception as exc:
+                    status, headers, content = await _known_answer(scope, receive, send, exc)
                 raw = list(self._finish(path, headers, granted))
             else:
                 if refusal is not None:
@@ -125,7 +131,7 @@ class BeaconLane:
                         response.body,
                     )
                 grant_headers(raw, granted)
-                set_defaults(raw, defaults)
+                set_defaults(raw, self._defaults[path])
             started = True
             await send({"type": "http.response.start", "status": status, "headers": raw})
             await send({"type": "http.response.body", "body": content})
@@ -135,22 +141,25 @@ class BeaconLane:
             if started:
                 raise  # too late for an answer: the server closes the connection
             start, body = unexpected_error(scope, exc)
-            set_defaults(start["headers"], defaults)
+            set_defaults(start["headers"], self._defaults[path])
             await send(start)
             await send(body)
 
     def _finish(self, path: str, headers: RawHeaders, granted: str | None) -> RawHeaders:
         """``headers`` with the CORS grant and the path's defaults (as on every answer)."""
-        key = (path, headers, granted)
-        finished = self._finished.get(key)
-        if finished is None:
+        # Keyed by the headers' identity (an answer's headers are a constant, and hashing
+        # the nested tuple per beacon cost more than the lookup); the entry keeps the
+        # headers it was made from, so an identity reused by other headers misses.
+        key = (path, id(headers), granted)
+        entry = self._finished.get(key)
+        if entry is None or entry[0] is not headers:
             raw = list(headers)
             grant_headers(raw, granted)
             set_defaults(raw, self._defaults[path])
             if len(self._finished) >= _FINISHED_SIZE:
                 self._finished.clear()
-            finished = self._finished[key] = tuple(raw)
-        return finished
+            entry = self._finished[key] = (headers, tuple(raw))
+        return entry[1]
 
 
 _FINISHED_SIZE = 1024
@@ -167,12 +176,9 @@ async def _respond(endpoint: Endpoint, request: Request) -> Response:
         return known
 
 
-async def _answer(direct: Direct, scope: Scope, receive: Receive, send: Send) -> Answer:
-    """The direct form's answer, or the app's handler's answer to an error it raised."""
-    try:
-        return await direct(scope, receive)
-    except Exception as exc:
-        known = await known_error(Request(scope, receive, send), exc)
-        if known is None:
-            raise
-        return answer_of(known)
+async def _known_answer(scope: Scope, receive: Receive, send: Send, exc: Exception) -> Answer:
+    """The app's handler's answer to an error a direct form raised (else ``exc`` again)."""
+    known = await known_error(Request(scope, receive, send), exc)
+    if known is None:
+        raise exc
+    return answer_of(known)

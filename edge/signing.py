@@ -73,7 +73,9 @@ def _unb64_strict(text: str) -> bytes:
     character with bits set beyond the bytes, so bytes have exactly one text."""
     raw = text.encode("ascii").translate(_FROM_URLSAFE_ONLY)  # ValueError when not ASCII
     data = binascii.a2b_base64(raw + b"=" * (-len(raw) % 4), strict_mode=True)
-    if _b64(data) != text:
+    # Canonical: the bytes' own standard base64 is the text read (the URL-safe alphabet maps
+    # one to one onto the standard one, and "!" is in neither).
+    if binascii.b2a_base64(data, newline=False).rstrip(b"=") != raw:
         raise ValueError("not the canonical base64 of its bytes")
     return data
 
@@ -144,8 +146,11 @@ class Signer:
             data = _unb64_strict(body)
         except ValueError:
             return None
-        expected = _b64(self._mac(purpose, len(data).to_bytes(8, "big") + data))
-        return data if same_text(expected, signature) else None
+        mac = self._mac(purpose, len(data).to_bytes(8, "big") + data)
+        expected = binascii.b2a_base64(mac, newline=False).translate(_TO_URLSAFE).rstrip(b"=")
+        # Compared as bytes in constant time, as ``same_text`` does (any character may come).
+        given = signature.encode("utf-8", "surrogatepass")
+        return data if hmac.compare_digest(expected, given) else None
 
     def unseal(self, purpose: str, token: str) -> dict[str, Any] | None:
         """The payload of a token this signer sealed for ``purpose``, else None."""

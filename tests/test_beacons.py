@@ -229,6 +229,19 @@ def test_every_edited_byte_and_every_truncation_of_a_token_is_refused():
             read_impression_token(SIGNER, f"{body}.{sig}{odd}", **args)
 
 
+def test_every_other_character_anywhere_in_the_signature_is_refused():
+    # The signature's last character carries only two bits of the MAC: a reader that
+    # decodes it leniently, or compares a prefix, would take some of these edits.
+    token, _ = _token(publisher_id="pub-1")
+    body, sig = token.split(".")
+    args = {"surface": "url", "env": "production", "now": 1001.0}
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+    for i, char in enumerate(sig):
+        for other in alphabet.replace(char, ""):
+            with pytest.raises(InvalidToken, match="not one"):
+                read_impression_token(SIGNER, f"{body}.{sig[:i]}{other}{sig[i + 1 :]}", **args)
+
+
 def test_signed_bytes_of_another_purpose_version_or_shape_are_refused():
     _, claims = _token()
     data = b"\x03" + msgspec.msgpack.encode(claims)

@@ -284,3 +284,15 @@ def test_finished_impression_answers_stay_the_stacks_as_origins_alternate(client
     for n in range(3000):
         lane._finish(dea.URL_IMPRESSION, (), f"https://{n}.example")
     assert len(lane._finished) <= 1024
+
+
+def test_a_finished_answer_is_never_reused_for_other_headers_of_the_same_identity(client):
+    # Finished answers are found by the headers' identity; an entry made for headers that
+    # are gone, whose identity now belongs to other headers, must not be served for them.
+    lane = lane_of(client)
+    gone = ((b"content-type", b"text/plain"),)
+    now = ((b"content-type", b"application/json"), (b"x-other", b"1"))
+    stale = lane._finish(dea.URL_IMPRESSION, gone, None)
+    lane._finished[(dea.URL_IMPRESSION, id(now), None)] = (gone, stale)
+    finished = lane._finish(dea.URL_IMPRESSION, now, None)
+    assert finished[:2] == now and finished != stale

@@ -42,8 +42,8 @@ from edge.delivery.requests import (
     strict_query,
 )
 from edge.errors import BadRequest
-from edge.http import json_response, read_body, receive_body
-from edge.ivt import Client, Verdict, client_binding, client_key
+from edge.http import header, json_response, read_body, receive_body
+from edge.ivt import Client, Verdict, client_binding, client_facts, client_key
 from edge.lane import Answer, answer_of
 from edge.partner.fields import control_character
 from edge.store import Hover, Impression, PlacementFailure, StoreUnavailable
@@ -104,12 +104,16 @@ def _verdict(
     event_id: str | None = None,
 ) -> Verdict:
     assert ctx.signer is not None  # set at start-up
-    client = _client(ctx, scope)
+    facts = client_facts(
+        ctx.signer,
+        request_client_ip(scope, ctx.settings.trusted_proxies),
+        header(scope, b"user-agent") or "",
+    )
     return ctx.traffic.classify_impression(
-        client,
-        key=client_key(ctx.signer, client),
+        facts.client,
+        key=facts.key,
         bound_to=bound_to,
-        binding=client_binding(ctx.signer, client) if bound_to is not None else None,
+        binding=facts.binding if bound_to is not None else None,
         publisher_known=publisher_id is None or ctx.publishers.get(publisher_id) is not None,
         rate_limited=per_client_rate,
         event_id=event_id,
