@@ -30,6 +30,8 @@ and the counter bumps of an event, and the store writes them atomically with the
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+
 from edge.counters import CountRow, billed_counts, utc_day, with_day, with_days
 from edge.store.base import Store
 from edge.store.events import Click, Conversion, Hover, Impression, PlacementFailure
@@ -168,13 +170,15 @@ def conversion_counts(conversion: Conversion) -> list[CountRow]:
     return rows
 
 
-async def record_impression(store: Store, imp: Impression) -> bool:
-    """Count ``imp`` unless it is a replay; True when counted. Returns after the commit of
-    the impression, its billing row and its counter bumps (one transaction)."""
+def record_impression(store: Store, imp: Impression) -> Awaitable[bool]:
+    """Count ``imp`` unless it is a replay; True when counted. What it returns is awaited
+    until the commit of the impression, its billing row and its counter bumps (one
+    transaction). It is the store's own awaitable, with no coroutine of its own around it:
+    this runs on every impression beacon."""
     if not imp.dedupe_keys:
         raise ValueError("an impression needs at least one dedupe key")
     billed = billing_usd(imp)
-    return await store.save_impression(imp, billed, impression_counts_of_day(imp, billed))
+    return store.save_impression(imp, billed, impression_counts_of_day(imp, billed))
 
 
 async def record_hover(store: Store, hover: Hover) -> bool:

@@ -168,7 +168,9 @@ def _impression(
 _IMPRESSION_FIELDS = BodyFields(schemas.IMPRESSION_REQUEST, ("impression_token", "impression_id"))
 
 
-async def _count(ctx: Context, scope: Scope, raw: bytes, surface: Surface) -> bool:
+def _tag_impression(ctx: Context, scope: Scope, raw: bytes, surface: Surface) -> Impression:
+    """The impression a tag beacon's body describes, judged (no await: the store's is the
+    one suspension of a beacon)."""
     token, impression_id = _IMPRESSION_FIELDS(raw)
     claims = read_claims(ctx, token, surface, "impression_token")
     keys = (f"tok:{claims.token_id}", f"iid:{impression_id}")
@@ -180,7 +182,11 @@ async def _count(ctx: Context, scope: Scope, raw: bytes, surface: Surface) -> bo
         per_client_rate=True,
         event_id=claims.token_id,
     )
-    return await _record(ctx, _impression(ctx, surface, claims, keys, verdict))
+    return _impression(ctx, surface, claims, keys, verdict)
+
+
+async def _count(ctx: Context, scope: Scope, raw: bytes, surface: Surface) -> bool:
+    return await _record(ctx, _tag_impression(ctx, scope, raw, surface))
 
 
 def _acknowledged(counted: bool) -> Response:
@@ -215,7 +221,7 @@ async def direct_impression(
     raw = await receive_body(
         scope, receive, max_bytes=ctx.settings.max_body_bytes, allow_text_plain=True
     )
-    return IMPRESSION_ANSWERS[await _count(ctx, scope, raw, surface)]
+    return IMPRESSION_ANSWERS[await _record(ctx, _tag_impression(ctx, scope, raw, surface))]
 
 
 async def _ugc_pixel(ctx: Context, request: Request) -> Response:
