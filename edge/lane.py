@@ -148,8 +148,9 @@ class BeaconLane:
     def _finish(self, path: str, headers: RawHeaders, granted: str | None) -> RawHeaders:
         """``headers`` with the CORS grant and the path's defaults (as on every answer)."""
         # Keyed by the headers' identity (an answer's headers are a constant, and hashing
-        # the nested tuple per beacon cost more than the lookup); the entry keeps the
-        # headers it was made from, so an identity reused by other headers misses.
+        # the nested tuple per beacon cost more than the lookup). The entry holds the
+        # headers it was made from, so no other headers can take that identity while it
+        # is kept; it is checked all the same.
         key = (path, id(headers), granted)
         entry = self._finished.get(key)
         if entry is None or entry[0] is not headers:
