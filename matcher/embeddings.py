@@ -43,6 +43,10 @@ WINDOW_TOKENS = HEAD_TOKENS + TAIL_TOKENS
 _HEAD_CHARS = HEAD_TOKENS * 12
 _TAIL_CHARS = TAIL_TOKENS * 12
 _BATCH = 32
+# What the query cache (``CachedEmbedder``) may hold in arrays: ~500 five-sentence posts
+# with their sentence vectors (a text through ``embed`` alone, 1.5 KiB, meets the count
+# bound first).
+CACHE_BYTES = 8 << 20
 # A sentence ends at . ! ? (or an ellipsis) followed by space, or at a line break. Run-on
 # posts without punctuation are cut into pieces of at most this many word pieces instead.
 _SENTENCE_END = re.compile(r"(?<=[.!?…])\s+|\s*\n+\s*")
@@ -294,13 +298,20 @@ class CachedEmbedder:
 
     Partners re-send the same post on every ``ttl_seconds`` refresh and the tag asks for the
     same page from every visitor, so repeated texts skip the forward pass entirely.
+
+    Bounded twice: at most ``capacity`` texts, and at most ``max_bytes`` of arrays. A text
+    seen through ``encode`` keeps its sentence vectors too, ~3.5 KiB per sentence, so 4,096
+    five-sentence posts alone would hold ~80 MiB; the byte bound keeps the cache a known
+    share of the process instead.
     """
 
-    def __init__(self, inner: Embedder, capacity: int = 4096) -> None:
+    def __init__(self, inner: Embedder, capacity: int = 4096, max_bytes: int = CACHE_BYTES) -> None:
         self.inner = inner
         self.model_id = inner.model_id
         self.dim = inner.dim
         self.capacity = capacity
+        self.max_bytes = max_bytes
+        self.nbytes = 0  # the arrays held now (vectors, sentence vectors and peaks)
         self._lru: OrderedDict[bytes, np.ndarray] = OrderedDict()
         # Sentence vectors of texts seen through ``encode``, evicted with their text's vector.
         self._sentences: dict[bytes, Sentences] = {}
@@ -328,7 +339,7 @@ class CachedEmbedder:
             with self._lock:
                 for row, i in enumerate(missing):
                     out[i] = fresh[row]
-                    self._lru[keys[i]] = fresh[row].copy()
+                    self._put(keys[i], fresh[row].copy(), None)
                 self._evict()
         return out
 
@@ -356,15 +367,30 @@ class CachedEmbedder:
             with self._lock:
                 for row, i in enumerate(missing):
                     out[i], sentences[i] = fresh[row], fresh_sent[row]
-                    self._lru[keys[i]] = fresh[row].copy()
-                    self._sentences[keys[i]] = fresh_sent[row]
+                    self._put(keys[i], fresh[row].copy(), fresh_sent[row])
                 self._evict()
         return out, [s for s in sentences if s is not None]
 
+    def _put(self, key: bytes, vector: np.ndarray, sentences: Sentences | None) -> None:
+        """Store under the lock; replaces what ``key`` held (bytes counted once)."""
+        self._drop(key)
+        self._lru[key] = vector
+        self.nbytes += vector.nbytes
+        if sentences is not None:
+            self._sentences[key] = sentences
+            self.nbytes += sentences.vectors.nbytes + sentences.peaks.nbytes
+
+    def _drop(self, key: bytes) -> None:
+        vector = self._lru.pop(key, None)
+        if vector is not None:
+            self.nbytes -= vector.nbytes
+        sent = self._sentences.pop(key, None)
+        if sent is not None:
+            self.nbytes -= sent.vectors.nbytes + sent.peaks.nbytes
+
     def _evict(self) -> None:
-        while len(self._lru) > self.capacity:
-            key, _ = self._lru.popitem(last=False)
-            self._sentences.pop(key, None)
+        while self._lru and (len(self._lru) > self.capacity or self.nbytes > self.max_bytes):
+            self._drop(next(iter(self._lru)))
 
 
 def encode_texts(model: Embedder, texts: Sequence[str]) -> tuple[np.ndarray, list[Sentences]]:

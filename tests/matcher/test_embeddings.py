@@ -70,3 +70,27 @@ def test_cache_hits_skip_the_model_and_stay_bounded():
     cache.embed(["b"])
     assert inner.seen == ["a", "b", "c", "b"]
     assert cache.hits == 1 and len(cache._lru) == 2
+
+
+def test_the_cache_is_bounded_by_the_bytes_its_sentence_vectors_take(model):
+    posts = [
+        f"Post {i} about boots. It has three sentences. The last one asks a thing?"
+        for i in range(6)
+    ]
+    one = model.encode(posts[:1])[1][0]
+    per_post = 384 * 4 + one.vectors.nbytes + one.peaks.nbytes  # 3 sentences, 4 peak rows
+    cache = CachedEmbedder(model, capacity=100, max_bytes=3 * per_post)
+    for p in posts:
+        cache.encode([p])
+        assert cache.nbytes <= cache.max_bytes
+    assert cache.nbytes == 3 * per_post and len(cache._lru) == len(cache._sentences) == 3
+    cache.encode(posts[3:])  # the three newest are hits
+    assert cache.hits == 3 and cache.misses == 6
+    cache.encode(posts[:1])  # a miss: it evicts the least recently used (post 3)
+    assert cache.misses == 7 and cache.nbytes == 3 * per_post
+    cache.encode(posts[4:])
+    assert cache.hits == 5  # posts 4 and 5 stayed
+    cache.encode(posts[3:4])
+    assert cache.misses == 8
+    cache.embed(["a text seen again through embed keeps its bytes counted once"] * 2)
+    assert cache.nbytes <= cache.max_bytes
