@@ -41,7 +41,7 @@ from edge.preflight import check_files
 from edge.settings import Settings, SettingsError
 from edge.store.postgres import redact_url
 from edge.workers import Supervisor, bind_socket
-from matcher.embeddings import MiniLM
+from matcher.embeddings import MiniLM, fix_mmap_threshold
 
 log = logging.getLogger("edge.server")
 
@@ -308,6 +308,7 @@ def serve(settings: Settings) -> None:
     ``SettingsError`` (one line naming it); a failed start exits non-zero."""
     check_files(settings)
     configure_logging(settings.log_level)
+    fix_mmap_threshold()  # before the model and catalogue load (workers inherit it)
     db = settings.db
     log.info("database %s", redact_url(db) if isinstance(db, str) else str(db.resolve()))
     _raise_open_files_limit(settings.max_connections + 256)  # + the store, model, logs

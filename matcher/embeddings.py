@@ -29,7 +29,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -271,20 +271,45 @@ def _mean_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return normalise(pooled)
 
 
+def _libc_function(name: str) -> Any:
+    """A function of the C library (glibc), or None where there is none of that name."""
+    lib = ctypes.util.find_library("c")
+    try:
+        return getattr(ctypes.CDLL(lib) if lib else None, name, None)
+    except OSError:
+        return None
+
+
 def trim_heap() -> None:
     """Give the C heap's free pages back to the system (glibc only; elsewhere a no-op).
 
     Building the onnxruntime session frees ~60 MiB of transient buffers that glibc keeps
     mapped (resident) until asked; one call after a load returns them.
     """
-    name = ctypes.util.find_library("c")
-    try:
-        libc = ctypes.CDLL(name) if name else None
-        trim = getattr(libc, "malloc_trim", None)
-    except OSError:
-        return
+    trim = _libc_function("malloc_trim")
     if trim is not None:
         trim(0)
+
+
+M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter number
+MMAP_THRESHOLD = 1 << 20
+
+
+def fix_mmap_threshold(nbytes: int = MMAP_THRESHOLD) -> bool:
+    """Serve every allocation of ``nbytes`` or more from its own mapping, for the life of
+    the process (glibc only; False elsewhere or if refused). Call it once, at start-up,
+    before anything large is loaded.
+
+    glibc starts at 128 KiB but raises the threshold to the size of each mapped block that
+    is freed (up to 32 MiB), so after the model and catalogue loads, large temporaries come
+    from the heap, between long-lived objects, and their pages are not returned when freed.
+    An edge with 100k ads, healthy and after 1,500 posts: 404 and 440 MiB with glibc's
+    rule; 349 and 366 MiB at 1 MiB; 336 and 358 at 128 KiB, but there the model's
+    per-request buffers are mapped and unmapped on every call (+7% CPU per 130-token
+    forward pass, against about +3% at 1 MiB).
+    """
+    mallopt = _libc_function("mallopt")
+    return mallopt is not None and bool(mallopt(M_MMAP_THRESHOLD, nbytes))
 
 
 def normalise(vectors: np.ndarray) -> np.ndarray:

@@ -94,3 +94,36 @@ def test_the_cache_is_bounded_by_the_bytes_its_sentence_vectors_take(model):
     assert cache.misses == 8
     cache.embed(["a text seen again through embed keeps its bytes counted once"] * 2)
     assert cache.nbytes <= cache.max_bytes
+
+
+_AFTER_A_FREED_MAPPING = """
+import ctypes, sys
+from matcher.embeddings import fix_mmap_threshold
+if sys.argv[1] == "fixed":
+    assert fix_mmap_threshold()
+libc = ctypes.CDLL("libc.so.6")
+libc.malloc.restype = ctypes.c_void_p
+libc.free.argtypes = [ctypes.c_void_p]
+libc.free(libc.malloc(16 << 20))  # a mapped block freed: glibc would raise its threshold
+FIELDS = "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost"
+class Info(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in FIELDS.split()]
+libc.mallinfo2.restype = Info
+before = libc.mallinfo2().hblks
+block = libc.malloc(2 << 20)
+print(libc.mallinfo2().hblks - before)
+"""
+
+
+@pytest.mark.parametrize(("mode", "mapped"), [("fixed", 1), ("glibc default", 0)])
+def test_a_fixed_mmap_threshold_keeps_large_blocks_in_their_own_mapping(mode, mapped):
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-c", _AFTER_A_FREED_MAPPING, mode],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert int(out.stdout) == mapped  # 2 MiB: its own mapping, or heap after the raise
