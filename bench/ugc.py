@@ -63,7 +63,7 @@ def prepare(tmp: Path, ads: int) -> tuple[Path, Path]:
     catalogue_file = synthetic.write_catalogue(tmp / f"catalogue-{ads}.json", ads)
     cache_dir = tmp / "cache"
     catalogue = load_catalogue(catalogue_file)  # the edge's own loader: the same hash
-    model = MiniLM(threads=1)
+    model = MiniLM(threads=1, cache_dir=cache_dir)  # the edge then finds its graph there
     vectors = synthetic.ad_vectors(model.embed, catalogue.placements)
     target = cache_path(cache_dir, catalogue.content_hash, model.model_id)
     target.parent.mkdir(parents=True, exist_ok=True)
