@@ -22,11 +22,12 @@ day) take the same path into ``daily_counters``.
 from __future__ import annotations
 
 import abc
+import itertools
 import re
 import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, TypeVar
 from urllib.parse import urlsplit
 
 import orjson
@@ -544,6 +545,20 @@ def _insert_impressions(
 # Write jobs with forms that take a run of the same job's arguments at once (the writer of
 # ``edge.store.sqlite`` uses them for consecutive jobs of that function): tried in order,
 # each from a clean transaction, until one succeeds; then the jobs run one by one.
+class _Run(Protocol):
+    @property
+    def fn(self) -> Callable[..., Any]: ...
+
+
+J = TypeVar("J", bound=_Run)
+
+
+def runs_of(batch: list[J]) -> list[list[J]]:
+    """A writer's batch cut into runs of consecutive jobs of the same function, in order:
+    a run of one function with a batched form (``BATCHED``) is written at once."""
+    return [list(run) for _, run in itertools.groupby(batch, key=lambda job: job.fn)]
+
+
 BATCHED: dict[Callable[..., Any], tuple[Callable[..., list[Any]], ...]] = {
     _save_impression: (_save_new_impressions, _save_impressions),
 }

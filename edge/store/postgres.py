@@ -50,6 +50,7 @@ from edge.store.events import (
     Publisher,
     StoredClick,
     normalise_origin,
+    runs_of,
     valid_publisher_id,
 )
 from edge.store.matcher_state import DisablePair
@@ -265,7 +266,7 @@ class PostgresStore(Store):
         outcomes: list[tuple[_Job, Any, BaseException | None]] = []
         async with self._connection() as conn, conn.transaction():
             wconn = WriteConn(conn)
-            for run in _runs(batch):
+            for run in runs_of(batch):
                 many = _BATCHED.get(run[0].fn) if len(run) > 1 else None
                 if many is not None and await self._run_many(wconn, many, run, outcomes):
                     continue
@@ -896,17 +897,6 @@ async def _run_one(
         outcomes.append((job, None, exc))
     else:
         outcomes.append((job, result, None))
-
-
-def _runs(batch: list[_Job]) -> list[list[_Job]]:
-    """The batch cut into runs of consecutive jobs of the same function, in order."""
-    runs: list[list[_Job]] = []
-    for job in batch:
-        if runs and runs[-1][0].fn is job.fn:
-            runs[-1].append(job)
-        else:
-            runs.append([job])
-    return runs
 
 
 def _settle(outcomes: list[tuple[_Job, Any, BaseException | None]]) -> None:

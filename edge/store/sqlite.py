@@ -23,7 +23,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from edge.store.base import KeyRecord, Store, StoreUnavailable, TagVersionRecord
-from edge.store.events import BATCHED, CountingConnection, SQLiteEventStore, flush_counts
+from edge.store.events import (
+    BATCHED,
+    CountingConnection,
+    SQLiteEventStore,
+    flush_counts,
+    runs_of,
+)
 from edge.store.matcher_state import SQLiteMatcherState
 from edge.store.migrations import apply_migrations
 
@@ -157,7 +163,7 @@ class _Writer(threading.Thread):
         outcomes: list[tuple[_Job, Any, BaseException | None]] = []
         try:
             conn.execute("BEGIN IMMEDIATE")
-            runs = _runs(batch)
+            runs = runs_of(batch)
             if len(runs[0]) > 1 and self._opening_run(runs[0], outcomes):
                 runs = runs[1:]
             for run in runs:
@@ -245,17 +251,6 @@ class _Writer(threading.Thread):
                 loop.call_soon_threadsafe(_resolve, settled)
             except RuntimeError:  # that loop is closed: nobody is left to tell
                 log.warning("store writes committed for a closed event loop: %d", len(settled))
-
-
-def _runs(batch: list[_Job]) -> list[list[_Job]]:
-    """The batch cut into runs of consecutive jobs of the same function, in order."""
-    runs: list[list[_Job]] = []
-    for job in batch:
-        if runs and runs[-1][0].fn is job.fn:
-            runs[-1].append(job)
-        else:
-            runs.append([job])
-    return runs
 
 
 class SQLiteStore(SQLiteMatcherState, SQLiteEventStore, Store):
