@@ -91,7 +91,7 @@ class BeaconLane:
         # A direct form's answer finished with the CORS grant and the defaults, per (path,
         # its headers, the granted origin): the answers are mostly constants and the
         # granted origins the registered ones, so each is finished once. Emptied when full.
-        self._finished: dict[tuple[str, int, str | None], tuple[RawHeaders, RawHeaders]] = {}
+        self._finished: dict[tuple[str, object, str | None], tuple[RawHeaders, RawHeaders]] = {}
         # Requests answered here, by path: what tests check, and what an operator can read.
         self.handled: Counter[str] = Counter()
 
@@ -114,9 +114,11 @@ class BeaconLane:
             if refusal is None and direct is not None:
                 try:
                     status, headers, content = await direct(scope, receive)
+                    constant = True
                 except Exception as exc:
                     status, headers, content = await _known_answer(scope, receive, send, exc)
-                raw = list(self._finish(path, headers, granted))
+                    constant = False  # an error's answer is made for it
+                raw = list(self._finish(path, headers, granted, constant=constant))
             else:
                 if refusal is not None:
                     start, body = refusal_messages(refusal)
@@ -145,15 +147,18 @@ class BeaconLane:
             await send(start)
             await send(body)
 
-    def _finish(self, path: str, headers: RawHeaders, granted: str | None) -> RawHeaders:
-        """``headers`` with the CORS grant and the path's defaults (as on every answer)."""
-        # Keyed by the headers' identity (an answer's headers are a constant, and hashing
-        # the nested tuple per beacon cost more than the lookup). The entry holds the
-        # headers it was made from, so no other headers can take that identity while it
-        # is kept; it is checked all the same.
-        key = (path, id(headers), granted)
+    def _finish(
+        self, path: str, headers: RawHeaders, granted: str | None, *, constant: bool = True
+    ) -> RawHeaders:
+        """``headers`` with the CORS grant and the path's defaults (as on every answer).
+        ``constant``: the headers are one of a direct form's constant answers."""
+        # A constant's headers are keyed by their identity (hashing the nested tuple per
+        # beacon cost more than the lookup); the entry holds them, so no other headers can
+        # take that identity while it is kept. Other headers (an error's answer, made per
+        # request) are keyed by value, so a run of equal errors shares one entry.
+        key = (path, id(headers) if constant else headers, granted)
         entry = self._finished.get(key)
-        if entry is None or entry[0] is not headers:
+        if entry is None or (entry[0] is not headers and entry[0] != headers):
             raw = list(headers)
             grant_headers(raw, granted)
             set_defaults(raw, self._defaults[path])

@@ -296,3 +296,20 @@ def test_a_finished_answer_is_never_reused_for_other_headers_of_the_same_identit
     lane._finished[(dea.URL_IMPRESSION, id(now), None)] = (gone, stale)
     finished = lane._finish(dea.URL_IMPRESSION, now, None)
     assert finished[:2] == now and finished != stale
+
+
+def test_a_run_of_refused_impressions_shares_one_finished_answer(client):
+    # An error's answer is made per request; equal ones share one finished entry (by
+    # value), so a flood of refused beacons neither grows the cache nor empties it.
+    lane = lane_of(client)
+    body = imp_body("not-a-token")
+    first = client.post(dea.URL_IMPRESSION, json=body, headers={"Origin": ORIGIN})
+    assert_error_shape(first, 400)
+    size = len(lane._finished)
+    for _ in range(5):
+        r = client.post(dea.URL_IMPRESSION, json=body, headers={"Origin": ORIGIN})
+        same(r, first)
+    assert len(lane._finished) == size
+    same(
+        first, stack_client(client).post(dea.URL_IMPRESSION, json=body, headers={"Origin": ORIGIN})
+    )
