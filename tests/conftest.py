@@ -81,6 +81,15 @@ def issue_key(client: TestClient, product: str, env: str | None = None) -> str:
     return key
 
 
+def other_tail(text: str, n: int = 2) -> str:
+    """``text`` with its last ``n`` characters replaced by "A"s, or by "B" and "A"s where it
+    already ends in them: always a different string, so a forgery test never sends the
+    genuine token (a signature ends in "AA" about one run in 256). The last character stays
+    "A", which canonical base64 allows there."""
+    tail = "A" * n
+    return text[:-n] + (tail if text[-n:] != tail else "B" + tail[1:])
+
+
 def assert_error_shape(response, status: int, code: str | None = None) -> dict:
     assert response.status_code == status, response.text
     assert response.headers["content-type"].startswith("application/json")

@@ -14,7 +14,7 @@ from edge.delivery import schemas
 from edge.delivery.validate import validate
 from edge.signing import Signer
 from edge.store import StoreUnavailable
-from tests.conftest import assert_error_shape
+from tests.conftest import assert_error_shape, other_tail
 from tests.delivery.helpers import ORIGIN, PUB, register
 
 PAGE = "https://news.example/a/1"
@@ -100,8 +100,8 @@ def _forged(client):
             campaign_id="cmp-1",
             now=client.app.state.ctx.clock(),
         )[0],
-        "bad signature": f"{body}.{sig[:-2]}AA",
-        "edited payload": f"{body[:-2]}AA.{sig}",
+        "bad signature": f"{body}.{other_tail(sig)}",
+        "edited payload": f"{other_tail(body)}.{sig}",
         "other surface": token(client, "ugc"),
         "other env": token(client, env="sandbox"),
         "expired": token(client, now=client.app.state.ctx.clock() - 2 * 86400),

@@ -17,6 +17,7 @@ from edge.cli import main
 from edge.qa import EdgeProcess
 from edge.signing import Signer
 from matcher.catalogue import load_catalogue
+from tests.conftest import other_tail
 
 US, GB = "216.160.83.56", "81.2.69.160"
 ORIGIN = "https://news.example"
@@ -99,7 +100,7 @@ def test_impression_replay_and_forgery_over_http(edge):
                for _ in range(3)]  # fmt: skip
     assert [a["counted"] for a in answers] == [True, False, False]
     forged = orjson.loads(body)
-    forged["impression_token"] = forged["impression_token"][:-3] + "AAA"
+    forged["impression_token"] = other_tail(forged["impression_token"], 3)
     forged["impression_id"] = "http-imp-0002"
     status, _, err = call(edge, "POST", "/dea/url/impression", orjson.dumps(forged), headers)
     assert status == 400 and orjson.loads(err)["error"]["code"] == "invalid_token"
