@@ -21,7 +21,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -332,10 +332,11 @@ class Matcher:
         answer says, and each verdict names its part for the explanation."""
         assert self.safety is not None
         parts = ["content"] if len(texts) == 1 else ["prompt", "answer"]
-        return [
-            replace(self.safety.check(t, vectors[i], sentences[i]), part=parts[i])
-            for i, t in enumerate(texts)
-        ]
+        verdicts = self.safety.judge(texts, vectors, sentences, self._encode)
+        return [replace(v, part=parts[i]) for i, v in enumerate(verdicts)]
+
+    def _encode(self, texts: Sequence[str]) -> tuple[np.ndarray, list[Sentences]]:
+        return encode_texts(self.embedder, texts)
 
     def decide(
         self,
@@ -443,7 +444,7 @@ class Matcher:
         if self.safety is None:
             raise RuntimeError("this matcher was built without a safety classifier")
         vectors, sentences = encode_texts(self.embedder, texts)
-        return [self.safety.check(t, vectors[i], sentences[i]) for i, t in enumerate(texts)]
+        return self.safety.judge(texts, vectors, sentences, self._encode)
 
 
 class _TopRanks:

@@ -45,6 +45,7 @@ from __future__ import annotations
 import itertools
 import re
 import zlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from io import BytesIO
@@ -65,6 +66,15 @@ _WORD = re.compile(r"[a-z0-9']+", re.IGNORECASE)
 MIN_SENTENCE_WORDS = 4
 CLASSES = ("safe", "self_harm", "violence_crime", "disaster_war", "death_grief", "news")
 UNSAFE_CLASSES = CLASSES[1:]
+# The second pass's suspicion levels (threshold names): self-harm probability and margin.
+SUSPECT_SELF_HARM = "suspect_self_harm"
+SUSPECT_KNN = "suspect_knn"
+# The second pass encodes at most this many sentences of a text: the ones with the most
+# self-harm evidence in context (``alone_order``). A forward pass over a few short sentences
+# costs about as much as one over a 40-word post; over a long post's 16 it costs half again.
+MAX_ALONE = 3
+# Texts -> (vectors, sentences), as ``MiniLM.encode`` gives them.
+Encode = Callable[[Sequence[str]], tuple[np.ndarray, list[Sentences]]]
 
 # (class, pattern): phrases unsafe wherever they appear.
 _LEXICON: tuple[tuple[str, str], ...] = (
@@ -183,6 +193,8 @@ class SafetyVerdict:
     sentence: str | None = None  # the sentence where that class scored highest
     scores: dict[str, float] = field(default_factory=dict)  # class -> highest probability
     part: str | None = None  # which text of the request: content, prompt or answer
+    second_pass: bool = False  # its sentences were also encoded and judged alone
+    sentence_alone: bool = False  # ``sentence`` blocked as judged alone, not in context
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -192,6 +204,8 @@ class SafetyVerdict:
             "sentence": self.sentence,
             "p_unsafe": round(self.probability, 4),
             "lexicon": self.lexicon_hit,
+            "second_pass": self.second_pass,
+            "sentence_alone": self.sentence_alone,
             "scores": {k: round(v, 4) for k, v in self.scores.items()},
         }
 
@@ -307,13 +321,90 @@ class SafetyClassifier:
     def check(
         self, text: str, vector: np.ndarray, sentences: Sentences | None = None
     ) -> SafetyVerdict:
+        """The verdict of the first pass alone: the whole text and its sentences as they sit
+        in the text's one forward pass (``judge`` adds the second pass where it is due)."""
+        return self._verdict(self._first_units(text, vector, sentences))
+
+    def judge(
+        self,
+        texts: Sequence[str],
+        vectors: np.ndarray,
+        sentences: Sequence[Sentences | None],
+        encode: Encode,
+    ) -> list[SafetyVerdict]:
+        """One verdict per text, with the second pass where the first one is suspicious.
+
+        The first pass reads each sentence from the text's own forward pass, where its token
+        states are mixed with the rest of the text: a self-harm line followed by a shopping
+        question reads partly as shopping. When a text that the first pass lets through has
+        two or more scored sentences and any unit's self-harm evidence reaches the lower
+        suspicion levels (``suspect_self_harm`` on the MLPs' self-harm probability,
+        ``suspect_knn`` on the margin), each scored sentence is encoded alone (``encode``,
+        one call for every such sentence of every text) and judged as a short text of its
+        own with the same models and thresholds; any such unit reaching a threshold blocks.
+        """
+        firsts = [self._first_units(t, vectors[i], sentences[i]) for i, t in enumerate(texts)]
+        verdicts = [self._verdict(u) for u in firsts]
+        due = [i for i, u in enumerate(firsts) if verdicts[i].safe and self.suspicious(u)]
+        if not due:
+            return verdicts
+        chosen = {i: [firsts[i].texts[1 + j] for j in self.alone_order(firsts[i])] for i in due}
+        alone = [s for i in due for s in chosen[i]]
+        clean_vectors, clean_sentences = encode(alone)
+        clean = iter(
+            unit_features(s, clean_vectors[j], clean_sentences[j])[0] for j, s in enumerate(alone)
+        )
+        for i in due:
+            u = firsts[i]
+            rows = np.stack([next(clean) for _ in chosen[i]])
+            both = _Units(
+                u.text,
+                u.texts + tuple(chosen[i]),
+                np.vstack([u.features, rows]),
+                np.vstack([u.probs, self.probabilities(rows)]),
+                np.concatenate([u.margin, self.knn_margin(rows)]),
+                first=len(u.texts),
+            )
+            verdicts[i] = self._verdict(both)
+        return verdicts
+
+    def suspicious(self, units: _Units) -> bool:
+        """Whether a text is due for the second pass: two or more scored sentences and a
+        unit whose self-harm probability or margin reaches its suspicion level."""
+        if len(units.texts) < 3 or self.models is None:
+            return False
+        sh = CLASSES.index("self_harm")
+        return bool(
+            units.probs[:, sh].max() >= self.thresholds.get(SUSPECT_SELF_HARM, 2.0)
+            or units.margin.max() >= self.thresholds.get(SUSPECT_KNN, 2.0)
+        )
+
+    def alone_order(self, units: _Units) -> list[int]:
+        """The second pass's sentences (indices into the scored sentences, in text order): the
+        ``MAX_ALONE`` whose self-harm evidence in context, each signal over its suspicion
+        level, is highest."""
+        return alone_order(
+            units.probs[1:, CLASSES.index("self_harm")],
+            units.margin[1:],
+            self.thresholds.get(SUSPECT_SELF_HARM, 2.0),
+            self.thresholds.get(SUSPECT_KNN, 2.0),
+        )
+
+    def _first_units(self, text: str, vector: np.ndarray, sentences: Sentences | None) -> _Units:
         features = unit_features(text, vector, sentences)
-        probs = self.probabilities(features)
+        kept = [] if sentences is None else scored_sentences(sentences)
+        texts = (text, *(sentences.texts[i] for i in kept)) if sentences is not None else (text,)
+        return _Units(
+            text, texts, features, self.probabilities(features), self.knn_margin(features)
+        )
+
+    def _verdict(self, u: _Units) -> SafetyVerdict:
+        probs, margin, text = u.probs, u.margin, u.text
         best_unit = probs.argmax(axis=0)
         scores = {c: float(probs[best_unit[i], i]) for i, c in enumerate(CLASSES) if i}
-        margin = self.knn_margin(features)
         scores["self_harm_knn"] = float(margin.max())
         top = float(1.0 - probs[:, 0].min())
+        second = u.first is not None
         hit = lexicon_hit(text)
         if hit is not None:
             cls, phrase, (a, _) = hit
@@ -331,18 +422,43 @@ class SafetyClassifier:
             unit = int(p_unsafe.argmax())
             fired = [(1.0, UNSAFE_CLASSES[int(probs[unit, 1:].argmax())])]
         if not fired:
-            return SafetyVerdict(True, top, None, None, None, scores)
+            return SafetyVerdict(True, top, None, None, None, scores, second_pass=second)
         _, cls = max(fired)
         k = CLASSES.index(cls)
         sentence = text
-        kept = [] if sentences is None else scored_sentences(sentences)
-        if sentences is not None and kept:
+        alone = False
+        if len(u.texts) > 1:
             # The sentence the MLPs rate highest for the class, or, when only the margin
-            # fired, the sentence nearest to the self-harm exemplars.
+            # fired, the sentence nearest to the self-harm exemplars; a sentence judged
+            # alone (second pass) is named as such.
             by_margin = cls == "self_harm" and scores[cls] < self.thresholds.get(cls, 2.0)
             by = margin[1:] if by_margin else probs[1:, k]
-            sentence = sentences.texts[kept[int(by.argmax())]]
-        return SafetyVerdict(False, top, None, cls, sentence, scores)
+            unit = 1 + int(by.argmax())
+            sentence = u.texts[unit]
+            alone = u.first is not None and unit >= u.first
+        return SafetyVerdict(
+            False, top, None, cls, sentence, scores, second_pass=second, sentence_alone=alone
+        )
+
+
+def alone_order(p_self_harm: np.ndarray, margin: np.ndarray, level: float, knn: float) -> list[int]:
+    """Indices of the (at most ``MAX_ALONE``) sentences with the highest self-harm evidence:
+    the larger of the probability over its suspicion level and the margin over its own."""
+    evidence = np.maximum(p_self_harm / level, margin / knn)
+    return sorted(np.argsort(-evidence, kind="stable")[:MAX_ALONE].tolist())
+
+
+@dataclass(frozen=True, slots=True)
+class _Units:
+    """The units of one text as judged: row 0 the whole text, then its scored sentences in
+    context, then (from ``first`` on, second pass only) the same sentences encoded alone."""
+
+    text: str
+    texts: tuple[str, ...]
+    features: np.ndarray
+    probs: np.ndarray
+    margin: np.ndarray
+    first: int | None = None
 
 
 def _sentence_at(text: str, pos: int) -> str:

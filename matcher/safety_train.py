@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+import pickle
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -42,11 +43,17 @@ from matcher.safety import (
     CLASSES,
     DIM,
     EXEMPLAR_FILE,
+    FEATURES,
     KNN_K,
     MODEL_FILE,
+    SUSPECT_KNN,
+    SUSPECT_SELF_HARM,
     UNSAFE_CLASSES,
+    Encode,
     SafetyClassifier,
     SafetyVerdict,
+    alone_order,
+    scored_sentences,
     unit_features,
 )
 
@@ -54,7 +61,7 @@ DATA = Path(__file__).resolve().parents[1] / "tests" / "data"
 LABELLED = DATA / "safety_labelled.jsonl"
 INDEPENDENT = DATA / "safety_independent.jsonl"
 FOLDS = 5
-OOF_DUMP = Path(__file__).resolve().parents[1] / "var" / "safety_oof.npz"  # for tuning only
+OOF_DUMP = Path(__file__).resolve().parents[1] / "var" / "safety_oof.pickle"  # for tuning only
 # MiniLM outputs of the rows (vector, sentences, their vectors and peaks) by text hash, so a
 # refit only refits the heads; the file name carries the model's and the sentence split's
 # hash, so a new model or a changed split never reads stale outputs.
@@ -77,8 +84,10 @@ SELF_HARM_WEIGHTS = (1.0, 2.0, 3.0, 5.0)
 # small product per unit against all exemplars).
 MAX_SAFE_EXEMPLARS = 1800
 KNN = "self_harm_knn"  # the margin's threshold name; its score column follows the classes
+# The second pass (sentences encoded alone) may run on at most this share of the training
+# part's safe texts of two or more scored sentences, out of fold: it costs a forward pass.
+SUSPECT_BUDGET = 0.12
 
-Encode = Callable[[Sequence[str]], tuple[np.ndarray, list[Sentences]]]
 Check = Callable[[list[str]], list[SafetyVerdict]]
 
 
@@ -243,13 +252,126 @@ def _class_scores(clf: SafetyClassifier, units: Sequence[np.ndarray]) -> np.ndar
     """(n, classes + 1): per text, each unsafe class's highest probability over the text and
     its sentences; column 0 holds the highest P(any unsafe class) = 1 - P(safe) instead, and
     the last column the highest self-harm nearest-neighbour margin (``knn_margin``)."""
-    out = np.empty((len(units), len(CLASSES) + 1), np.float32)
-    for i, u in enumerate(units):
+    return np.stack([_unit_scores(clf, u).max(axis=0) for u in units])
+
+
+def _unit_scores(clf: SafetyClassifier, u: np.ndarray) -> np.ndarray:
+    """(units, classes + 1): ``_class_scores``'s columns for each unit of one text."""
+    out = np.zeros((len(u), len(CLASSES) + 1), np.float32)
+    if len(u):
         p = clf.probabilities(u)
-        out[i, : len(CLASSES)] = p.max(axis=0)
-        out[i, 0] = 1.0 - p[:, 0].min()
-        out[i, -1] = clf.knn_margin(u).max()
+        out[:, : len(CLASSES)] = p
+        out[:, 0] = 1.0 - p[:, 0]
+        out[:, -1] = clf.knn_margin(u)
     return out
+
+
+def alone_units(encode: Encode, sentences: Sequence[Sentences]) -> list[np.ndarray]:
+    """Per text, the second pass's units: each scored sentence encoded alone and featured as
+    a short text of its own; (0, FEATURES) for a text with fewer than two scored sentences
+    (the second pass never runs there)."""
+    wanted = [[s.texts[k] for k in scored_sentences(s)] for s in sentences]
+    wanted = [w if len(w) >= 2 else [] for w in wanted]
+    flat = sorted({t for w in wanted for t in w})
+    vectors, sents = encode(flat) if flat else (np.empty((0, DIM), np.float32), [])
+    row = {t: unit_features(t, vectors[j], sents[j])[0] for j, t in enumerate(flat)}
+    empty = np.empty((0, FEATURES), np.float32)
+    return [np.stack([row[t] for t in w]) if w else empty for w in wanted]
+
+
+def choose_suspicion(susp: np.ndarray, y: np.ndarray, multi: np.ndarray) -> dict[str, float]:
+    """The second pass's suspicion levels from out-of-fold first-pass evidence.
+
+    ``susp[:, 0]``: a text's highest self-harm probability over its first-pass units,
+    ``susp[:, 1]``: its highest margin; ``multi``: texts with two or more scored sentences
+    (the only ones the second pass can run on). Of every pair of levels that triggers on at
+    most ``SUSPECT_BUDGET`` of the safe multi-sentence texts, the one that covers the most
+    self-harm multi-sentence texts, then triggers on the fewest safe ones.
+    """
+    safe = multi & (y == 0)
+    harm = multi & (y == CLASSES.index("self_harm"))
+    q = np.linspace(max(0.0, 1.0 - 2 * SUSPECT_BUDGET), 1.0, 49)
+    levels = [np.unique(np.quantile(susp[safe, k], q)) * 0.999 for k in (0, 1)]
+    levels = [np.append(lv, 2.0) for lv in levels]  # 2.0: that signal alone never triggers
+    best: tuple[tuple[float, float], float, float] | None = None
+    for a in levels[0]:
+        for b in levels[1]:
+            trig = (susp[:, 0] >= a) | (susp[:, 1] >= b)
+            rate = float(trig[safe].mean())
+            if rate > SUSPECT_BUDGET:
+                continue
+            key = (float(trig[harm].mean()), -rate)
+            if best is None or key > best[0]:
+                best = (key, float(a), float(b))
+    if best is None:
+        return {SUSPECT_SELF_HARM: 2.0, SUSPECT_KNN: 2.0}
+    return {SUSPECT_SELF_HARM: round(best[1], 4), SUSPECT_KNN: round(best[2], 4)}
+
+
+@dataclass(frozen=True, slots=True)
+class PassScores:
+    """Out-of-fold scores of both passes, per training text.
+
+    ``first``: ``_class_scores`` of the first pass; ``evidence[i]``: (sentences, 2), each
+    scored sentence's self-harm probability and margin in context (``susp``: the highest of
+    each over all first-pass units); ``alone[i]``: (sentences, classes + 1), the same
+    sentences' ``_unit_scores`` when encoded alone (empty for texts with fewer than two)."""
+
+    first: np.ndarray
+    susp: np.ndarray
+    evidence: list[np.ndarray]
+    alone: list[np.ndarray]
+
+    @property
+    def multi(self) -> np.ndarray:
+        return np.array([len(a) > 0 for a in self.alone])
+
+    def triggered(self, levels: dict[str, float]) -> np.ndarray:
+        over = (self.susp[:, 0] >= levels[SUSPECT_SELF_HARM]) | (
+            self.susp[:, 1] >= levels[SUSPECT_KNN]
+        )
+        out: np.ndarray = self.multi & over
+        return out
+
+    def combined(self, levels: dict[str, float]) -> np.ndarray:
+        """Class scores after the second pass, as ``SafetyClassifier.judge`` computes them:
+        where it triggers, each column's higher of the first pass's and its chosen lone
+        sentences' scores."""
+        out = self.first.copy()
+        a, b = levels[SUSPECT_SELF_HARM], levels[SUSPECT_KNN]
+        for i in np.flatnonzero(self.triggered(levels)):
+            ev = self.evidence[i]
+            chosen = alone_order(ev[:, 0], ev[:, 1], a, b)
+            out[i] = np.maximum(out[i], self.alone[i][chosen].max(axis=0))
+        return out
+
+
+def pass_scores(
+    clf: SafetyClassifier, units: Sequence[np.ndarray], alone: Sequence[np.ndarray]
+) -> PassScores:
+    """Both passes' scores of some texts (``units[i]``: first-pass units; ``alone[i]``: its
+    scored sentences encoded alone, ``alone_units``)."""
+    sh = CLASSES.index("self_harm")
+    per_unit = [_unit_scores(clf, u) for u in units]
+    return PassScores(
+        np.stack([s.max(axis=0) for s in per_unit]),
+        np.array([[s[:, sh].max(), s[:, -1].max()] for s in per_unit], np.float32),
+        [s[1:][:, [sh, -1]] for s in per_unit],
+        [_unit_scores(clf, a) for a in alone],
+    )
+
+
+def _gather(parts: Sequence[tuple[np.ndarray, PassScores]], n: int) -> PassScores:
+    """One ``PassScores`` for all n texts from each fold's (indices, scores)."""
+    first = np.empty((n, len(CLASSES) + 1), np.float32)
+    susp = np.empty((n, 2), np.float32)
+    evidence: list[np.ndarray] = [np.empty((0, 2), np.float32)] * n
+    alone: list[np.ndarray] = [np.empty((0, len(CLASSES) + 1), np.float32)] * n
+    for idx, ps in parts:
+        first[idx], susp[idx] = ps.first, ps.susp
+        for j, i in enumerate(idx):
+            evidence[i], alone[i] = ps.evidence[j], ps.alone[j]
+    return PassScores(first, susp, evidence, alone)
 
 
 def _unit_vectors(u: np.ndarray) -> np.ndarray:
@@ -301,35 +423,52 @@ def choose_exemplars(
 
 
 def fit_ensemble(
-    units: Sequence[np.ndarray], y: np.ndarray, hidden: int, decay: float
+    units: Sequence[np.ndarray],
+    y: np.ndarray,
+    hidden: int,
+    decay: float,
+    alone: Sequence[np.ndarray] | None = None,
 ) -> list[Layers]:
     """``ENSEMBLE`` fits from different seeds (their probabilities are averaged)."""
-    return [fit_texts(units, y, hidden, decay, SEED + 101 * m) for m in range(ENSEMBLE)]
+    return [fit_texts(units, y, hidden, decay, SEED + 101 * m, alone) for m in range(ENSEMBLE)]
 
 
 def fit_texts(
-    units: Sequence[np.ndarray], y: np.ndarray, hidden: int, decay: float, seed: int = SEED
+    units: Sequence[np.ndarray],
+    y: np.ndarray,
+    hidden: int,
+    decay: float,
+    seed: int = SEED,
+    alone: Sequence[np.ndarray] | None = None,
 ) -> Layers:
     """Two fits: whole texts plus every sentence of safe texts, then the same plus each
     multi-sentence unsafe text's most typical sentence under the first fit.
 
     ``units[i]`` is ``unit_features`` of text i: row 0 the text, then its sentences.
+    ``alone[i]``: the rows of its scored sentences encoded alone (the second pass's units;
+    ``alone_units``): every one of a safe text is a safe example, and an unsafe text adds its
+    most typical one as well as its most typical sentence in context.
     """
+    lone = list(alone) if alone is not None else [np.empty((0, FEATURES), np.float32)] * len(y)
     xs: list[np.ndarray] = [np.stack([u[0] for u in units])]
     ys: list[np.ndarray] = [y]
     for i, u in enumerate(units):
         if y[i] == 0 and len(u) > 2:
             xs.append(u[1:])
             ys.append(np.zeros(len(u) - 1, np.int64))
+        if y[i] == 0 and len(lone[i]):
+            xs.append(lone[i])
+            ys.append(np.zeros(len(lone[i]), np.int64))
     x0, y0 = np.vstack(xs), np.concatenate(ys)
     layers = fit_mlp(x0, y0, _weights(y0), hidden, decay, seed)
     clf = SafetyClassifier([layers])
     extra_x, extra_y = [], []
     for i, u in enumerate(units):
-        if y[i] != 0 and len(u) > 2:
-            best = int(clf.probabilities(u[1:])[:, y[i]].argmax())
-            extra_x.append(u[1 + best])
-            extra_y.append(y[i])
+        for part in (u[1:] if len(u) > 2 else u[:0], lone[i]):
+            if y[i] != 0 and len(part):
+                best = int(clf.probabilities(part)[:, y[i]].argmax())
+                extra_x.append(part[best])
+                extra_y.append(y[i])
     if extra_x:
         x0 = np.vstack([x0, np.asarray(extra_x)])
         y0 = np.concatenate([y0, np.asarray(extra_y, np.int64)])
@@ -467,35 +606,62 @@ def train(
     units = [unit_features(r.text, vectors[i], sents[i]) for i, r in enumerate(train_rows)]
     y = np.array([CLASSES.index(r.cls) for r in train_rows], np.int64)
     single = np.array([len(split_sentences(r.text)) == 1 for r in train_rows])
+    alone = alone_units(encode, sents)
+    multi = np.array([len(a) > 0 for a in alone])
+    both = [np.vstack([u, a]) for u, a in zip(units, alone, strict=True)]
     folds = _folds(y)
     best: tuple[float, int, float, dict[str, float], dict[str, Any]] | None = None
     for hidden, decay in GRID:
         t0 = time.monotonic()
-        oof = np.empty((len(y), len(CLASSES) + 1), np.float32)
+        parts = []
         for f in range(FOLDS):
-            tr, te = folds != f, folds == f
-            fold_units = [units[i] for i in np.flatnonzero(tr)]
-            models = fit_ensemble(fold_units, y[tr], hidden, decay)
+            tr, te = np.flatnonzero(folds != f), np.flatnonzero(folds == f)
+            fold_units = [units[i] for i in tr]
+            models = fit_ensemble(fold_units, y[tr], hidden, decay, [alone[i] for i in tr])
             fold_clf = SafetyClassifier(
-                models, exemplars=choose_exemplars(fold_units, y[tr], single[tr])
+                models, exemplars=choose_exemplars([both[i] for i in tr], y[tr], single[tr])
             )
-            oof[te] = _class_scores(fold_clf, [units[i] for i in np.flatnonzero(te)])
+            parts.append(
+                (te, pass_scores(fold_clf, [units[i] for i in te], [alone[i] for i in te]))
+            )
+        scores = _gather(parts, len(y))
+        levels = choose_suspicion(scores.susp, y, multi)
+        oof = scores.combined(levels)
         t = choose_thresholds(oof, y)
         if OOF_DUMP.parent.is_dir():
-            np.savez(OOF_DUMP, oof=oof, y=y)
+            with OOF_DUMP.open("wb") as fh:
+                pickle.dump((scores, y), fh)
         blocked = blocked_by(oof, t)
         rep = summary(blocked, train_rows)
+        trig = scores.triggered(levels)
+        first = scores.first
+        one_pass = summary(blocked_by(first, choose_thresholds(first, y)), train_rows)
+        rep["second_pass"] = {
+            "levels": levels,
+            "safe_multi_triggered": round(float(trig[multi & (y == 0)].mean()), 4),
+            "safe_triggered": round(float(trig[y == 0].mean()), 4),
+            "self_harm_multi_triggered": round(
+                float(trig[multi & (y == CLASSES.index("self_harm"))].mean()), 4
+            ),
+            "first_pass_only": {
+                "recall_unsafe": one_pass["recall_unsafe"],
+                "self_harm": one_pass["self_harm"]["recall"],
+                "safe_blocked": one_pass["safe_blocked"],
+            },
+        }
         log(
-            f"hidden {hidden} decay {decay:g}: out-of-fold recall {rep['recall_unsafe']}, "
-            f"safe blocked {rep['safe_blocked']}, thresholds {t} ({time.monotonic() - t0:.0f} s)"
+            f"hidden {hidden} decay {decay:g}: out-of-fold recall {rep['recall_unsafe']} "
+            f"(self-harm {rep['self_harm']['recall']}), safe blocked {rep['safe_blocked']}, "
+            f"thresholds {t}, second pass {rep['second_pass']} ({time.monotonic() - t0:.0f} s)"
         )
+        t = {**t, **levels}
         # Best self-harm recall, then best recall overall, within the same budget.
         key = -(rep["self_harm"]["recall"] * 10 + rep["recall_unsafe"])
         if best is None or key < best[0]:
             best = (key, hidden, decay, t, rep)
     assert best is not None
     _, hidden, decay, thresholds, rep = best
-    models = fit_ensemble(units, y, hidden, decay)
+    models = fit_ensemble(units, y, hidden, decay, alone)
     meta = {
         "classes": list(CLASSES),
         "thresholds": thresholds,
@@ -518,7 +684,7 @@ def train(
     buf = BytesIO()
     # numpy's stubs type the keyword arrays of savez_compressed too narrowly for a str array.
     np.savez_compressed(buf, **arrays)  # type: ignore[arg-type]
-    harm, safe = choose_exemplars(units, y, single)
+    harm, safe = choose_exemplars(both, y, single)
     ex = BytesIO()
     # float16 like the weights: each file stays under 2 MB.
     np.savez_compressed(ex, self_harm=harm.astype(np.float16), safe=safe.astype(np.float16))
@@ -536,7 +702,7 @@ def default_check() -> Check:
 
     def check(texts: list[str]) -> list[SafetyVerdict]:
         vectors, sents = model.encode(texts)
-        return [clf.check(t, vectors[i], sents[i]) for i, t in enumerate(texts)]
+        return clf.judge(texts, vectors, sents, model.encode)
 
     return check
 
@@ -593,7 +759,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def check(texts: list[str]) -> list[SafetyVerdict]:
         vectors, sents = encode(texts)
-        return [clf.check(t, vectors[i], sents[i]) for i, t in enumerate(texts)]
+        return clf.judge(texts, vectors, sents, encode)
 
     for name, rep in (
         ("held-out", evaluate(check, args.labelled, "heldout")),
