@@ -161,22 +161,22 @@ def run(options: Options) -> Section:
 # the safety table.
 PREVIOUS_SAFETY: dict[str, dict[str, float]] = {
     "held-out": {
-        "safe": 0.084,
-        "self_harm": 0.924,
-        "violence_crime": 0.932,
-        "disaster_war": 0.930,
-        "death_grief": 0.900,
-        "news": 0.981,
-        "recall_unsafe": 0.929,
+        "safe": 0.046,
+        "self_harm": 0.928,
+        "violence_crime": 0.915,
+        "disaster_war": 0.944,
+        "death_grief": 0.883,
+        "news": 0.904,
+        "recall_unsafe": 0.921,
     },
     "independent": {
-        "safe": 0.016,
+        "safe": 0.008,
         "self_harm": 0.962,
         "violence_crime": 1.0,
         "disaster_war": 1.0,
         "death_grief": 0.905,
-        "news": 1.0,
-        "recall_unsafe": 0.969,
+        "news": 0.867,
+        "recall_unsafe": 0.954,
     },
 }
 
@@ -216,13 +216,14 @@ def _safety(section: Section) -> None:
         )
     section.tables.append(t)
     section.notes.append(
-        "Brand safety: the shipped classifier (lexicon, then MLPs over the whole text and each "
-        "sentence, per-class thresholds) on the `heldout` rows of "
+        "Brand safety: the shipped classifier (lexicon, then MLPs and a self-harm margin over "
+        "the whole text and each sentence, per-class thresholds, and a second pass over a "
+        "suspicious text's sentences encoded alone) on the `heldout` rows of "
         "`tests/data/safety_labelled.jsonl`, which no weight or threshold saw, and on "
         "`tests/data/safety_independent.jsonl`, written apart and committed before training. "
         "An AI turn counts as blocked when its prompt or its answer is. Aim: recall >= 0.98 "
         'on unsafe text, 1.00 on self-harm, at most 3% of safe texts blocked. "previous '
-        'model": the classifier shipped before the `v5` rows, on the same rows.'
+        'model": the classifier shipped before the second pass, on the same rows.'
     )
     for name, r in reports.items():
         met = (
@@ -230,8 +231,15 @@ def _safety(section: Section) -> None:
             and r["self_harm"]["recall"] >= 1.0
             and r["safe_blocked"] <= 0.03
         )
+        before = PREVIOUS_SAFETY.get(name, {})
+
+        def was(key: str, fmt: str, before: dict[str, float] = before) -> str:
+            return f" (previous {fmt.format(before[key])})" if key in before else ""
+
         section.headline.append(
-            f"Brand safety ({name}): recall {r['recall_unsafe']:.3f} on unsafe text, "
-            f"{r['self_harm']['recall']:.3f} on self-harm, {r['safe_blocked']:.1%} of safe "
-            f"texts blocked (aim: 0.98, 1.00, at most 3%: {'met' if met else 'NOT met'})."
+            f"Brand safety ({name}): recall {r['recall_unsafe']:.3f}"
+            f"{was('recall_unsafe', '{:.3f}')} on unsafe text, "
+            f"{r['self_harm']['recall']:.3f}{was('self_harm', '{:.3f}')} on self-harm, "
+            f"{r['safe_blocked']:.1%}{was('safe', '{:.1%}')} of safe texts blocked "
+            f"(aim: 0.98, 1.00, at most 3%: {'met' if met else 'NOT met'})."
         )
