@@ -37,7 +37,16 @@ Three checks, any one blocks:
    (``self_harm_knn``) is chosen with the others from out-of-fold scores; the exemplars ship
    in ``data/safety_exemplars.npz``.
 
-A verdict names the class that blocked and the sentence it read there (sandbox ``explain``).
+A second pass (``judge``) reads what the first one dilutes: a sentence's token states in
+the whole text's forward pass are mixed with its neighbours', so a self-harm line followed by
+a shopping question reads partly as shopping. When the first pass lets a text of two or more
+scored sentences through but any unit's self-harm probability or margin reaches a lower
+suspicion level (``suspect_self_harm``, ``suspect_knn``, chosen from out-of-fold scores),
+its (at most ``MAX_ALONE``) most suspicious sentences are encoded alone, every such sentence
+of a request in one call, and judged as short texts with the same models and thresholds.
+
+A verdict names the class that blocked and the sentence it read there (sandbox ``explain``),
+and whether that sentence was judged alone.
 """
 
 from __future__ import annotations
