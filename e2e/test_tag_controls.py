@@ -9,7 +9,7 @@ import json
 import urllib.request
 
 from e2e.catalogue import ad_id
-from e2e.helpers import T0, Requests, ad_height, open_page, pause_clock, show
+from e2e.helpers import T0, Requests, ad_height, open_page, pause_clock, settle, show
 from e2e.pageserver import PageServer
 from edge.qa import free_port
 
@@ -104,6 +104,7 @@ def test_an_expired_ad_on_screen_is_refilled_and_counted_as_a_new_impression(pag
     page.clock.run_for(1000)
     monitor.wait_for_event("filled", "main-slot", count=2)
     assert sent.to(PLACEMENTS) == [("POST", PLACEMENTS)]
+    settle(page)  # the tag has been told the new rendering is in view: its second starts
     page.clock.run_for(1000)  # the new rendering, in view for a second
     second = monitor.wait_for_event("viewable", "main-slot", count=2)[1]
     assert second["impression_id"] != first["impression_id"]
