@@ -78,3 +78,27 @@ def sql(target: Path | str, query: str) -> list[tuple]:
             conn.close()
     with psycopg.connect(target) as pg:
         return [tuple(r) for r in pg.execute(query.encode())]
+
+
+async def race_for_key(url: str, key: str, write: Coroutine[Any, Any, Any]) -> tuple[int, Any]:
+    """(the other node's impression id, ``write``'s result): another node stores an
+    impression holding ``key`` and leaves it uncommitted; ``write`` runs until it is seen
+    waiting on that node's lock, then the other node commits."""
+    async with await psycopg.AsyncConnection.connect(url) as other:
+        cur = await other.execute(
+            "INSERT INTO impressions (kind, env, ad_id, at) "
+            "VALUES ('url', 'production', 'ad-9', 1.0) RETURNING id"
+        )
+        row = await cur.fetchone()
+        assert row is not None
+        (winner,) = row
+        await other.execute("INSERT INTO impression_keys VALUES (%s, %s)", (key, winner))
+        task = asyncio.ensure_future(write)
+        waiting = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+        for _ in range(500):  # until the write waits on the key
+            if sql(url, waiting) == [(1,)]:
+                break
+            await asyncio.sleep(0.01)
+        assert not task.done()
+        await other.commit()
+        return winner, await task

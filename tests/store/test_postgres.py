@@ -12,7 +12,7 @@ import pytest
 from edge import ledger
 from edge.store import Impression, PostgresStore, StoreUnavailable
 from edge.store.migrations import apply_postgres_migrations, migration_files
-from tests.store.conftest import sql
+from tests.store.conftest import race_for_key, sql
 
 
 def imp(keys, **kw) -> Impression:
@@ -99,22 +99,9 @@ def test_an_impression_that_loses_a_key_race_is_undone_and_becomes_a_replay(post
     async def go():
         await store.open()
         try:
-            async with await psycopg.AsyncConnection.connect(url) as other:
-                cur = await other.execute(
-                    "INSERT INTO impressions (kind, env, ad_id, at) "
-                    "VALUES ('url', 'production', 'ad-9', 1.0) RETURNING id"
-                )
-                (winner,) = await cur.fetchone()
-                await other.execute("INSERT INTO impression_keys VALUES ('tok:x', %s)", (winner,))
-                task = asyncio.create_task(ledger.record_impression(store, imp(("tok:x", "iid:y"))))
-                waiting = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-                for _ in range(500):  # until the store's insert waits on tok:x
-                    if sql(url, waiting) == [(1,)]:
-                        break
-                    await asyncio.sleep(0.01)
-                assert not task.done()
-                await other.commit()
-                return winner, await task
+            return await race_for_key(
+                url, "tok:x", ledger.record_impression(store, imp(("tok:x", "iid:y")))
+            )
         finally:
             await store.close()
 

@@ -4,7 +4,6 @@ that meets another node's key falls back to one by one."""
 
 from __future__ import annotations
 
-import asyncio
 import random
 
 import psycopg
@@ -14,7 +13,7 @@ from edge import ledger
 from edge.store import Impression, PostgresStore
 from edge.store import postgres as pg_store
 from edge.store.postgres import _Job, _save_impression
-from tests.store.conftest import sql
+from tests.store.conftest import race_for_key, sql
 
 
 def imp(keys, **kw) -> Impression:
@@ -171,23 +170,8 @@ def test_a_batch_that_meets_another_nodes_key_is_written_one_by_one(postgres, ru
     async def go():
         await store.open()
         try:
-            async with await psycopg.AsyncConnection.connect(url) as other:
-                cur = await other.execute(
-                    "INSERT INTO impressions (kind, env, ad_id, at) "
-                    "VALUES ('url', 'production', 'ad-9', 1.0) RETURNING id"
-                )
-                (winner,) = await cur.fetchone()
-                await other.execute("INSERT INTO impression_keys VALUES ('tok:x', %s)", (winner,))
-                batch = [job(imp(k)) for k in (("tok:1",), ("tok:x", "iid:y"), ("tok:2",))]
-                task = asyncio.create_task(commit(store, batch))
-                waiting = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-                for _ in range(500):  # until the store's insert waits on tok:x
-                    if sql(url, waiting) == [(1,)]:
-                        break
-                    await asyncio.sleep(0.01)
-                assert not task.done()
-                await other.commit()
-                return winner, await task
+            batch = [job(imp(k)) for k in (("tok:1",), ("tok:x", "iid:y"), ("tok:2",))]
+            return await race_for_key(url, "tok:x", commit(store, batch))
         finally:
             await store.close()
 
