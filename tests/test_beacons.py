@@ -207,6 +207,9 @@ def test_a_token_is_a_version_byte_and_the_claims_signed_as_raw_bytes():
     assert len(token) < len(_legacy_token(t=claims.token_id, b="c" * 22)) * 0.8
 
 
+B64URL = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+
+
 def _sealed(data: bytes, purpose: str = IMPRESSION_PURPOSE, signer=SIGNER) -> str:
     return signer.seal_bytes(purpose, data)
 
@@ -215,9 +218,8 @@ def test_every_edited_byte_and_every_truncation_of_a_token_is_refused():
     token, _ = _token(publisher_id="pub-1")
     body, sig = token.split(".")
     args = {"surface": "url", "env": "production", "now": 1001.0}
-    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
     for i, char in enumerate(body):
-        other = alphabet[(alphabet.index(char) + 1) % 64]
+        other = B64URL[(B64URL.index(char) + 1) % 64]
         with pytest.raises(InvalidToken, match="not one"):
             read_impression_token(SIGNER, f"{body[:i]}{other}{body[i + 1 :]}.{sig}", **args)
     for cut in range(1, len(token)):
@@ -236,9 +238,8 @@ def test_every_other_character_anywhere_in_the_signature_is_refused():
     token, _ = _token(publisher_id="pub-1")
     body, sig = token.split(".")
     args = {"surface": "url", "env": "production", "now": 1001.0}
-    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
     for i, char in enumerate(sig):
-        for other in alphabet.replace(char, ""):
+        for other in B64URL.replace(char, ""):
             with pytest.raises(InvalidToken, match="not one"):
                 read_impression_token(SIGNER, f"{body}.{sig[:i]}{other}{sig[i + 1 :]}", **args)
 
