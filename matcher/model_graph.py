@@ -50,11 +50,12 @@ def rows_first(model: bytes) -> bytes | None:
         helper.make_node("Gather", [scale, ids], [out + "/rows_scale"], axis=0),
         helper.make_node("Mul", [out + "/rows_f", out + "/rows_scale"], [out]),
     ]
-    at = nodes.index(gather)
-    kept = [n for i, n in enumerate(nodes) if n not in (cast, mul, gather) or i == at]
-    pos = kept.index(gather)
+    rebuilt: list[onnx.NodeProto] = []
+    for node in nodes:
+        if node is not cast and node is not mul:
+            rebuilt.extend(rows if node is gather else [node])
     del proto.graph.node[:]
-    proto.graph.node.extend(kept[:pos] + rows + kept[pos + 1 :])
+    proto.graph.node.extend(rebuilt)
     onnx.checker.check_model(proto)
     result: bytes = proto.SerializeToString()
     return result
