@@ -118,23 +118,46 @@ class _Writer(threading.Thread):
     def __init__(self, conn: CountingConnection) -> None:
         super().__init__(name="edge-store-writer", daemon=True)
         self._conn = conn
+        # Items: lists of jobs (a tick's writes from one event loop, or one blocking write),
+        # or _STOP.
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        # Per event loop, the writes its current tick submitted, handed over together.
+        self._pending: dict[asyncio.AbstractEventLoop, list[_Job]] = {}
         self.batches = 0
         self.jobs = 0
         self.batched = 0  # jobs written through a batched form
 
     def submit(self, fn: Callable[..., T], args: tuple[Any, ...]) -> cf.Future[T]:
         future: cf.Future[T] = cf.Future()
-        self._queue.put(_Job(fn, args, future))
+        self._queue.put([_Job(fn, args, future)])
         return future
 
     def submit_async(self, fn: Callable[..., T], args: tuple[Any, ...]) -> asyncio.Future[T]:
+        """Queue a write for the writer; the returned future settles after its batch's
+        commit. The writes one tick of the event loop submits are handed to the writer
+        together, at the start of the next tick (``_hand_over``): one queue item and one
+        wake-up of the writer thread per tick instead of one per write, so the writer does
+        not take the GIL from the loop in the middle of a tick to commit a batch of one."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
-        self._queue.put(_Job(fn, args, None, loop, future))
+        job = _Job(fn, args, None, loop, future)
+        pending = self._pending.get(loop)
+        if pending is None:
+            self._pending[loop] = [job]
+            loop.call_soon(self._hand_over, loop)
+        else:
+            pending.append(job)
         return future
 
+    def _hand_over(self, loop: asyncio.AbstractEventLoop) -> None:
+        jobs = self._pending.pop(loop, None)
+        if jobs:
+            self._queue.put(jobs)
+
     def stop(self) -> None:
+        # Writes submitted but not yet handed over go first: each caller is answered.
+        for loop in list(self._pending):
+            self._hand_over(loop)
         self._queue.put(_STOP)
 
     def run(self) -> None:
@@ -142,7 +165,7 @@ class _Writer(threading.Thread):
             first = self._queue.get()
             if first is _STOP:
                 break
-            batch = [first]
+            batch: list[_Job] = list(first)
             stopping = False
             while len(batch) < _MAX_BATCH:
                 try:
@@ -152,7 +175,7 @@ class _Writer(threading.Thread):
                 if nxt is _STOP:
                     stopping = True
                     break
-                batch.append(nxt)
+                batch += nxt
             self._commit(batch)
             if stopping:
                 break

@@ -96,7 +96,7 @@ def test_a_committed_batch_wakes_the_loop_once(store, monkeypatch):
             asyncio.ensure_future(store.insert_key(_record(f"key_{i}", f"{i:024d}")))
             for i in range(50)
         ]
-        while store._writer._queue.qsize() < 50:
+        while store._writer._queue.qsize() < 1:  # the 50, one tick's writes: one item
             await asyncio.sleep(0)
         hold.set()
         await first
@@ -105,6 +105,58 @@ def test_a_committed_batch_wakes_the_loop_once(store, monkeypatch):
     assert asyncio.run(burst()) == [None] * 50
     assert sum(wakes) == 51 and len(wakes) == 2  # the first job, then the 50 together
     assert seen_on_wake[-1] == 50
+
+
+def test_one_ticks_writes_reach_the_writer_as_one_queue_item(tmp_path):
+    # The writes submitted in one tick of the loop are handed to the writer thread together
+    # (one put, one wake-up), each still answered with its own result after the commit.
+    import queue
+
+    from edge.store.events import CountingConnection
+    from edge.store.sqlite import _Writer, connect
+
+    puts: list[int] = []
+
+    class CountingQueue(queue.SimpleQueue):
+        def put(self, item, block=True, timeout=None):
+            puts.append(len(item) if isinstance(item, list) else 0)
+            super().put(item, block, timeout)
+
+    conn = connect(tmp_path / "edge.db", factory=CountingConnection)
+    apply_migrations(conn)
+    writer = _Writer(conn)
+    writer._queue = CountingQueue()
+    writer.start()
+
+    async def burst():
+        writes = [writer.submit_async(lambda conn, i: i * 10, (i,)) for i in range(20)]
+        failing = writer.submit_async(lambda conn: 1 / 0, ())
+        return await asyncio.gather(*writes, failing, return_exceptions=True)
+
+    try:
+        first, second = asyncio.run(burst()), asyncio.run(burst())
+    finally:
+        writer.stop()
+        writer.join()
+    for results in (first, second):
+        assert results[:20] == [i * 10 for i in range(20)]
+        assert isinstance(results[20], ZeroDivisionError)  # a failing write fails alone
+    assert puts == [21, 21, 0]  # one item per tick, then the stop
+
+
+def test_writes_not_yet_handed_over_are_written_before_the_writer_stops(tmp_path):
+    from edge.store.sqlite import SQLiteStore
+
+    store = SQLiteStore(tmp_path / "edge.db")
+
+    async def run():
+        await store.open()
+        futures = [store._writer.submit_async(lambda conn, i: i, (i,)) for i in range(3)]
+        # Stopped in the same tick, before the hand-over the loop would have made.
+        store.close_blocking()
+        return await asyncio.wait_for(asyncio.gather(*futures), 10)
+
+    assert asyncio.run(run()) == [0, 1, 2]
 
 
 def test_a_cancelled_caller_does_not_break_the_writer(store):
