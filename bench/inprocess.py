@@ -61,7 +61,8 @@ async def _run(n: int, profile: bool) -> None:
     os.environ.update(edge_env.edge_settings(signing_key=key))
     os.environ["EDGE_DB"] = str(folder / "edge.db")
     os.environ["EDGE_CACHE_DIR"] = str(folder / "cache")
-    app = create_app(Settings.from_sources())
+    edge = create_app(Settings.from_sources())
+    app = edge.serving(edge)  # as ``edge serve`` runs it: the beacon lane outermost
     inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
     outbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
     await inbox.put({"type": "lifespan.startup"})

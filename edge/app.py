@@ -120,6 +120,16 @@ class EdgeApp(Starlette):
         self.lane = self._make_lane(super().build_middleware_stack())
         return self.lane
 
+    def serving(self, outer: ASGIApp) -> ASGIApp:
+        """What a server runs: the beacon lane outermost for the requests it answers, so a
+        beacon skips the wrapper coroutines in front of it (``outer``'s and Starlette's
+        ``__call__``); everything else, lifespan included, goes to ``outer`` (this app, or
+        a wrapper of it) and answers as before."""
+        if self.middleware_stack is None:
+            self.middleware_stack = self.build_middleware_stack()
+        assert self.lane is not None  # made with the stack
+        return self.lane.in_front_of(outer)
+
 
 def create_app(
     settings: Settings,

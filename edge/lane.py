@@ -32,6 +32,7 @@ functions once per path, answer and granted origin, and reused.
 
 from __future__ import annotations
 
+import copy
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 
@@ -94,6 +95,16 @@ class BeaconLane:
         self._finished: dict[tuple[str, object, str | None], tuple[RawHeaders, RawHeaders]] = {}
         # Requests answered here, by path: what tests check, and what an operator can read.
         self.handled: Counter[str] = Counter()
+
+    def in_front_of(self, app: ASGIApp) -> BeaconLane:
+        """This lane (the same routes, counts and finished answers) as the outermost app a
+        server runs: what it answers reaches it with no wrapper coroutine in front, and
+        everything else (lifespan included) goes to ``app``, the whole application as the
+        server would run it otherwise. The lane's handlers read nothing that app would
+        add to the scope."""
+        front = copy.copy(self)
+        front.app = app
+        return front
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         route = None

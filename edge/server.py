@@ -323,8 +323,9 @@ def serve(settings: Settings) -> None:
         if code:
             raise SystemExit(code)
         return
-    guard = StartupErrors(create_app(settings))
-    config = uvicorn_config(settings, guard)  # configures uvicorn's loggers: filter after
+    app = create_app(settings)
+    guard = StartupErrors(app)
+    config = uvicorn_config(settings, app.serving(guard))  # configures uvicorn's loggers: filter after
     logging.getLogger("uvicorn.access").addFilter(AccessLogRedaction())
     try:
         EdgeServer(config, settings).run()
@@ -336,8 +337,9 @@ def serve(settings: Settings) -> None:
 
 def _worker(settings: Settings, model: MiniLM | None, index: int, sock: socket.socket) -> int:
     """One worker of ``--workers N``: the whole edge on the inherited socket (and model)."""
-    guard = StartupErrors(create_app(settings, context=Context.build(settings, model=model)))
-    config = uvicorn_config(settings, guard)
+    app = create_app(settings, context=Context.build(settings, model=model))
+    guard = StartupErrors(app)
+    config = uvicorn_config(settings, app.serving(guard))
     logging.getLogger("uvicorn.access").addFilter(AccessLogRedaction())
     server = EdgeServer(config, settings)
     try:

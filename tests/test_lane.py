@@ -162,6 +162,35 @@ def test_the_geofence_refuses_in_the_lane_as_in_the_stack(client):
     same(a, stack_client(client, GB_CLIENT).post(dea.URL_IMPRESSION, json=body, headers=headers))
 
 
+def test_the_served_lane_answers_beacons_in_front_and_passes_the_rest(client):
+    """What a server runs (``EdgeApp.serving``): the lane answers its beacons with nothing
+    in front of it, as the app does, and hands everything else to the app it is given."""
+    lane = lane_of(client)
+    passed: list[str] = []
+
+    async def outer(scope, receive, send):
+        passed.append(scope["path"])
+        await client.app(scope, receive, send)
+
+    served = TestClient(client.app.serving(outer), client=US_CLIENT)
+    headers = {"Origin": ORIGIN}
+    before = lane.handled[dea.URL_IMPRESSION]
+    a = served.post(dea.URL_IMPRESSION, json=imp_body(token(client), "imp-front-1"),
+                    headers=headers)  # fmt: skip
+    b = client.post(dea.URL_IMPRESSION, json=imp_body(token(client), "imp-front-2"),
+                    headers=headers)  # fmt: skip
+    same(a, b)
+    assert a.json() == {"acknowledged": True, "counted": True}
+    refused = served.post(dea.URL_IMPRESSION, content=b"{}", headers=headers)
+    same(refused, client.post(dea.URL_IMPRESSION, content=b"{}", headers=headers))
+    assert lane.handled[dea.URL_IMPRESSION] == before + 4  # one count, shared
+    assert passed == []
+    health = served.get("/dea/health")
+    assert health.status_code == 200
+    same(health, client.get("/dea/health"))
+    assert passed == ["/dea/health"]
+
+
 def test_an_unexpected_error_is_the_same_500_in_the_lane(client, monkeypatch, caplog):
     ctx = client.app.state.ctx
 
