@@ -325,7 +325,8 @@ def serve(settings: Settings) -> None:
         return
     app = create_app(settings)
     guard = StartupErrors(app)
-    config = uvicorn_config(settings, app.serving(guard))  # configures uvicorn's loggers: filter after
+    # uvicorn_config configures uvicorn's loggers: the filter comes after.
+    config = uvicorn_config(settings, app.serving(guard))
     logging.getLogger("uvicorn.access").addFilter(AccessLogRedaction())
     try:
         EdgeServer(config, settings).run()
