@@ -21,7 +21,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -366,11 +366,12 @@ class Matcher:
         located: list[Location | None] = []  # resolved on first need, once per request
         k = self.config.candidates
         while True:
-            rows, cosines = self.index.search(query, live, self.ranker.cosine_floor, k)
-            shown, held_back = self._gate(rows, cosines, request, state, spend, now, located, ex)
+            found = self.index.candidates(query, live, self.ranker.cosine_floor, k)
+            shown, held_back = self._gate(found, request, state, spend, now, located, ex)
             # All of the first k relevant ads gated out (say, geo-targeted elsewhere), and
-            # more were above the floor: look further before calling it a miss.
-            if shown or len(rows) < k or k >= len(self.catalogue):
+            # more were above the floor: look further before calling it a miss. (With none
+            # shown, the gates read every candidate, so ``found.given`` is their number.)
+            if shown or found.given < k or k >= len(self.catalogue):
                 break
             k *= 8
         if request.explain:
@@ -386,8 +387,7 @@ class Matcher:
 
     def _gate(
         self,
-        rows: np.ndarray,
-        cosines: np.ndarray,
+        found: Iterable[tuple[int, float]],
         request: MatchRequest,
         state: ThreadState,
         spend: Spend,
@@ -395,12 +395,13 @@ class Matcher:
         located: list[Location | None],
         ex: Explainer,
     ) -> tuple[list[ScoredAd], dict[str, int]]:
-        """(ads that may be shown, count per gate that held relevant ads back)."""
+        """(ads that may be shown, count per gate that held relevant ads back), reading the
+        (row, cosine) candidates best first and no further than the response needs."""
         shown: list[ScoredAd] = []
         held_back: dict[str, int] = {}
         best = _TopRanks(request.max_ads, self.config.one_per_campaign)
         rng = self.rng if self.config.explore else None
-        for row, cosine in zip(rows.tolist(), cosines.tolist(), strict=True):
+        for row, cosine in found:
             relevancy = self.ranker.relevancy(cosine)
             if not request.explain and best.complete_above(relevancy):
                 break  # rows come best first: nothing further can enter the top max_ads

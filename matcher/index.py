@@ -10,7 +10,10 @@ standard deviation ``scale / sqrt(12)`` for a unit query (~0.0007 here), the sca
 every row within ``RESCORE_SIGMAS`` of those deviations of the floor and of the k-th best
 score (at most ``2k + 32`` rows), and ``tests/matcher/test_index.py`` checks the rows and
 recall@10 against a float32 scan. Either way ``search`` hands the engine only the live rows
-above the relevance floor, so no Python-level gate runs per ad of the catalogue.
+above the relevance floor, so no Python-level gate runs per ad of the catalogue. The engine
+reads them through ``candidates`` instead, which rescores them in blocks as it reads: a
+decision usually settles after a few dozen rows, and the hundreds of rows the scan kept
+are then never read from the vector cache.
 
 The cache file is named by the catalogue's content hash and the model id, so a restart with
 the same catalogue skips embedding it, and a changed catalogue or model never reuses stale
@@ -23,12 +26,13 @@ and holds only its int8 codes.
 from __future__ import annotations
 
 import hashlib
+import heapq
 import logging
 import math
 import mmap
 import os
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -51,6 +55,7 @@ QUANT_BLOCK = 8192  # rows quantised per step: bounds the float32 temporaries
 # as long (~1.4 ms against ~0.7 ms on one core here).
 SCAN_BLOCK = 512
 RESCORE_SIGMAS = 8.0  # rescoring margin, in standard deviations of the int8 rounding error
+RESCORE_FIRST = 16  # rows rescored first; each further block is twice the one before
 
 
 def quantise(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -155,35 +160,118 @@ class VectorIndex:
         self, query: np.ndarray, live: np.ndarray, floor: float, k: int
     ) -> tuple[np.ndarray, np.ndarray]:
         """(rows, cosines) of live ads with cosine >= floor, best first, at most ``k``."""
-        q = query.astype(np.float32, copy=False)
-        approx = approx_scores(self.codes, self.scales, q)
-        return self.rescore(np.arange(len(approx)), approx, q, live, floor, k)
+        return self.candidates(query, live, floor, k).arrays()
 
-    def rescore(
+    def candidates(self, query: np.ndarray, live: np.ndarray, floor: float, k: int) -> Candidates:
+        """What ``search`` returns, rescored only as far as the caller iterates."""
+        q = query.astype(np.float32, copy=False)
+        rows, approx = self.scan(q)
+        return self.shortlist(rows, approx, q, live, floor, k)
+
+    def scan(self, query: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
+        """(catalogue rows, int8 scores) of the rows scanned; rows None: every row, in
+        catalogue order."""
+        return None, approx_scores(self.codes, self.scales, query)
+
+    def shortlist(
         self,
-        rows: np.ndarray,
+        rows: np.ndarray | None,
         approx: np.ndarray,
         query: np.ndarray,
         live: np.ndarray,
         floor: float,
         k: int,
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Keep the rows whose exact score may reach the answer, score those exactly."""
+    ) -> Candidates:
+        """Keep the live rows whose exact score may reach the answer, best int8 score first
+        (``rows`` None: ``approx`` is every row's, in catalogue order)."""
         eps = self.margin(query)
-        keep = np.flatnonzero((approx >= floor - eps) & live[rows])
+        keep = np.flatnonzero(approx >= floor - eps)  # the floor first: few rows pass it
+        chosen = keep if rows is None else rows[keep]
+        alive = live[chosen]
+        keep, chosen = keep[alive], chosen[alive]
         if len(keep) > k:
             # The k-th best int8 score is about eps above the k-th best exact one at most,
             # and a row of the exact top k about eps below its int8 score at most.
-            kth = np.partition(approx[keep], len(keep) - k)[len(keep) - k]
-            keep = keep[approx[keep] >= kth - 2 * eps]
+            scores = approx[keep]
+            kth = np.partition(scores, len(keep) - k)[len(keep) - k]
+            near = np.flatnonzero(scores >= kth - 2 * eps)
             cap = 2 * k + 32
-            if len(keep) > cap:
-                keep = keep[np.argpartition(approx[keep], len(keep) - cap)[len(keep) - cap :]]
-        chosen = rows[keep]
-        order = np.argsort(chosen, kind="stable")  # ascending rows: sequential page reads
-        exact = np.empty(len(chosen), dtype=np.float32)
-        exact[order] = self.exact_rows(chosen[order]) @ query
-        return top_candidates(chosen, exact, live, floor, k)
+            if len(near) > cap:
+                near = near[np.argpartition(scores[near], len(near) - cap)[len(near) - cap :]]
+            keep, chosen = keep[near], chosen[near]
+        scores = approx[keep]
+        order = np.argsort(-scores, kind="stable")
+        return Candidates(self, chosen[order], scores[order], query, eps, floor, k)
+
+
+class Candidates:
+    """The live rows above the floor, best exact cosine first, at most ``k``, scored exactly
+    only as far as they are read.
+
+    Rows come in int8-score order and are rescored in blocks (``RESCORE_FIRST`` rows, then
+    twice as many each time). A rescored row is given out once its exact cosine is at least
+    the next unrescored row's int8 score plus the rescoring margin: no row not yet rescored
+    can score above it. A caller that stops after the first few (the engine stops once the
+    response cannot change) reads a few dozen rows from the vector cache instead of every
+    row the scan kept. Iterating to the end gives exactly what rescoring all of them and
+    sorting would; equal cosines come in ascending row order.
+    """
+
+    def __init__(
+        self,
+        index: VectorIndex,
+        rows: np.ndarray,
+        approx: np.ndarray,
+        query: np.ndarray,
+        eps: float,
+        floor: float,
+        k: int,
+    ) -> None:
+        self._index = index
+        self._rows = rows  # best int8 score first
+        self._approx = approx
+        self._query = query
+        self._eps = eps
+        self._floor = floor
+        self._k = k
+        self.given = 0  # rows given out so far
+        self.exhausted = False  # True once every row above the floor (at most k) was given
+        self.rescored = 0  # rows scored exactly so far
+
+    def __iter__(self) -> Iterator[tuple[int, float]]:
+        self.given = self.rescored = 0
+        self.exhausted = False
+        rows, approx = self._rows, self._approx
+        n, step, pos = len(rows), RESCORE_FIRST, 0
+        heap: list[tuple[float, int]] = []  # (-exact cosine, row) of rows rescored, not given
+        while self.given < self._k:
+            bound = float(approx[pos]) + self._eps if pos < n else -math.inf
+            if heap and -heap[0][0] >= bound:
+                neg, row = heapq.heappop(heap)
+                if -neg < self._floor:
+                    break  # the best of what is left is under the floor
+                self.given += 1
+                yield row, -neg
+                continue
+            if pos >= n:
+                break
+            block = rows[pos : pos + step]
+            ascending = np.sort(block)  # sequential page reads
+            exact = self._index.exact_rows(ascending) @ self._query
+            for row, cosine in zip(ascending.tolist(), exact.tolist(), strict=True):
+                heapq.heappush(heap, (-cosine, row))
+            self.rescored += len(block)
+            pos += step
+            step *= 2
+        self.exhausted = True
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every row and cosine, best first (reads what iteration has not yet)."""
+        got = list(self)
+        return (
+            np.array([r for r, _ in got], dtype=np.intp),
+            np.array([c for _, c in got], dtype=np.float32),
+        )
 
 
 def release_pages(matrix: np.ndarray) -> None:
@@ -191,16 +279,6 @@ def release_pages(matrix: np.ndarray) -> None:
     mapped = getattr(matrix, "_mmap", None)
     if isinstance(mapped, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
         mapped.madvise(mmap.MADV_DONTNEED)
-
-
-def top_candidates(
-    rows: np.ndarray, scores: np.ndarray, live: np.ndarray, floor: float, k: int
-) -> tuple[np.ndarray, np.ndarray]:
-    keep = np.flatnonzero((scores >= floor) & live[rows])
-    if len(keep) > k:
-        keep = keep[np.argpartition(scores[keep], len(keep) - k)[len(keep) - k :]]
-    keep = keep[np.argsort(-scores[keep], kind="stable")]
-    return rows[keep], scores[keep]
 
 
 def cache_path(cache_dir: Path, catalogue_hash: str, model_id: str) -> Path:

@@ -22,7 +22,7 @@ import math
 import numpy as np
 
 from matcher.embeddings import normalise
-from matcher.index import QUANT_BLOCK, VectorIndex, approx_scores, quantise
+from matcher.index import QUANT_BLOCK, SCAN_BLOCK, VectorIndex, quantise
 
 KMEANS_SAMPLE = 16_384
 KMEANS_ITERATIONS = 8
@@ -53,20 +53,24 @@ class IVFIndex(VectorIndex):
         counts = np.bincount(assign, minlength=self.nlist)
         self.offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.intp)
 
-    def search(
-        self, query: np.ndarray, live: np.ndarray, floor: float, k: int
-    ) -> tuple[np.ndarray, np.ndarray]:
-        q = query.astype(np.float32, copy=False)
-        near = np.argpartition(-(self.centroids @ q), self.nprobe - 1)[: self.nprobe]
-        spans = [(int(self.offsets[c]), int(self.offsets[c + 1])) for c in near]
-        positions = (
-            np.concatenate([np.arange(a, b) for a, b in spans]) if spans else np.zeros(0, np.intp)
-        )
-        approx = np.concatenate(
-            [approx_scores(self.codes[a:b], self.scales[a:b], q) for a, b in spans]
-            or [np.zeros(0, np.float32)]
-        )
-        return self.rescore(self.perm[positions], approx, q, live, floor, k)
+    def scan(self, query: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
+        """The int8 scores of the ``nprobe`` clusters nearest the query, nearest first,
+        each cluster's rows a slice of the clustered codes, written into one array."""
+        near = np.argpartition(-(self.centroids @ query), self.nprobe - 1)[: self.nprobe]
+        starts, ends = self.offsets[near], self.offsets[near + 1]
+        sizes = ends - starts
+        total = int(sizes.sum())
+        approx = np.empty(total, dtype=np.float32)
+        at = 0
+        for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
+            for a in range(start, end, SCAN_BLOCK):  # a big cluster in cache-sized steps
+                b = min(a + SCAN_BLOCK, end)
+                np.matmul(self.codes[a:b].astype(np.float32), query, out=approx[at : at + b - a])
+                at += b - a
+        # Clustered positions of the same rows: each cluster's start, then one by one.
+        positions = np.repeat(starts - np.cumsum(sizes) + sizes, sizes) + np.arange(total)
+        approx *= self.scales[positions]
+        return self.perm[positions], approx
 
 
 def _assign(x: np.ndarray, centroids: np.ndarray, step: int = QUANT_BLOCK) -> np.ndarray:

@@ -150,3 +150,38 @@ def test_cached_vectors_are_a_read_only_memory_map(tmp_path):
     # rescoring reads rows from the file, not the map: the same numbers
     rows = np.array([0, 2])
     assert np.array_equal(index.exact_rows(rows), embed(["a", "b", "c"])[rows])
+
+
+def test_candidates_read_partly_are_the_best_of_a_float32_scan_and_rescore_few_rows():
+    """The engine stops reading once the response is settled: the rows it reads are the
+    float32 scan's best, in its order, and only about as many rows were scored exactly."""
+    vectors = clustered(5000, dim=384)
+    for index in (VectorIndex(vectors), IVFIndex(vectors)):
+        rng = np.random.default_rng(5)
+        live = rng.random(len(vectors)) > 0.1
+        for q in normalise(vectors[rng.choice(len(vectors), 30)] + 0.05):
+            whole_rows, whole_scores = index.search(q, live, 0.3, 256)
+            assert np.all(np.diff(whole_scores) <= 0)  # best first across rescored blocks
+            found = index.candidates(q, live, 0.3, 256)
+            first = [pair for _, pair in zip(range(5), found, strict=False)]
+            assert [r for r, _ in first] == whole_rows[:5].tolist()
+            assert np.array_equal(np.float32([c for _, c in first]), whole_scores[:5])
+            assert not found.exhausted and found.given == 5
+            assert found.rescored < len(whole_rows)  # the rest was never read exactly
+            if isinstance(index, VectorIndex) and index.kind == "exact":
+                want_rows, want_scores = float32_search(vectors, q, live, 0.3, 5)
+                assert set(r for r, _ in first) == set(want_rows.tolist())
+                assert np.allclose([c for _, c in first], want_scores, atol=1e-5)
+
+
+def test_candidates_read_to_the_end_are_the_search_and_equal_cosines_come_by_row():
+    vectors = clustered(800, dim=384)
+    vectors[10] = vectors[700] = vectors[300]  # three ads with the same vector
+    index = VectorIndex(vectors)
+    live = np.ones(len(vectors), bool)
+    found = index.candidates(vectors[300], live, -1.0, 50)
+    got = list(found)
+    assert found.exhausted and found.given == len(got) == 50
+    assert [r for r, _ in got[:3]] == [10, 300, 700]
+    rows, scores = index.search(vectors[300], live, -1.0, 50)
+    assert rows.tolist() == [r for r, _ in got] and scores.tolist() == [c for _, c in got]
