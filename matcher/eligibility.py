@@ -2,11 +2,13 @@
 
 Static gates (product, status, flight) are turned into boolean row masks over the ad
 matrix, so the hot path removes ineligible ads with a few vectorised comparisons instead of
-a Python loop over 100k placements.
+a Python loop over 100k placements; and a mask is built once per product between two flight
+starts or ends, not per request.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -62,10 +64,25 @@ class EligibilityMasks:
             [self._campaigns[c].status == "active" for c in self._ids], dtype=bool
         )
         self._none = np.zeros(len(placements), dtype=bool)
+        # Every instant a flight starts or ends: between two of them every mask is the same.
+        edges = np.concatenate([self._start, self._end])
+        self._edges = np.unique(edges[np.isfinite(edges)])
+        # product -> (from, until, mask): the last mask built, valid while from <= now < until.
+        self._last: dict[str, tuple[float, float, np.ndarray]] = {}
 
     def mask(self, product: str, now: float) -> np.ndarray:
+        """Rows live for ``product`` at ``now`` (read-only: the same array is handed to every
+        request until a flight starts or ends)."""
+        last = self._last.get(product)
+        if last is not None and last[0] <= now < last[1]:
+            return last[2]
         by_product = self._products.get(product, self._none)
         live: np.ndarray = by_product & self._active & (self._start <= now) & (now < self._end)
+        live.flags.writeable = False
+        i = int(np.searchsorted(self._edges, now, side="right"))
+        since = float(self._edges[i - 1]) if i > 0 else -math.inf
+        until = float(self._edges[i]) if i < len(self._edges) else math.inf
+        self._last[product] = (since, until, live)
         return live
 
     def campaign(self, cid: str) -> Campaign:
