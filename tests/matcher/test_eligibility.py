@@ -62,7 +62,7 @@ def test_a_mask_kept_between_flight_edges_is_the_mask_of_that_instant():
     )
     # Each edge, just before and just after it, between edges, and the clock going back.
     instants = [t + d for t in edges for d in (-1.0, -1e-3, 0.0, 1e-3, 0.5, 3600.0)]
-    instants += instants[::-1] + [edges[0] - 1e9, edges[-1] + 1e9]
+    instants += [*instants[::-1], edges[0] - 1e9, edges[-1] + 1e9]
     for now in instants:
         for product in ("ugc", "ai", "other"):
             want = [static_gate(p, product, now) is None for p in placements]
