@@ -10,7 +10,7 @@ import numpy as np
 import orjson
 import pytest
 
-from matcher import safety_train
+from matcher import safety, safety_train
 from matcher.embeddings import MiniLM, Sentences
 from matcher.safety import CLASSES, DIM, FEATURES, LEXICON, SafetyClassifier, lexicon_hit
 from matcher.state import ThreadState
@@ -476,7 +476,7 @@ def test_second_pass_out_of_fold_takes_the_most_suspicious_sentences_alone():
     levels = {"suspect_self_harm": 0.5, "suspect_knn": 0.6}
     first = np.zeros((3, k), np.float32)
     # Text 0: suspicious (a sentence at 0.55 self-harm in context), four sentences; alone, the
-    # second one scores 0.9 self-harm and is among the three most suspicious in context.
+    # second one scores 0.9 self-harm and is among the two most suspicious in context.
     # Text 1: the same sentences alone, but nothing reached a suspicion level. Text 2: one
     # scored sentence only (no second pass possible).
     evidence = [
@@ -486,7 +486,7 @@ def test_second_pass_out_of_fold_takes_the_most_suspicious_sentences_alone():
     ]
     lone = np.zeros((4, k), np.float32)
     lone[1, 1] = 0.9
-    lone[3, 2] = 0.95  # least suspicious in context: beyond the three taken alone
+    lone[3, 2] = 0.95  # least suspicious in context: beyond the two taken alone
     alone = [lone, lone, np.empty((0, k), np.float32)]
     susp = np.array([[0.55, 0.59], [0.4, 0.5], [0.9, 0.9]], np.float32)
     scores = safety_train.PassScores(first, susp, evidence, alone)
@@ -508,3 +508,11 @@ def test_suspicion_levels_keep_within_the_budget_on_safe_texts():
     trig = (susp[:, 0] >= levels["suspect_self_harm"]) | (susp[:, 1] >= levels["suspect_knn"])
     assert trig[y == 0].mean() <= safety_train.SUSPECT_BUDGET
     assert trig[:40].mean() >= 0.9
+
+
+def test_second_pass_takes_at_most_max_alone_sentences_in_text_order():
+    p = np.array([0.1, 0.6, 0.05, 0.7, 0.3], np.float32)
+    m = np.array([0.40, 0.45, 0.65, 0.41, 0.40], np.float32)
+    order = safety.alone_order(p, m, 0.5, 0.5)
+    assert len(order) == safety.MAX_ALONE == 2
+    assert order == [2, 3]  # the most evidence: margin 0.65 and probability 0.7
