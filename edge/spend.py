@@ -6,7 +6,8 @@ every billing row this process commits is added at once (``add``, called after t
 Spend only grows, so a refresh keeps the larger of the stored and the in-memory figure per
 campaign: a billing commit that lands while the store is being read is never lost.
 
-The figures are per campaign in total and in the current UTC day (the daily caps).
+The figures are per campaign in total and in the current UTC day (the daily caps); the
+store answers today's from the campaigns' day buckets, bumped in each billing commit.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+from edge.counters import utc_day
 from edge.store import Store
 from matcher.pacing import Spend, day_start, hard_stop
 from matcher.types import Campaign
@@ -46,7 +48,7 @@ class SpendLedger:
     async def refresh(self, store: Store, now: float) -> None:
         day = day_start(now)
         total = await store.spend_by_campaign()
-        today = await store.spend_by_campaign(since=day)
+        today = await store.spend_on_day(utc_day(day))
         self._roll(now)
         self._total = _larger(self._total, total)
         self._today = _larger(self._today, today) if day == self._day else dict(today)

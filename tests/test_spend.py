@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+from edge.counters import utc_day
 from edge.spend import SpendLedger
 from matcher.pacing import DAY_SECONDS, day_start
 
@@ -13,10 +14,15 @@ class FakeStore:
         self.total: dict[str, float] = {}
         self.today: dict[str, float] = {}
         self.reads = 0
+        self.days: list[str] = []
 
-    async def spend_by_campaign(self, since=None):
-        self.reads += since is None
-        return dict(self.today if since is not None else self.total)
+    async def spend_by_campaign(self):
+        self.reads += 1
+        return dict(self.total)
+
+    async def spend_on_day(self, day):
+        self.days.append(day)
+        return dict(self.today)
 
 
 def test_commits_show_at_once_and_a_refresh_never_lowers_a_figure(clock):
@@ -42,3 +48,16 @@ def test_today_starts_from_zero_at_utc_midnight(clock):
     assert ledger.current().today == {"c": 3.0}
     clock.advance(2)
     assert ledger.current().today == {} and ledger.current().total == {"c": 3.0}
+
+
+def test_todays_spend_is_read_from_the_current_utc_days_buckets(clock):
+    clock.now = day_start(clock.now) + DAY_SECONDS - 1  # the day's last second
+    ledger = SpendLedger(clock, ttl=5)
+    store = FakeStore()
+    store.today = {"c": 4.0}
+    assert asyncio.run(ledger.snapshot(store)).today == {"c": 4.0}
+    assert store.days == [utc_day(clock.now)]
+    clock.advance(6)  # past midnight: the next day's buckets
+    store.today = {}
+    assert asyncio.run(ledger.snapshot(store)).today == {}
+    assert store.days[-1] == utc_day(clock.now) != store.days[0]

@@ -200,8 +200,14 @@ class EventStore(abc.ABC):
         """Insert a placement failure with its counter bumps."""
 
     @abc.abstractmethod
-    async def spend_by_campaign(self, since: float | None = None) -> dict[str, float]:
-        """Billed USD per campaign id, in total or from ``since`` (epoch seconds) on."""
+    async def spend_by_campaign(self) -> dict[str, float]:
+        """Billed USD per campaign id, in total (the campaigns' ``billable_usd`` counters)."""
+
+    @abc.abstractmethod
+    async def spend_on_day(self, day: str) -> dict[str, float]:
+        """Billed USD per campaign id on one UTC day (``YYYY-MM-DD``): the campaigns'
+        ``billable_usd`` day buckets, which every billing commit bumps in its own
+        transaction (``edge.ledger``)."""
 
     @abc.abstractmethod
     async def save_click(self, click: Click, counts: Sequence[CountRow]) -> bool:
@@ -289,10 +295,11 @@ class SQLiteEventStore(SQLitePrimitives, EventStore):
     async def save_failure(self, failure: PlacementFailure, counts: Sequence[CountRow]) -> None:
         await self.write(_save_failure, failure, list(counts))
 
-    async def spend_by_campaign(self, since: float | None = None) -> dict[str, float]:
-        if since is None:
-            return await self.read(_spend_by_campaign)
-        return await self.read(_spend_since, since)
+    async def spend_by_campaign(self) -> dict[str, float]:
+        return await self.read(_spend_by_campaign)
+
+    async def spend_on_day(self, day: str) -> dict[str, float]:
+        return await self.read(_spend_on_day, day)
 
     async def save_click(self, click: Click, counts: Sequence[CountRow]) -> bool:
         return await self.write(_save_click, click, list(counts))
@@ -665,13 +672,11 @@ def _spend_by_campaign(conn: sqlite3.Connection) -> dict[str, float]:
     return {campaign_id: amount for campaign_id, amount in rows}
 
 
-def _spend_since(conn: sqlite3.Connection, since: float) -> dict[str, float]:
+def _spend_on_day(conn: sqlite3.Connection, day: str) -> dict[str, float]:
     rows = conn.execute(
-        "SELECT campaign_id, sum(amount_usd) FROM ("
-        " SELECT campaign_id, amount_usd FROM billing_events WHERE at >= ?"
-        " UNION ALL SELECT campaign_id, amount_usd FROM charges WHERE at >= ?"
-        ") WHERE campaign_id IS NOT NULL GROUP BY campaign_id",
-        (since, since),
+        "SELECT scope_id, amount FROM daily_counters"
+        " WHERE day = ? AND scope = 'campaign' AND counter = ?",
+        (day, "billable_usd"),
     )
     return {campaign_id: amount for campaign_id, amount in rows}
 

@@ -569,22 +569,21 @@ class PostgresStore(Store):
 
         await self.write(save)
 
-    async def spend_by_campaign(self, since: float | None = None) -> dict[str, float]:
-        if since is None:
-            rows = await self.read(
-                _all,
-                "SELECT scope_id, amount FROM counters WHERE scope = 'campaign' AND counter = %s",
-                ("billable_usd",),
-            )
-        else:
-            rows = await self.read(
-                _all,
-                "SELECT campaign_id, sum(amount_usd) FROM ("
-                " SELECT campaign_id, amount_usd FROM billing_events WHERE at >= %s"
-                " UNION ALL SELECT campaign_id, amount_usd FROM charges WHERE at >= %s"
-                ") AS spent WHERE campaign_id IS NOT NULL GROUP BY campaign_id",
-                (since, since),
-            )
+    async def spend_by_campaign(self) -> dict[str, float]:
+        rows = await self.read(
+            _all,
+            "SELECT scope_id, amount FROM counters WHERE scope = 'campaign' AND counter = %s",
+            ("billable_usd",),
+        )
+        return {cid: float(amount) for cid, amount in rows}
+
+    async def spend_on_day(self, day: str) -> dict[str, float]:
+        rows = await self.read(
+            _all,
+            "SELECT scope_id, amount FROM daily_counters"
+            " WHERE day = %s AND scope = 'campaign' AND counter = %s",
+            (day, "billable_usd"),
+        )
         return {cid: float(amount) for cid, amount in rows}
 
     async def add_counts(self, rows: Sequence[CountRow]) -> None:

@@ -218,15 +218,17 @@ def test_an_invalid_impression_is_stored_with_its_reason_and_never_billed(
     assert run(store.spend_by_campaign()) == {}
 
 
-def test_spend_since_an_instant_reads_billing_rows_by_time(store, run):
-    run(ledger.record_impression(store, imp(("a",), cpm_usd=4.0, at=100.0)))
-    run(ledger.record_impression(store, imp(("b",), cpm_usd=2.0, at=200.0)))
-    run(ledger.record_impression(store, imp(("c",), cpm_usd=1.0, at=300.0, campaign_id="cmp-2")))
+def test_spend_on_a_day_is_that_utc_days_billing(store, run):
+    day = 86_400.0
+    run(ledger.record_impression(store, imp(("a",), cpm_usd=4.0, at=day - 1)))
+    run(ledger.record_impression(store, imp(("b",), cpm_usd=2.0, at=day)))
+    run(ledger.record_impression(store, imp(("c",), cpm_usd=1.0, at=day + 5, campaign_id="cmp-2")))
+    run(ledger.record_impression(store, imp(("d",), cpm_usd=8.0, at=day + 9,
+                                            invalid_reason="bot_user_agent")))  # fmt: skip
     assert run(store.spend_by_campaign()) == pytest.approx({"cmp-1": 0.006, "cmp-2": 0.001})
-    assert run(store.spend_by_campaign(since=150.0)) == pytest.approx(
-        {"cmp-1": 0.002, "cmp-2": 0.001}
-    )
-    assert run(store.spend_by_campaign(since=1000.0)) == {}
+    assert run(store.spend_on_day("1970-01-01")) == pytest.approx({"cmp-1": 0.004})
+    assert run(store.spend_on_day("1970-01-02")) == pytest.approx({"cmp-1": 0.002, "cmp-2": 0.001})
+    assert run(store.spend_on_day("1970-01-03")) == {}
 
 
 def test_impressions_by_the_tags_impression_id(store, run):
@@ -259,7 +261,7 @@ def test_clicks_and_conversions_once_each_with_their_charges(store, run, counts,
     assert c[("ad", "ad-1", "clicks")] == 1 and c[("ad", "ad-1", "conversions")] == 1
     assert c[("campaign", "cmp-1", "billable_usd_cpc")] == pytest.approx(0.5)
     assert c[("campaign", "cmp-1", "billable_usd_cpa")] == pytest.approx(2.0)
-    assert run(store.spend_by_campaign(since=0.0)) == pytest.approx({"cmp-1": 2.5})
+    assert run(store.spend_on_day("1970-01-01")) == pytest.approx({"cmp-1": 2.5})
     assert run(store.click_count()) == 1 and run(store.click_count(valid=False)) == 0
     assert sql(db_target, "SELECT count(*) FROM charges") == [(2,)]
 

@@ -11,6 +11,7 @@ import pytest
 from bench.ingest import tag_impression_id
 from edge import ledger
 from edge.beacons import issue_impression_token, read_impression_token, token_id
+from edge.counters import utc_day
 from edge.signing import Signer
 from edge.store import Impression
 from tests.store.conftest import sql
@@ -114,8 +115,8 @@ def test_billing_rows_keyed_by_impression_after_migration(db_target, loop, run, 
             assert run(ledger.record_impression(new, _imp(keys, 1_790_000_300.0))) is True
         [(count, total)] = sql(db_target, "SELECT count(*), sum(amount_usd) FROM billing_events")
         assert count == 35 and total == pytest.approx(35 * 2.0 / 1000)
-        spent = run(new.spend_by_campaign(since=1_790_000_250.0))
-        assert spent == {"cmp-1": pytest.approx(5 * 2.0 / 1000)}
+        spent = run(new.spend_on_day(utc_day(1_790_000_300.0)))
+        assert spent == {"cmp-1": pytest.approx(35 * 2.0 / 1000)}
         assert run(new.impression_count()) == 35
     finally:
         run(new.close())

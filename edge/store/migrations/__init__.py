@@ -25,6 +25,8 @@ branches can add migrations without renumbering. The files, in order:
   per billed impression).
 - ``0320_impression_kind_check``: an impression's kind checked with equalities, not an
   IN list (SQLite rebuilds the table; nothing on PostgreSQL).
+- ``0330_spend_by_day``: today's spend read from the day buckets (today's made whole from
+  the billing rows first); the billing rows' and charges' time indexes dropped.
 
 A new migration takes the next free number and adds its line here (a test checks both).
 """
