@@ -51,6 +51,19 @@ Answer = tuple[int, RawHeaders, bytes]  # status, raw headers, body
 Direct = Callable[[Scope, Receive], Awaitable[Answer]]
 
 
+class Finished(list[tuple[bytes, bytes]]):
+    """A direct answer's finished headers as the lane sends them: a fresh list each time (a
+    server or middleware may change what it is given) that names the constant tuple it
+    was copied from, so a server can reuse what it made of that tuple while the list still
+    equals it (``edge.server.EdgeCycle``)."""
+
+    __slots__ = ("source",)
+
+    def __init__(self, source: RawHeaders) -> None:
+        super().__init__(source)
+        self.source = source
+
+
 def answer_of(response: Response) -> Answer:
     """A response as the lane sends it (a constant answer, built once)."""
     if response.background is not None:
@@ -122,6 +135,7 @@ class BeaconLane:
             refusal = self.fence.check(scope) if fenced and self.fence is not None else None
             response = None
             content: bytes | memoryview
+            raw: list[tuple[bytes, bytes]]
             if refusal is None and direct is not None:
                 try:
                     status, headers, content = await direct(scope, receive)
@@ -129,7 +143,7 @@ class BeaconLane:
                 except Exception as exc:
                     status, headers, content = await _known_answer(scope, receive, send, exc)
                     constant = False  # an error's answer is made for it
-                raw = list(self._finish(path, headers, granted, constant=constant))
+                raw = Finished(self._finish(path, headers, granted, constant=constant))
             else:
                 if refusal is not None:
                     start, body = refusal_messages(refusal)

@@ -1,0 +1,173 @@
+"""``edge serve``'s response cycle (``EdgeCycle``) writes exactly what uvicorn's would: the
+same bytes, the same refusals and the same connection state, whether its shortcut for the
+beacon lane's finished headers (``edge.lane.Finished``) applies or not."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import pytest
+from uvicorn.protocols.http.flow_control import FlowControl
+from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
+
+from edge.delivery.events import IMPRESSION_ANSWERS
+from edge.lane import Finished
+from edge.server import EdgeCycle, _rendered
+
+
+class Transport:
+    def __init__(self) -> None:
+        self.data = b""
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        self.data += data
+
+    def close(self) -> None:
+        self.closed = True
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def pause_reading(self) -> None: ...
+
+    def resume_reading(self) -> None: ...
+
+
+DATE = [(b"date", b"Thu, 26 Nov 2026 22:00:00 GMT")]
+ANSWER_HEADERS = IMPRESSION_ANSWERS[True][1]  # the lane's constant answer, a tuple
+
+
+def _cycle(kind: type[RequestResponseCycle], *, method="POST", keep_alive=True, defaults=None):
+    transport = Transport()
+    done: list[bool] = []
+    cycle = kind(
+        scope={"method": method, "type": "http"},  # type: ignore[arg-type]
+        transport=transport,  # type: ignore[arg-type]
+        flow=FlowControl(transport),  # type: ignore[arg-type]
+        logger=logging.getLogger("test"),
+        access_logger=logging.getLogger("test.access"),
+        access_log=False,
+        default_headers=DATE if defaults is None else defaults,
+        message_event=asyncio.Event(),
+        expect_100_continue=False,
+        keep_alive=keep_alive,
+        on_response=lambda: done.append(True),
+    )
+    return cycle, transport, done
+
+
+def _answer(kind, headers, body: bytes, **kw) -> tuple[Any, ...]:
+    cycle, transport, done = _cycle(kind, **kw)
+
+    async def go():
+        await cycle.send({"type": "http.response.start", "status": 200, "headers": headers})
+        await cycle.send({"type": "http.response.body", "body": body})
+
+    try:
+        asyncio.run(go())
+    except (RuntimeError, ValueError) as exc:  # uvicorn's refusals
+        return ("refused", type(exc), str(exc), transport.data)
+    state = (cycle.keep_alive, cycle.response_complete, cycle.chunked_encoding)
+    return transport.data, transport.closed, done, state
+
+
+BODY = IMPRESSION_ANSWERS[True][2]
+CASES = {
+    "the lane's answer": (ANSWER_HEADERS, BODY),
+    "upper-case names": (((b"Content-Length", b"2"), (b"X-A", b"b")), b"{}"),
+    "no length: chunked": (((b"content-type", b"text/plain"),), b"abc"),
+    "two lengths": (((b"content-length", b"2"), (b"content-length", b"9")), b"{}"),
+    "connection close": (((b"content-length", b"2"), (b"connection", b"close")), b"{}"),
+    "bad value": (((b"content-length", b"2"), (b"x-a", b"b\r\nx: y")), b"{}"),
+    "bad name": (((b"content-length", b"2"), (b"x a", b"b")), b"{}"),
+    "bad length": (((b"content-length", b"two"),), b"{}"),
+    "body longer than its length": (((b"content-length", b"1"),), b"{}"),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("keep_alive", [True, False])
+@pytest.mark.parametrize("method", ["POST", "HEAD"])
+def test_the_same_bytes_and_state_as_uvicorns_cycle(case, keep_alive, method):
+    headers, body = CASES[case]
+    kw = {"keep_alive": keep_alive, "method": method}
+    for _ in range(2):  # the second time from the remembered rendering
+        ours = _answer(EdgeCycle, Finished(headers), body, **kw)
+        assert ours == _answer(RequestResponseCycle, Finished(headers), body, **kw)
+        assert _answer(EdgeCycle, headers, body, **kw) == ours  # a plain tuple: uvicorn's
+
+
+def test_finished_headers_are_rendered_once_per_tuple_and_others_never_remembered():
+    _rendered.clear()
+    headers = ((b"content-length", b"2"), (b"x-seen", b"1"))
+    for _ in range(3):
+        _answer(EdgeCycle, Finished(headers), b"{}")
+    _answer(EdgeCycle, list(headers), b"{}")
+    _answer(EdgeCycle, headers, b"{}")
+    assert list(_rendered) == [id(headers)] and _rendered[id(headers)][0] is headers
+
+
+def test_finished_headers_changed_since_are_written_as_they_are_now():
+    headers = ((b"content-length", b"2"), (b"x-seen", b"1"))
+    _answer(EdgeCycle, Finished(headers), b"{}")  # remembered
+    for change in (lambda h: h.append((b"x-added", b"2")), lambda h: h.pop(),
+                   lambda h: h.__setitem__(1, (b"x-seen", b"2"))):  # fmt: skip
+        ours, theirs = Finished(headers), Finished(headers)
+        change(ours)
+        change(theirs)
+        assert _answer(EdgeCycle, ours, b"{}") == _answer(RequestResponseCycle, theirs, b"{}")
+
+
+def test_new_default_headers_each_second_are_written_as_given():
+    headers = ((b"content-length", b"2"),)
+    for date in (b"Thu, 26 Nov 2026 22:00:00 GMT", b"Thu, 26 Nov 2026 22:00:01 GMT"):
+        defaults = [(b"date", date)]
+        ours = _answer(EdgeCycle, Finished(headers), b"{}", defaults=defaults)
+        assert ours == _answer(RequestResponseCycle, headers, b"{}", defaults=defaults)
+        assert b"date: " + date + b"\r\n" in ours[0]
+    odd = [(b"date", b"x"), (b"content-length", b"5")]  # not plain: left to uvicorn
+    assert _answer(EdgeCycle, Finished(headers), b"{}", defaults=odd) == _answer(
+        RequestResponseCycle, headers, b"{}", defaults=odd
+    )
+
+
+def test_the_lanes_answer_takes_the_shortcut():
+    _answer(EdgeCycle, Finished(ANSWER_HEADERS), BODY)
+    entry = _rendered[id(ANSWER_HEADERS)]
+    assert entry[0] is ANSWER_HEADERS and entry[1] is not None and entry[2] == len(BODY)
+
+
+def test_the_served_protocol_answers_through_the_edge_cycle():
+    from uvicorn.config import Config
+    from uvicorn.server import ServerState
+
+    from edge.server import guarded_protocol
+    from edge.settings import Settings
+
+    async def app(scope, receive, send):
+        await receive()
+        headers = Finished(ANSWER_HEADERS)
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": BODY})
+
+    async def go():
+        config = Config(app=app, loop="asyncio", lifespan="off", log_level="warning")
+        config.load()
+        protocol_class = guarded_protocol(Settings())
+        protocol = protocol_class(config=config, server_state=ServerState(), app_state={})
+        transport = Transport()
+        transport.get_extra_info = lambda name, default=None: default  # type: ignore[method-assign]
+        protocol.connection_made(transport)  # type: ignore[arg-type]
+        protocol.data_received(b"POST /dea/url/impression HTTP/1.1\r\nHost: e\r\n"
+                               b"Content-Length: 2\r\n\r\n{}")  # fmt: skip
+        assert type(protocol.cycle) is EdgeCycle
+        while not transport.data.endswith(BODY):
+            await asyncio.sleep(0.01)
+        protocol.connection_lost(None)
+        return transport.data
+
+    data = asyncio.run(go())
+    assert data.startswith(b"HTTP/1.1 200 OK\r\n") and data.endswith(b"\r\n\r\n" + BODY)
