@@ -72,9 +72,13 @@ def quantise(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return codes, scales
 
 
-def approx_scores(codes: np.ndarray, scales: np.ndarray, query: np.ndarray) -> np.ndarray:
-    """int8 scores of every row of ``codes`` (a block at a time: no full float32 copy)."""
-    out = np.empty(len(codes), dtype=np.float32)
+def approx_scores(
+    codes: np.ndarray, scales: np.ndarray, query: np.ndarray, out: np.ndarray | None = None
+) -> np.ndarray:
+    """int8 scores of every row of ``codes`` (a block at a time: no full float32 copy),
+    written into ``out`` when given."""
+    if out is None:
+        out = np.empty(len(codes), dtype=np.float32)
     for a in range(0, len(codes), SCAN_BLOCK):
         np.matmul(codes[a : a + SCAN_BLOCK].astype(np.float32), query, out=out[a : a + SCAN_BLOCK])
     out *= scales

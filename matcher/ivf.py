@@ -22,7 +22,7 @@ import math
 import numpy as np
 
 from matcher.embeddings import normalise
-from matcher.index import QUANT_BLOCK, SCAN_BLOCK, VectorIndex, quantise
+from matcher.index import QUANT_BLOCK, VectorIndex, approx_scores, quantise
 
 KMEANS_SAMPLE = 16_384
 KMEANS_ITERATIONS = 8
@@ -63,13 +63,11 @@ class IVFIndex(VectorIndex):
         approx = np.empty(total, dtype=np.float32)
         at = 0
         for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
-            for a in range(start, end, SCAN_BLOCK):  # a big cluster in cache-sized steps
-                b = min(a + SCAN_BLOCK, end)
-                np.matmul(self.codes[a:b].astype(np.float32), query, out=approx[at : at + b - a])
-                at += b - a
+            codes, scales = self.codes[start:end], self.scales[start:end]
+            approx_scores(codes, scales, query, out=approx[at : at + end - start])
+            at += end - start
         # Clustered positions of the same rows: each cluster's start, then one by one.
         positions = np.repeat(starts - np.cumsum(sizes) + sizes, sizes) + np.arange(total)
-        approx *= self.scales[positions]
         return self.perm[positions], approx
 
 
