@@ -179,14 +179,22 @@ def unit_features(text: str, vector: np.ndarray, sentences: Sentences | None) ->
     little text to judge alone; the whole-text row still reads it)."""
     kept = [] if sentences is None else scored_sentences(sentences)
     out = np.zeros((1 + len(kept), FEATURES), np.float32)
-    out[0, :DIM] = vector
-    out[0, 2 * DIM :] = ngram_vector(text)
+    out[0] = text_features(text, vector, sentences)
     if sentences is not None:
-        out[0, DIM : 2 * DIM] = sentences.peaks[0]
         for row, i in enumerate(kept, start=1):
             out[row, :DIM] = sentences.vectors[i]
             out[row, DIM : 2 * DIM] = sentences.peaks[i + 1]
             out[row, 2 * DIM :] = ngram_vector(sentences.texts[i])
+    return out
+
+
+def text_features(text: str, vector: np.ndarray, sentences: Sentences | None) -> np.ndarray:
+    """The whole text's row of ``unit_features`` alone (a sentence judged on its own)."""
+    out = np.zeros(FEATURES, np.float32)
+    out[:DIM] = vector
+    out[2 * DIM :] = ngram_vector(text)
+    if sentences is not None:
+        out[DIM : 2 * DIM] = sentences.peaks[0]
     return out
 
 
@@ -363,7 +371,7 @@ class SafetyClassifier:
         alone = [s for i in due for s in chosen[i]]
         clean_vectors, clean_sentences = encode(alone)
         clean = iter(
-            unit_features(s, clean_vectors[j], clean_sentences[j])[0] for j, s in enumerate(alone)
+            text_features(s, clean_vectors[j], clean_sentences[j]) for j, s in enumerate(alone)
         )
         for i in due:
             u = firsts[i]

@@ -54,6 +54,7 @@ from matcher.safety import (
     SafetyVerdict,
     alone_order,
     scored_sentences,
+    text_features,
     unit_features,
 )
 
@@ -274,7 +275,7 @@ def alone_units(encode: Encode, sentences: Sequence[Sentences]) -> list[np.ndarr
     wanted = [w if len(w) >= 2 else [] for w in wanted]
     flat = sorted({t for w in wanted for t in w})
     vectors, sents = encode(flat) if flat else (np.empty((0, DIM), np.float32), [])
-    row = {t: unit_features(t, vectors[j], sents[j])[0] for j, t in enumerate(flat)}
+    row = {t: text_features(t, vectors[j], sents[j]) for j, t in enumerate(flat)}
     empty = np.empty((0, FEATURES), np.float32)
     return [np.stack([row[t] for t in w]) if w else empty for w in wanted]
 
