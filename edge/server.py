@@ -111,12 +111,28 @@ class EdgeCycle(RequestResponseCycle):
     headers is done the same way here: its default headers (the date) first,
     ``connection: close`` when the connection is not kept alive, the content length the
     body is held to. Anything else (other headers, finished headers changed since, an
-    access log, a paused or lost connection, the body messages) is uvicorn's own ``send``.
+    access log, a paused or lost connection, HEAD) is uvicorn's own ``send``.
+
+    Such a head is held until the body comes: a body that completes the answer (exactly
+    its declared length, no more to come) is written with it in one ``write``, so the
+    answer leaves as one TCP segment instead of two (on loopback each segment's send
+    costs the server its own pass through the TCP stack). Any other next message writes
+    the held head first, then goes to uvicorn's ``send``, so the bytes are uvicorn's.
     """
 
     _defaults: tuple[object, bytes | None] = (None, None)  # (the list, its lines)
+    _held: bytes | None = None  # a shortcut's head, not written yet
 
     async def send(self, message: Any) -> None:
+        held = self._held
+        if held is not None:
+            self._held = None
+            if self._complete_with(held, message):
+                return
+            if not self.disconnected:
+                self.transport.write(held)
+            await super().send(message)
+            return
         headers = message.get("headers")
         if (
             type(headers) is not Finished
@@ -125,6 +141,7 @@ class EdgeCycle(RequestResponseCycle):
             or self.disconnected
             or self.flow.write_paused
             or self.access_log
+            or self.scope["method"] == "HEAD"
         ):
             await super().send(message)
             return
@@ -147,7 +164,29 @@ class EdgeCycle(RequestResponseCycle):
         if not self.keep_alive:
             content.append(b"connection: close\r\n")
         content.append(b"\r\n")
-        self.transport.write(b"".join(content))
+        self._held = b"".join(content)
+
+    def _complete_with(self, head: bytes, message: Any) -> bool:
+        """Write ``head`` and ``message``'s body together when the body completes the answer,
+        with what uvicorn's ``send`` does then; False (nothing done) otherwise."""
+        if (
+            message["type"] != "http.response.body"
+            or message.get("more_body", False)
+            or self.disconnected
+            or self.flow.write_paused
+        ):
+            return False
+        body = message.get("body", b"")
+        if len(body) != self.expected_content_length:
+            return False
+        self.expected_content_length = 0
+        self.transport.write(head + body)
+        self.response_complete = True
+        self.message_event.set()
+        if not self.keep_alive:
+            self.transport.close()
+        self.on_response()
+        return True
 
     def _default_lines(self) -> bytes | None:
         """The server's default headers (a new list each second: the date) as lines,
