@@ -103,11 +103,13 @@ class _Side:
         return f"tok:{token_id}", f"iid:{_tag_impression_id(at)}"
 
     def jobs(self, count: int) -> list[Any]:
+        from edge import ledger
         from edge.counters import with_days
         from edge.ledger import billing_usd, impression_counts
         from edge.store.events import Impression, _save_impression
         from edge.store.sqlite import _Job
 
+        counts_of_day = getattr(ledger, "impression_counts_of_day", None)
         out = []
         for i in range(self.n, self.n + count):
             ad = i % self.ads
@@ -124,7 +126,13 @@ class _Side:
                 cpm_usd=2.5,
             )
             billed = billing_usd(imp)
-            counts = with_days(impression_counts(imp, billed), imp.at)
+            # The bumps as the edge hands them: one shared tuple per ad and day where the
+            # ledger has that form (older trees: a list per impression).
+            counts = (
+                counts_of_day(imp, billed)
+                if counts_of_day is not None
+                else with_days(impression_counts(imp, billed), imp.at)
+            )
             job = _Job(_save_impression, (imp, billed, counts), None, self.loop)
             job.afuture = self.loop.create_future()
             out.append(job)

@@ -23,7 +23,7 @@ import contextlib
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -78,6 +78,14 @@ def with_day(rows: Iterable[CountRow], day: str) -> list[CountRow]:
         if len(r) == 4 and r[0] in DAILY_SCOPES and r[2] in _DAILY
     ]
     return rows + days
+
+
+def times_rows(rows: Sequence[CountRow], times: int) -> Sequence[CountRow]:
+    """``rows`` as one bump each of ``times`` times its amount (what ``times`` copies of
+    ``rows`` add up to, as ``CountBuffer.take`` sums them)."""
+    if times == 1:
+        return rows
+    return [_row(row[:-1], row[-1] * times) for row in rows]
 
 
 def split_rows(rows: Iterable[CountRow]) -> tuple[list[TotalRow], list[DayRow]]:

@@ -32,7 +32,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from edge.counters import CountBuffer, CountRow, DayRow, split_rows
+from edge.counters import CountBuffer, CountRow, DayRow, split_rows, times_rows
 from edge.store.primitives import SQLitePrimitives
 
 ImpressionKind = Literal["url", "ugc", "ai-render", "ai-view", "legacy"]
@@ -513,7 +513,10 @@ def _insert_impressions(
     rows: list[tuple[Any, ...]] = []
     key_rows: list[tuple[str, int]] = []
     bills: list[tuple[Any, ...]] = []
-    counted: list[CountRow] = []
+    # The counted impressions' bumps, by the list of bumps each was handed and how many
+    # were handed that list: impressions alike share one (``ledger.impression_counts_of_day``),
+    # so a run adds each distinct list once, times its count, instead of every row of each.
+    counted: dict[int, list[Any]] = {}
     results: list[bool] = []
     for (imp, billing_usd, counts), keys in zip(jobs, key_lists, strict=True):
         seen = None
@@ -538,14 +541,18 @@ def _insert_impressions(
         if billing_usd is not None:
             bills.append((next_id, imp.campaign_id, imp.ad_id, imp.publisher_id, billing_usd,
                           imp.at))  # fmt: skip
-        counted += counts
+        same = counted.get(id(counts))
+        if same is None:
+            counted[id(counts)] = [counts, 1]
+        else:
+            same[1] += 1
         results.append(True)
     conn.executemany(_INSERT_IMPRESSION, rows)
     conn.executemany("INSERT INTO impression_keys (dedupe_key, impression_id) VALUES (?, ?)",
                      key_rows)  # fmt: skip
     if bills:
         conn.executemany(_INSERT_BILLING, bills)
-    _bump(conn, counted)  # the run's bumps in one go
+    _bump(conn, [row for counts, times in counted.values() for row in times_rows(counts, times)])
     return results
 
 

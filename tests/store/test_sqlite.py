@@ -275,6 +275,56 @@ def test_a_run_of_impressions_is_written_batched_with_the_outcome_of_one_by_one(
     assert len(rows_a["impressions"]) == 5 and len(rows_a["billing_events"]) == 2
 
 
+def test_impressions_sharing_their_bumps_count_each_once_batched_or_not(tmp_path):
+    """Impressions alike are handed one shared tuple of bumps (the ledger's
+    ``impression_counts_of_day``); a batched run adds it once times the impressions it
+    counted (replays among them count nothing), as one by one does row by row."""
+    import concurrent.futures as cf
+
+    from edge import ledger
+    from edge.store.events import CountingConnection, _save_impression
+    from edge.store.sqlite import _Job, _Writer, connect
+
+    def jobs():
+        out = []
+        for i, keys in enumerate([("tok:1",), ("tok:2",), ("tok:1",), ("tok:3",), ("tok:4",)]):
+            imp = _impression(keys, cpm_usd=2.0, at=86_400.0 * 400 + i)
+            billed = ledger.billing_usd(imp)
+            counts = ledger.impression_counts_of_day(imp, billed)
+            out.append(_Job(_save_impression, (imp, billed, counts), cf.Future()))
+        other = _impression(("tok:9",), ad_id="ad-2", at=86_400.0 * 400)  # its own bumps
+        out.append(_Job(_save_impression, (other, None, ledger.impression_counts(other, None)),
+                        cf.Future()))  # fmt: skip
+        return out
+
+    def day_counters(conn):
+        return conn.execute("SELECT * FROM daily_counters ORDER BY 1, 2, 3, 4").fetchall()
+
+    found = []
+    for batched in (True, False):
+        conn = connect(tmp_path / f"{batched}.db", factory=CountingConnection)
+        apply_migrations(conn)
+        writer = _Writer(conn)
+        run = jobs()
+        if batched:
+            writer._commit(run)
+            assert writer.batched == len(run)
+        else:
+            for job in run:
+                writer._commit([job])
+        assert [j.future.result() for j in run] == [True, True, False, True, True, True]
+        found.append((_tables(conn)[1], day_counters(conn)))
+    (totals_a, days_a), (totals_b, days_b) = found
+    assert [r[:3] for r in totals_a] == [r[:3] for r in totals_b]
+    assert [r[3] for r in totals_a] == pytest.approx([r[3] for r in totals_b])
+    assert [r[:4] for r in days_a] == [r[:4] for r in days_b]
+    assert [r[4] for r in days_a] == pytest.approx([r[4] for r in days_b])
+    counted = {r[:3]: r[3] for r in totals_a}
+    assert counted[("ad", "ad-1", "impressions")] == 4
+    assert counted[("ad", "ad-2", "impressions")] == 1
+    assert counted[("campaign", "cmp-1", "billable_usd")] == pytest.approx(4 * 2.0 / 1000)
+
+
 def test_a_batch_that_fails_is_undone_and_its_jobs_run_one_by_one(tmp_path):
     from edge.store.events import CountingConnection
     from edge.store.sqlite import _Writer, connect
