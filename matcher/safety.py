@@ -255,16 +255,24 @@ class SafetyClassifier:
         )
         self.thresholds = dict(thresholds or {})
         self.meta = dict(meta or {})
-        self._exemplars = (
-            None
-            if exemplars is None
-            else tuple(np.ascontiguousarray(e, np.float32) for e in exemplars)
-        )
+        # The exemplars of both sides as the columns of one (DIM, self-harm + safe) matrix, so
+        # one product gives a unit's cosines with all of them; ``_exemplars`` are its two
+        # sides as (exemplars, DIM) views, no second copy.
+        self._exemplars: tuple[np.ndarray, np.ndarray] | None = None
+        self._exemplar_cols = np.empty((DIM, 0), np.float32)
+        self._harm_cols = 0
+        if exemplars is not None:
+            harm, safe = (np.asarray(e, np.float32).reshape(-1, DIM) for e in exemplars)
+            self._exemplar_cols = np.ascontiguousarray(np.vstack([harm, safe]).T)
+            self._harm_cols = len(harm)
+            self._exemplars = (
+                self._exemplar_cols[:, : len(harm)].T,
+                self._exemplar_cols[:, len(harm) :].T,
+            )
         if self.models is not None:
             # Every model's first layer side by side, split into the dense part (the two
             # vectors) and the hashed n-grams, which are looked up row by row: a text has a
-            # few dozen n-grams out of thousands of buckets. einsum keeps this single-threaded
-            # (no BLAS thread pool waking up for a few small products on the hot path).
+            # few dozen n-grams out of thousands of buckets.
             first = np.hstack([m[0][0] for m in self.models])
             self._dense = np.ascontiguousarray(first[: 2 * DIM])
             self._grams = np.ascontiguousarray(first[2 * DIM :])
@@ -303,11 +311,14 @@ class SafetyClassifier:
             return np.zeros(features.shape[0], np.float32)
         v = np.asarray(features[:, :DIM], np.float32)
         v = v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-6)
+        # One matrix product for both sides (BLAS; the edge runs it on one thread): about
+        # half the time of the two einsum passes it replaces, the same cosines within float32
+        # rounding.
+        sims = v @ self._exemplar_cols
         sides = []
-        for ex in self._exemplars:
-            sims = np.einsum("ij,kj->ik", v, ex)
-            k = min(KNN_K, sims.shape[1])
-            sides.append(np.partition(sims, -k, axis=1)[:, -k:].mean(axis=1))
+        for part in (sims[:, : self._harm_cols], sims[:, self._harm_cols :]):
+            k = min(KNN_K, part.shape[1])
+            sides.append(np.partition(part, -k, axis=1)[:, -k:].mean(axis=1))
         out: np.ndarray = ((sides[0] - sides[1] + 1.0) / 2.0).astype(np.float32)
         return out
 
@@ -319,7 +330,9 @@ class SafetyClassifier:
             out[:, 0] = 1.0
             return out
         x = np.asarray(features, np.float32)
-        hidden = np.einsum("ij,jk->ik", x[:, : 2 * DIM], self._dense) + self._bias
+        # Matrix products in BLAS (the edge runs it on one thread); einsum's own loops took
+        # about twice as long for these shapes.
+        hidden = x[:, : 2 * DIM] @ self._dense + self._bias
         for i in range(n):
             grams = np.flatnonzero(x[i, 2 * DIM :])
             if len(grams):
@@ -329,7 +342,7 @@ class SafetyClassifier:
         for m, layers in enumerate(self.models):
             h = hidden[:, m * width : (m + 1) * width]
             for j, (w, b) in enumerate(layers[1:], start=1):
-                h = np.einsum("ij,jk->ik", h, w) + b
+                h = h @ w + b
                 if j < len(layers) - 1:
                     h = np.maximum(h, 0.0)
             h = h - h.max(axis=1, keepdims=True)
