@@ -1,0 +1,158 @@
+"""How the decision's arithmetic is computed: brand safety's products against a plain float64
+reading of the same model, and the int8 scan's widening buffer under concurrent threads."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from matcher.index import SCAN_BLOCK, approx_scores, quantise
+from matcher.safety import (
+    CLASSES,
+    DIM,
+    FEATURES,
+    KNN_K,
+    SafetyClassifier,
+    ngram_vector,
+)
+
+TEXTS = (
+    "Training for my first marathon and my knees ache after every long run.",
+    "Any advice on cushioning or pacing before race day?",
+    "I don't think anyone would notice if I was gone.",
+    "The storm flattened half the town and people are still missing.",
+    "Our rescue terrier is so fussy about what goes in his bowl.",
+    "ok",
+    "",
+)
+
+
+@pytest.fixture(scope="module")
+def shipped() -> SafetyClassifier:
+    return SafetyClassifier.load()
+
+
+def _units(n: int, seed: int) -> np.ndarray:
+    """n units shaped like ``unit_features`` rows: unit vector, unit peaks, n-gram row."""
+    rng = np.random.default_rng(seed)
+    out = np.zeros((n, FEATURES), np.float32)
+    for i in range(n):
+        v = rng.standard_normal(2 * DIM).astype(np.float32)
+        out[i, :DIM] = v[:DIM] / np.linalg.norm(v[:DIM])
+        out[i, DIM : 2 * DIM] = v[DIM:] / np.linalg.norm(v[DIM:])
+        out[i, 2 * DIM :] = ngram_vector(TEXTS[i % len(TEXTS)])
+    return out
+
+
+def _reference_probabilities(clf: SafetyClassifier, x: np.ndarray) -> np.ndarray:
+    """Each model's layers as written, in float64, probabilities averaged."""
+    assert clf.models is not None
+    total = np.zeros((len(x), len(CLASSES)))
+    for layers in clf.models:
+        h = x.astype(np.float64)
+        for j, (w, b) in enumerate(layers):
+            h = h @ w.astype(np.float64) + b
+            if j < len(layers) - 1:
+                h = np.maximum(h, 0.0)
+        e = np.exp(h - h.max(axis=1, keepdims=True))
+        total += e / e.sum(axis=1, keepdims=True)
+    return total / len(clf.models)
+
+
+def _reference_margin(harm: np.ndarray, safe: np.ndarray, x: np.ndarray) -> np.ndarray:
+    v = x[:, :DIM].astype(np.float64)
+    v /= np.linalg.norm(v, axis=1, keepdims=True)
+    near = [
+        np.sort(v @ side.astype(np.float64).T, axis=1)[:, -KNN_K:].mean(axis=1)
+        for side in (harm, safe)
+    ]
+    return (near[0] - near[1] + 1.0) / 2.0
+
+
+def test_probabilities_match_the_layers_read_in_float64(shipped: SafetyClassifier) -> None:
+    x = _units(12, seed=1)
+    got = shipped.probabilities(x)
+    assert got.dtype == np.float32 and got.shape == (12, len(CLASSES))
+    assert np.abs(got - _reference_probabilities(shipped, x)).max() < 2e-6
+
+
+def test_knn_margin_matches_the_nearest_exemplars_read_in_float64(
+    shipped: SafetyClassifier,
+) -> None:
+    assert shipped._exemplars is not None
+    harm, safe = shipped._exemplars
+    x = _units(9, seed=2)
+    got = shipped.knn_margin(x)
+    assert got.dtype == np.float32
+    assert np.abs(got - _reference_margin(harm, safe, x)).max() < 1e-6
+    # A unit that is an exemplar itself finds it at cosine 1.
+    on = np.zeros((1, FEATURES), np.float32)
+    on[0, :DIM] = harm[0]
+    assert np.abs(shipped.knn_margin(on) - _reference_margin(harm, safe, on)).max() < 1e-6
+
+
+def test_a_units_numbers_do_not_depend_on_the_units_beside_it(shipped: SafetyClassifier) -> None:
+    x = _units(7, seed=3)
+    x[2, 2 * DIM :] = 0.0  # a unit without any n-gram between two with some
+    together_p, together_m = shipped.probabilities(x), shipped.knn_margin(x)
+    for i in range(len(x)):
+        alone = x[i : i + 1]
+        assert np.abs(shipped.probabilities(alone)[0] - together_p[i]).max() < 1e-6
+        assert abs(float(shipped.knn_margin(alone)[0] - together_m[i])) < 1e-6
+
+
+def test_exemplars_keep_their_sides_and_rows() -> None:
+    rng = np.random.default_rng(4)
+    harm, safe = (rng.standard_normal((n, DIM)).astype(np.float32) for n in (5, 8))
+    harm /= np.linalg.norm(harm, axis=1, keepdims=True)
+    safe /= np.linalg.norm(safe, axis=1, keepdims=True)
+    clf = SafetyClassifier(None, exemplars=(harm, safe))
+    assert clf._exemplars is not None
+    assert np.array_equal(clf._exemplars[0], harm)
+    assert np.array_equal(clf._exemplars[1], safe)
+    x = _units(4, seed=7)
+    x[0, :DIM] = harm[3]
+    assert np.abs(clf.knn_margin(x) - _reference_margin(harm, safe, x)).max() < 1e-6
+
+
+def _scan_reference(codes: np.ndarray, scales: np.ndarray, q: np.ndarray) -> np.ndarray:
+    out = np.empty(len(codes), np.float32)
+    for a in range(0, len(codes), SCAN_BLOCK):
+        np.matmul(codes[a : a + SCAN_BLOCK].astype(np.float32), q, out=out[a : a + SCAN_BLOCK])
+    return out * scales
+
+
+def test_scan_gives_the_same_scores_for_any_row_count_and_width() -> None:
+    rng = np.random.default_rng(5)
+    for n, dim in ((1, DIM), (SCAN_BLOCK - 1, DIM), (SCAN_BLOCK + 3, DIM), (1500, 16), (9, DIM)):
+        x = rng.standard_normal((n, dim)).astype(np.float32)
+        codes, scales = quantise(x)
+        q = rng.standard_normal(dim).astype(np.float32)
+        assert np.array_equal(approx_scores(codes, scales, q), _scan_reference(codes, scales, q))
+
+
+def test_concurrent_scans_on_two_threads_do_not_mix_their_blocks() -> None:
+    # The partner and tag lanes scan on their own threads at the same time; each widens its
+    # codes into its own buffer.
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((4 * SCAN_BLOCK, DIM)).astype(np.float32)
+    codes, scales = quantise(x)
+    queries = rng.standard_normal((2, DIM)).astype(np.float32)
+    expected = [_scan_reference(codes, scales, q) for q in queries]
+    wrong: list[int] = []
+    start = threading.Barrier(2)
+
+    def scan(k: int) -> None:
+        start.wait()
+        for _ in range(150):
+            if not np.array_equal(approx_scores(codes, scales, queries[k]), expected[k]):
+                wrong.append(k)
+
+    threads = [threading.Thread(target=scan, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert wrong == []
