@@ -34,6 +34,7 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -105,6 +106,100 @@ def _scan_buffer(dim: int) -> np.ndarray:
         buf = np.empty((SCAN_BLOCK, dim), dtype=np.float32)
         _scan_buffers.block = buf
     return buf
+
+
+class Int8Rows:
+    """Rows held as int8 codes for approximate dot products with a few float queries at a
+    time, computed by onnxruntime's integer matrix product (``MatMulInteger``: uint8
+    queries by int8 rows, exact int32 sums), which packs the rows once for its int8 kernels:
+    six queries against 2,568 rows of 384 dims took ~26 us against ~410 us for the float32
+    product in numpy here. ``scores`` gives each query's approximate products and a bound
+    on their error, so callers rescore the few rows that may matter exactly.
+    """
+
+    def __init__(self, vectors: np.ndarray) -> None:
+        vectors = np.asarray(vectors, dtype=np.float32)
+        n, self.dim = vectors.shape
+        codes, self.scales = quantise(vectors)
+        self._max_scale = float(self.scales.max()) if n else 0.0
+        self._max_l1 = float(np.abs(vectors).sum(axis=1).max()) if n else 0.0
+        self._session = _matmul_integer(np.ascontiguousarray(codes.T))
+
+    def scores(self, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """((q, n) approximate products of each query with every row, (q,) bounds): each
+        exact float product lies within its query's bound of the approximate one."""
+        q = np.asarray(queries, dtype=np.float32)
+        peak = np.abs(q).max(axis=1) if self.dim else np.zeros(len(q), np.float32)
+        step = np.where(peak > 0, peak / 127.0, 1.0).astype(np.float32)
+        codes = (np.rint(q / step[:, None]) + 128.0).astype(np.uint8)  # zero point 128
+        (sums,) = self._session.run(None, {"a": codes})
+        approx: np.ndarray = sums.astype(np.float32) * step[:, None] * self.scales
+        # x.r - (sx cx).(sr cr) = x.(r - sr cr) + (x - sx cx).(sr cr): each rounding error
+        # is at most half its step (none for a zero query), and |sr cr| sums to at most
+        # |r|_1 + dim * sr / 2.
+        rows_half = self._max_scale / 2
+        bound = (
+            rows_half * np.abs(q).sum(axis=1)
+            + np.where(peak > 0, step / 2, 0.0) * (self._max_l1 + self.dim * rows_half)
+            + 1e-5  # float32 rounding of the products above
+        ).astype(np.float32)
+        return approx, bound
+
+
+def _matmul_integer(rows_t: np.ndarray) -> Any:
+    """An onnxruntime session computing ``(a - 128) @ rows_t`` in int32 for a uint8 input
+    ``a`` of shape (q, rows_t.shape[0]); ``rows_t`` (int8) is a constant of the graph, so the
+    session packs it once. One thread, no memory arena (it runs on the caller's thread)."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    options.enable_cpu_mem_arena = False
+    return ort.InferenceSession(
+        _matmul_integer_model(rows_t), sess_options=options, providers=["CPUExecutionProvider"]
+    )
+
+
+# The graph is written as protobuf bytes here, not with the ``onnx`` package, which costs
+# ~11 MiB and ~0.15 s to import (``matcher.model_graph`` imports it only on a first start).
+_ONNX_INT8, _ONNX_UINT8, _ONNX_INT32 = 3, 2, 6  # TensorProto.DataType
+
+
+def _matmul_integer_model(rows_t: np.ndarray) -> bytes:
+    dim, n = rows_t.shape
+
+    def varint(v: int) -> bytes:
+        out = bytearray()
+        while True:
+            byte, v = v & 0x7F, v >> 7
+            out.append(byte | (0x80 if v else 0))
+            if not v:
+                return bytes(out)
+
+    def field(number: int, payload: bytes | str | int) -> bytes:
+        if isinstance(payload, int):
+            return varint(number << 3) + varint(payload)
+        raw = payload.encode() if isinstance(payload, str) else payload
+        return varint(number << 3 | 2) + varint(len(raw)) + raw
+
+    def value_info(name: str, elem: int, dims: Sequence[int | str]) -> bytes:
+        shape = b"".join(field(1, field(2, d) if isinstance(d, str) else field(1, d)) for d in dims)
+        return field(1, name) + field(2, field(1, field(1, elem) + field(2, shape)))
+
+    def tensor(name: str, elem: int, array: np.ndarray) -> bytes:
+        dims = b"".join(field(1, int(d)) for d in array.shape)
+        return dims + field(2, elem) + field(8, name) + field(9, array.tobytes())
+
+    node = field(1, "a") + field(1, "rows") + field(1, "zero") + field(2, "y")
+    node += field(4, "MatMulInteger")
+    graph = field(1, node) + field(2, "int8_rows")
+    graph += field(5, tensor("rows", _ONNX_INT8, np.ascontiguousarray(rows_t, dtype=np.int8)))
+    graph += field(5, tensor("zero", _ONNX_UINT8, np.array(128, dtype=np.uint8)))
+    graph += field(11, value_info("a", _ONNX_UINT8, ["q", dim]))
+    graph += field(12, value_info("y", _ONNX_INT32, ["q", n]))
+    opset = field(2, 13)
+    return field(1, 8) + field(7, graph) + field(8, opset)
 
 
 class VectorIndex:

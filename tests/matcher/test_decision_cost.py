@@ -8,7 +8,7 @@ import threading
 import numpy as np
 import pytest
 
-from matcher.index import SCAN_BLOCK, approx_scores, quantise
+from matcher.index import SCAN_BLOCK, Int8Rows, approx_scores, quantise
 from matcher.safety import (
     CLASSES,
     DIM,
@@ -156,3 +156,51 @@ def test_concurrent_scans_on_two_threads_do_not_mix_their_blocks() -> None:
     for t in threads:
         t.join()
     assert wrong == []
+
+
+def test_int8_rows_give_products_within_their_bound() -> None:
+    rng = np.random.default_rng(8)
+    for n, dim in ((1, 3), (5, DIM), (700, DIM), (40, 17)):
+        rows = rng.standard_normal((n, dim)).astype(np.float32)
+        rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+        rows[0, 0] = 0.0  # a zero component and, below, a query equal to a row
+        queries = rng.standard_normal((4, dim)).astype(np.float32)
+        queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+        queries[1] = rows[-1]
+        queries[2] = 0.0  # a zero query: every product 0, exactly
+        approx, bound = Int8Rows(rows).scores(queries)
+        exact = queries.astype(np.float64) @ rows.T.astype(np.float64)
+        assert approx.shape == (4, n) and bound.shape == (4,)
+        assert (np.abs(approx - exact) <= bound[:, None]).all()
+        assert not approx[2].any()
+        # The bound is a worst case, not a guess: a few hundredths for unit vectors here.
+        assert (bound < 0.05).all()
+
+    # The worst case for the query's rounding: one large component sets its step, and every
+    # small one rounds down by almost half a step, against rows of equal positive parts.
+    rows = np.full((3, DIM), 1.0, np.float32)
+    rows[1, 0] = rows[2, 1] = 2.0
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    query = np.zeros((1, DIM), np.float32)
+    query[0, 0] = 1.0
+    query[0, 1:] = 2.49 / 127.0  # 2.49 steps: coded as 2
+    approx, bound = Int8Rows(rows).scores(query)
+    exact = query.astype(np.float64) @ rows.T.astype(np.float64)
+    assert (np.abs(approx - exact) > 0.02).all()
+    assert (np.abs(approx - exact) <= bound[:, None]).all()
+
+
+def test_knn_margin_finds_the_nearest_exemplars_among_near_ties() -> None:
+    # Many exemplars within the int8 codes' rounding of each other: the margin still takes
+    # the exact three nearest, as the float products of all of them do.
+    rng = np.random.default_rng(9)
+    base = rng.standard_normal(DIM).astype(np.float32)
+    harm = base + 0.01 * rng.standard_normal((300, DIM)).astype(np.float32)
+    safe = -base + 0.01 * rng.standard_normal((300, DIM)).astype(np.float32)
+    harm /= np.linalg.norm(harm, axis=1, keepdims=True)
+    safe /= np.linalg.norm(safe, axis=1, keepdims=True)
+    clf = SafetyClassifier(None, exemplars=(harm, safe))
+    x = _units(6, seed=10)
+    x[:3, :DIM] = harm[:3] + 0.001
+    got = clf.knn_margin(x)
+    assert np.abs(got - _reference_margin(harm, safe, x)).max() < 1e-6
