@@ -117,13 +117,25 @@ class Int8Rows:
     on their error, so callers rescore the few rows that may matter exactly.
     """
 
-    def __init__(self, vectors: np.ndarray) -> None:
-        vectors = np.asarray(vectors, dtype=np.float32)
-        n, self.dim = vectors.shape
-        codes, self.scales = quantise(vectors)
-        self._max_scale = float(self.scales.max()) if n else 0.0
-        self._max_l1 = float(np.abs(vectors).sum(axis=1).max()) if n else 0.0
+    def __init__(self, codes: np.ndarray, scales: np.ndarray, max_l1: float) -> None:
+        """``codes`` and ``scales`` as ``quantise`` gives them; ``max_l1``: the largest sum
+        of absolute values of a row they were made from."""
+        n, self.dim = codes.shape
+        self.scales = scales
+        self._max_scale = float(scales.max()) if n else 0.0
+        self.max_l1 = max_l1
         self._session = _matmul_integer(np.ascontiguousarray(codes.T))
+
+    @classmethod
+    def of(cls, vectors: np.ndarray) -> Int8Rows:
+        vectors = np.asarray(vectors, dtype=np.float32)
+        codes, scales = quantise(vectors)
+        return cls(codes, scales, float(np.abs(vectors).sum(axis=1).max()) if len(vectors) else 0.0)
+
+    @staticmethod
+    def query_step(query: np.ndarray) -> float:
+        """The rounding step of a query's codes (its largest magnitude / 127; 0 for zero)."""
+        return float(np.abs(query).max()) / 127.0 if query.size else 0.0
 
     def scores(self, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """((q, n) approximate products of each query with every row, (q,) bounds): each
@@ -140,7 +152,7 @@ class Int8Rows:
         rows_half = self._max_scale / 2
         bound = (
             rows_half * np.abs(q).sum(axis=1)
-            + np.where(peak > 0, step / 2, 0.0) * (self._max_l1 + self.dim * rows_half)
+            + np.where(peak > 0, step / 2, 0.0) * (self.max_l1 + self.dim * rows_half)
             + 1e-5  # float32 rounding of the products above
         ).astype(np.float32)
         return approx, bound
@@ -210,6 +222,8 @@ class VectorIndex:
     """
 
     kind = "exact"
+    _int8: Int8Rows | None = None  # the scan's integer product (the IVF index scans lists)
+    _max_l2 = 1.0
 
     def __init__(self, vectors: np.ndarray) -> None:
         if vectors.ndim != 2:
@@ -249,6 +263,16 @@ class VectorIndex:
     def _build(self) -> None:
         self.codes, self.scales = quantise(self.matrix)
         self._max_scale = float(self.scales.max()) if len(self.scales) else 0.0
+        l1 = l2 = 0.0
+        for a in range(0, len(self.matrix), QUANT_BLOCK):
+            block = np.asarray(self.matrix[a : a + QUANT_BLOCK], dtype=np.float32)
+            l1 = max(l1, float(np.abs(block).sum(axis=1).max()))
+            l2 = max(l2, float(np.linalg.norm(block, axis=1).max()))
+        self._max_l2 = l2
+        # The scan: the query's int8 codes by the rows' in onnxruntime's integer product
+        # (~0.3 ms for 10k rows right after a forward pass, against ~1.1 ms widening the
+        # codes to float32 in numpy); its own copy of the codes, packed for its kernels.
+        self._int8 = Int8Rows(self.codes, self.scales, l1)
 
     def __len__(self) -> int:
         return int(self.matrix.shape[0])
@@ -272,9 +296,19 @@ class VectorIndex:
 
     def margin(self, query: np.ndarray) -> float:
         """How far below a cut-off an int8 score is still rescored: RESCORE_SIGMAS standard
-        deviations of the rounding error, never more than its worst case."""
+        deviations of the rounding error, never more than its worst case. The error is the
+        rows' rounding and, where the scan codes the query too (``Int8Rows``), the query's:
+        each component off by at most half its step, independently."""
+        step = Int8Rows.query_step(query) if self._int8 is not None else 0.0
         worst = self._max_scale / 2 * float(np.abs(query).sum())
-        return min(worst, RESCORE_SIGMAS * self._max_scale / math.sqrt(12)) + 1e-6
+        worst += step / 2 * (self._max_l1_codes() if step else 0.0)
+        sigma = math.hypot(self._max_scale, step * self._max_l2) / math.sqrt(12)
+        return min(worst, RESCORE_SIGMAS * sigma) + 1e-6
+
+    def _max_l1_codes(self) -> float:
+        # |sr cr|_1 of a row is at most its own |r|_1 plus dim * sr / 2.
+        assert self._int8 is not None
+        return self._int8.max_l1 + self.dim * self._max_scale / 2
 
     def search(
         self, query: np.ndarray, live: np.ndarray, floor: float, k: int
@@ -291,7 +325,9 @@ class VectorIndex:
     def scan(self, query: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
         """(catalogue rows, int8 scores) of the rows scanned; rows None: every row, in
         catalogue order."""
-        return None, approx_scores(self.codes, self.scales, query)
+        assert self._int8 is not None
+        approx, _ = self._int8.scores(query[None, :])
+        return None, approx[0]
 
     def shortlist(
         self,

@@ -271,7 +271,7 @@ class SafetyClassifier:
                 self._exemplar_rows[: len(harm)],
                 self._exemplar_rows[len(harm) :],
             )
-            self._exemplar_codes = Int8Rows(self._exemplar_rows)
+            self._exemplar_codes = Int8Rows.of(self._exemplar_rows)
         if self.models is not None:
             # Every model's first layer side by side, split into the dense part (the two
             # vectors) and the hashed n-grams, which are looked up row by row: a text has a

@@ -8,7 +8,7 @@ import threading
 import numpy as np
 import pytest
 
-from matcher.index import SCAN_BLOCK, Int8Rows, approx_scores, quantise
+from matcher.index import SCAN_BLOCK, Int8Rows, VectorIndex, approx_scores, quantise
 from matcher.safety import (
     CLASSES,
     DIM,
@@ -168,7 +168,7 @@ def test_int8_rows_give_products_within_their_bound() -> None:
         queries /= np.linalg.norm(queries, axis=1, keepdims=True)
         queries[1] = rows[-1]
         queries[2] = 0.0  # a zero query: every product 0, exactly
-        approx, bound = Int8Rows(rows).scores(queries)
+        approx, bound = Int8Rows.of(rows).scores(queries)
         exact = queries.astype(np.float64) @ rows.T.astype(np.float64)
         assert approx.shape == (4, n) and bound.shape == (4,)
         assert (np.abs(approx - exact) <= bound[:, None]).all()
@@ -184,7 +184,7 @@ def test_int8_rows_give_products_within_their_bound() -> None:
     query = np.zeros((1, DIM), np.float32)
     query[0, 0] = 1.0
     query[0, 1:] = 2.49 / 127.0  # 2.49 steps: coded as 2
-    approx, bound = Int8Rows(rows).scores(query)
+    approx, bound = Int8Rows.of(rows).scores(query)
     exact = query.astype(np.float64) @ rows.T.astype(np.float64)
     assert (np.abs(approx - exact) > 0.02).all()
     assert (np.abs(approx - exact) <= bound[:, None]).all()
@@ -204,3 +204,27 @@ def test_knn_margin_finds_the_nearest_exemplars_among_near_ties() -> None:
     x[:3, :DIM] = harm[:3] + 0.001
     got = clf.knn_margin(x)
     assert np.abs(got - _reference_margin(harm, safe, x)).max() < 1e-6
+
+
+def test_exact_index_search_equals_a_float32_scan_when_the_query_rounds_coarser_than_rows() -> None:
+    # The scan codes the query as well as the rows, and the rescoring margin covers both
+    # roundings. Here the rows' codes are exact (every component +-c) and one large query
+    # component makes the query's step ~20 times the rows': the query's rounding is nearly
+    # all of the error, and the rows found must still be a float32 scan's.
+    rng = np.random.default_rng(11)
+    rows = rng.choice(np.array([-1.0, 1.0], np.float32), size=(3000, DIM)) / np.sqrt(DIM)
+    rows = rows.astype(np.float32)
+    index = VectorIndex(rows)
+    live = np.ones(len(rows), bool)
+    for seed in range(5):
+        query = np.random.default_rng(seed).standard_normal(DIM).astype(np.float32)
+        query[0] = 25.0
+        query /= np.linalg.norm(query)
+        exact = rows @ query
+        for quantile, k in ((0.5, 3000), (0.9, 100)):
+            floor = float(np.quantile(exact, quantile))
+            want = np.flatnonzero(exact >= floor)
+            want = want[np.argsort(-exact[want], kind="stable")][:k]
+            got, cosines = index.search(query, live, floor, k)
+            assert set(got.tolist()) == set(want.tolist())
+            assert np.allclose(cosines, exact[got], atol=1e-6)
