@@ -275,7 +275,8 @@ class SafetyClassifier:
         if self.models is not None:
             # Every model's first layer side by side, split into the dense part (the two
             # vectors) and the hashed n-grams, which are looked up row by row: a text has a
-            # few dozen n-grams out of thousands of buckets.
+            # few dozen n-grams out of thousands of buckets. einsum keeps this single-threaded
+            # (no BLAS thread pool waking up for a few small products on the hot path).
             first = np.hstack([m[0][0] for m in self.models])
             self._dense = np.ascontiguousarray(first[: 2 * DIM])
             self._grams = np.ascontiguousarray(first[2 * DIM :])
@@ -327,7 +328,7 @@ class SafetyClassifier:
             k = min(KNN_K, hi - lo)
             kth = np.partition(part, hi - lo - k, axis=1)[:, hi - lo - k] if k else bound
             near = lo + np.flatnonzero((part >= (kth - 2 * bound)[:, None]).any(axis=0))
-            sims = v @ self._exemplar_rows[near].T
+            sims = np.einsum("ij,kj->ik", v, self._exemplar_rows[near])
             sides.append(np.partition(sims, -k, axis=1)[:, -k:].mean(axis=1))
         out: np.ndarray = ((sides[0] - sides[1] + 1.0) / 2.0).astype(np.float32)
         return out
@@ -340,9 +341,7 @@ class SafetyClassifier:
             out[:, 0] = 1.0
             return out
         x = np.asarray(features, np.float32)
-        # Matrix products in BLAS (the edge runs it on one thread); einsum's own loops took
-        # about twice as long for these shapes.
-        hidden = x[:, : 2 * DIM] @ self._dense + self._bias
+        hidden = np.einsum("ij,jk->ik", x[:, : 2 * DIM], self._dense) + self._bias
         for i in range(n):
             grams = np.flatnonzero(x[i, 2 * DIM :])
             if len(grams):
@@ -352,7 +351,7 @@ class SafetyClassifier:
         for m, layers in enumerate(self.models):
             h = hidden[:, m * width : (m + 1) * width]
             for j, (w, b) in enumerate(layers[1:], start=1):
-                h = h @ w + b
+                h = np.einsum("ij,jk->ik", h, w) + b
                 if j < len(layers) - 1:
                     h = np.maximum(h, 0.0)
             h = h - h.max(axis=1, keepdims=True)
