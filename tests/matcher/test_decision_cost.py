@@ -228,3 +228,34 @@ def test_exact_index_search_equals_a_float32_scan_when_the_query_rounds_coarser_
             got, cosines = index.search(query, live, floor, k)
             assert set(got.tolist()) == set(want.tolist())
             assert np.allclose(cosines, exact[got], atol=1e-6)
+
+
+def test_the_integer_product_graph_is_the_one_the_onnx_package_builds():
+    # The graph is written as protobuf bytes so that a start never imports ``onnx``; this
+    # holds those bytes to the package's own builder and checker.
+    import onnx
+    from onnx import TensorProto, helper
+
+    from matcher.index import _matmul_integer_model
+
+    rows_t = np.random.default_rng(3).integers(-127, 128, (8, 5), dtype=np.int8)
+    built = onnx.load_from_string(_matmul_integer_model(rows_t))
+    onnx.checker.check_model(built, full_check=True)
+    want = helper.make_model(
+        helper.make_graph(
+            [helper.make_node("MatMulInteger", ["a", "rows", "zero"], ["y"])],
+            "int8_rows",
+            [helper.make_tensor_value_info("a", TensorProto.UINT8, ["q", 8])],
+            [helper.make_tensor_value_info("y", TensorProto.INT32, ["q", 5])],
+            initializer=[
+                helper.make_tensor("rows", TensorProto.INT8, [8, 5], rows_t.tobytes(), raw=True),
+                helper.make_tensor(
+                    "zero", TensorProto.UINT8, [], np.uint8(128).tobytes(), raw=True
+                ),
+            ],
+        ),
+        opset_imports=[helper.make_opsetid("", 13)],
+        ir_version=8,
+    )
+    want.opset_import[0].ClearField("domain")  # "" is the default domain, written or not
+    assert built == want
