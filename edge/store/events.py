@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeVar
 from urllib.parse import urlsplit
 
+import msgspec
 import orjson
 
 from edge.counters import CountBuffer, CountRow, DayRow, split_rows, times_rows
@@ -51,8 +52,12 @@ REPORT_COUNTERS = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Impression:
+class Impression(msgspec.Struct, frozen=True):
+    """An impression as the edge judged it, handed to the store as it is: immutable, equal
+    by value. A frozen msgspec Struct rather than a frozen dataclass, whose constructor
+    sets each of the eleven fields through ``object.__setattr__`` (~5 against ~0.5 us on a
+    loaded machine; one is made per beacon)."""
+
     kind: ImpressionKind
     dedupe_keys: tuple[str, ...]  # a replay shares any one key
     env: str

@@ -325,6 +325,17 @@ def test_impressions_sharing_their_bumps_count_each_once_batched_or_not(tmp_path
     assert counted[("campaign", "cmp-1", "billable_usd")] == pytest.approx(4 * 2.0 / 1000)
 
 
+def test_an_impression_is_an_immutable_value():
+    """What the edge hands the store cannot change on the way to the writer."""
+    imp = _impression(("tok:1", "iid:1"), cpm_usd=2.0)
+    with pytest.raises(AttributeError):
+        imp.cpm_usd = None  # type: ignore[misc]
+    same = _impression(("tok:1", "iid:1"), cpm_usd=2.0)
+    assert imp == same and hash(imp) == hash(same)
+    assert imp != _impression(("tok:1", "iid:1"), cpm_usd=3.0)
+    assert imp.publisher_id == "pub-1" and imp.post_id is None and imp.invalid_reason is None
+
+
 def test_a_batch_that_fails_is_undone_and_its_jobs_run_one_by_one(tmp_path):
     from edge.store.events import CountingConnection
     from edge.store.sqlite import _Writer, connect
