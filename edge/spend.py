@@ -31,6 +31,9 @@ class SpendLedger:
         self.ttl = ttl
         self._total: dict[str, float] = {}
         self._today: dict[str, float] = {}
+        # The last ``Spend`` handed out; the two maps are replaced, never changed in place,
+        # so it stays current while it holds the maps the ledger holds now.
+        self._spend = Spend(total=self._total, today=self._today)
         self._day = day_start(clock())
         self._fetched_at: float | None = None
         self._lock = asyncio.Lock()
@@ -43,7 +46,7 @@ class SpendLedger:
             async with self._lock:  # one query refreshes it for everyone waiting
                 if not self._fresh(now):
                     await self.refresh(store, now)
-        return Spend(total=self._total, today=self._today)
+        return self._current()
 
     async def refresh(self, store: Store, now: float) -> None:
         day = day_start(now)
@@ -66,7 +69,13 @@ class SpendLedger:
     def current(self) -> Spend:
         """What is known now, without a store read (the billing decision's input)."""
         self._roll(self.clock())
-        return Spend(total=self._total, today=self._today)
+        return self._current()
+
+    def _current(self) -> Spend:
+        spend = self._spend
+        if spend.total is not self._total or spend.today is not self._today:
+            spend = self._spend = Spend(total=self._total, today=self._today)
+        return spend
 
     def billable(self, campaign: Campaign | None) -> bool:
         """False once the campaign's budget or today's cap is reached (the event is then

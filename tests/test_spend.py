@@ -61,3 +61,21 @@ def test_todays_spend_is_read_from_the_current_utc_days_buckets(clock):
     store.today = {}
     assert asyncio.run(ledger.snapshot(store)).today == {}
     assert store.days[-1] == utc_day(clock.now) != store.days[0]
+
+
+def test_the_spend_handed_out_is_reused_until_a_figure_changes(clock):
+    """The billing decision reads ``current()`` on every beacon: the same ``Spend`` while
+    nothing changed, a new one with the new figures once a commit or a refresh adds."""
+    ledger = SpendLedger(clock, ttl=5)
+    first = ledger.current()
+    assert ledger.current() is first and first.total == {} and first.today == {}
+    ledger.add("c", 2.5, clock())
+    after = ledger.current()
+    assert after is not first and after.total == {"c": 2.5} and after.today == {"c": 2.5}
+    assert first.total == {} and ledger.current() is after  # the one handed out is unchanged
+    store = FakeStore()
+    store.total = {"c": 9.0}
+    refreshed = asyncio.run(ledger.snapshot(store))
+    assert refreshed.total == {"c": 9.0} and ledger.current() is refreshed
+    clock.advance(DAY_SECONDS)  # a new UTC day: today is empty again
+    assert ledger.current().today == {} and ledger.current().total == {"c": 9.0}
