@@ -342,3 +342,41 @@ def test_a_run_of_refused_impressions_shares_one_finished_answer(client):
     same(
         first, stack_client(client).post(dea.URL_IMPRESSION, json=body, headers={"Origin": ORIGIN})
     )
+
+
+def test_body_headers_that_passed_are_remembered_and_refusals_made_afresh(monkeypatch):
+    """The direct form's body headers: a set of values that passed is not checked again,
+    one that is refused is refused every time (each refusal checked anew)."""
+    import asyncio
+
+    from edge import http
+    from edge.errors import EdgeError
+
+    checked: list[tuple[object, ...]] = []
+    check = http.check_body_headers
+
+    def counting(*args, **kw):
+        checked.append(args)
+        return check(*args, **kw)
+
+    monkeypatch.setattr(http, "check_body_headers", counting)
+    http._PASSED_HEADERS.clear()
+
+    def read(ctype: bytes, body: bytes = b"{}") -> bytes:
+        scope = {"headers": [(b"content-type", ctype),
+                             (b"content-length", str(len(body)).encode())]}  # fmt: skip
+
+        async def receive():
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        return asyncio.run(http.receive_body(scope, receive, max_bytes=64))
+
+    assert read(b"application/json") == b"{}" and read(b"application/json") == b"{}"
+    assert len(checked) == 1  # the second time from memory
+    for _ in range(2):
+        with pytest.raises(EdgeError):
+            read(b"text/html")
+    assert len(checked) == 3
+    with pytest.raises(EdgeError):
+        read(b"application/json", b"x" * 65)  # over the limit: its own length, refused
+    assert len(checked) == 4
