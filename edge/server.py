@@ -206,6 +206,12 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     request begins and one timer per connection that is re-armed only when it fires before
     the deadline (no timer is made and cancelled per request), and the headers are measured
     only when the bytes received could exceed the limit.
+
+    uvicorn's keep-alive timeout is kept the same way: uvicorn makes a timer after every
+    response and cancels it when the next request's bytes come (~1.6 us a request); here
+    a response notes the deadline, bytes received clear it, and one timer per connection
+    closes the connection when it fires at a deadline still set (re-armed when the
+    deadline moved later since).
     """
 
     header_timeout: float = 10.0
@@ -219,6 +225,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._head_bytes = 0  # bytes of earlier chunks that ended inside the current head
         self._chunk_bytes = 0  # size of the chunk the parser is reading now
         self._refused = False  # answered and closing: the parser's later callbacks are moot
+        self._idle_timer: asyncio.TimerHandle | None = None
+        self._idle_deadline: float | None = None  # loop time to close by, while idle
 
     # uvicorn's protocol narrows asyncio's BaseTransport to Transport; this keeps its signature.
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -227,7 +235,41 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._stop_head_clock()
+        self._idle_deadline = None
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+            self._idle_timer = None
         super().connection_lost(exc)
+
+    def _unset_keepalive_if_required(self) -> None:
+        self._idle_deadline = None
+        super()._unset_keepalive_if_required()
+
+    def on_response_complete(self) -> None:
+        # uvicorn's, with its keep-alive timer made a deadline (see the class's note).
+        self.server_state.total_requests += 1
+        if self.transport.is_closing():
+            return
+        self._unset_keepalive_if_required()
+        self.flow.resume_reading()
+        if self.pipeline:
+            cycle, app = self.pipeline.pop()
+            self._start_asgi_task(cycle, app)
+        else:
+            self._idle_deadline = self.loop.time() + self.timeout_keep_alive
+            if self._idle_timer is None:
+                self._idle_timer = self.loop.call_at(self._idle_deadline, self._idle_clock_rang)
+
+    def _idle_clock_rang(self) -> None:
+        self._idle_timer = None
+        deadline = self._idle_deadline
+        if deadline is None:
+            return  # a request came since: the next response sets a deadline again
+        if deadline - self.loop.time() > 0.001:  # later responses moved it
+            self._idle_timer = self.loop.call_at(deadline, self._idle_clock_rang)
+        else:
+            self._idle_deadline = None
+            self.timeout_keep_alive_handler()
 
     def data_received(self, data: bytes) -> None:
         if self._refused or self.transport.is_closing():

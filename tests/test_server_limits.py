@@ -127,6 +127,46 @@ def test_an_idle_keep_alive_connection_is_closed(edge):
     assert closed and after < 4, after
 
 
+def _response(sock: socket.socket) -> bytes:
+    """One whole response (its head, then as many body bytes as it declares)."""
+
+    def more() -> bytes:
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("the server closed the connection")
+        return chunk
+
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += more()
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                  if line.lower().startswith(b"content-length:"))  # fmt: skip
+    while len(body) < length:
+        body += more()
+    return head
+
+
+@pytest.mark.slow
+def test_the_keep_alive_timeout_counts_from_the_last_response(edge):
+    """Requests closer together than the keep-alive timeout keep the connection open past
+    it; once they stop, the connection is closed a timeout after the last answer."""
+    with _connect(edge) as sock:
+        sock.settimeout(5)
+        began = time.monotonic()
+        for _ in range(4):  # 0.6 s apart with a 1 s timeout: 1.8 s in all
+            sock.sendall(HEALTH + b"\r\n")
+            assert _response(sock).startswith(b"HTTP/1.1 200")
+            time.sleep(0.6)
+        assert time.monotonic() - began > 2  # open past the timeout counted from the first
+        sock.sendall(HEALTH + b"\r\n")  # still served: the connection was kept
+        assert _response(sock).startswith(b"HTTP/1.1 200")
+        last = time.monotonic()
+        closed, _, _ = _closed_within(sock, 8)
+        after = time.monotonic() - last
+    assert closed and 0.9 < after < 4, after
+
+
 @pytest.mark.slow
 def test_past_the_connection_limit_requests_get_503(edge):
     idle = [_connect(edge) for _ in range(6)]
