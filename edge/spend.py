@@ -6,6 +6,11 @@ every billing row this process commits is added at once (``add``, called after t
 Spend only grows, so a refresh keeps the larger of the stored and the in-memory figure per
 campaign: a billing commit that lands while the store is being read is never lost.
 
+A billing row changes one campaign's figure in place (``add`` costs the same with ten
+campaigns or ten thousand). The billing decision on the event loop reads those live maps
+(``current``); a decision handed to the matcher's thread gets a copy that no later commit
+changes (``snapshot``), made at most once per change.
+
 The figures are per campaign in total and in the current UTC day (the daily caps); the
 store answers today's from the campaigns' day buckets, bumped in each billing commit.
 """
@@ -31,22 +36,32 @@ class SpendLedger:
         self.ttl = ttl
         self._total: dict[str, float] = {}
         self._today: dict[str, float] = {}
-        # The last ``Spend`` handed out; the two maps are replaced, never changed in place,
-        # so it stays current while it holds the maps the ledger holds now.
+        # ``current()``'s answer: a view of the two live maps, remade only when a refresh or
+        # a new day replaces one of them.
         self._spend = Spend(total=self._total, today=self._today)
+        self._changes = 0  # bumped by every change to a figure
+        self._frozen: tuple[int, Spend] | None = None  # ``snapshot()``'s copy, at a change
         self._day = day_start(clock())
         self._fetched_at: float | None = None
         self._lock = asyncio.Lock()
 
     async def snapshot(self, store: Store) -> Spend:
-        """The spend now, re-read from the store first when the last read is stale."""
+        """The spend now, re-read from the store first when the last read is stale: a copy
+        that later commits leave as it is (a decision reads it on another thread), the same
+        copy until a figure changes."""
         now = self.clock()
         self._roll(now)
         if not self._fresh(now):
             async with self._lock:  # one query refreshes it for everyone waiting
                 if not self._fresh(now):
                     await self.refresh(store, now)
-        return self._current()
+        frozen = self._frozen
+        if frozen is None or frozen[0] != self._changes:
+            frozen = self._frozen = (
+                self._changes,
+                Spend(total=dict(self._total), today=dict(self._today)),
+            )
+        return frozen[1]
 
     async def refresh(self, store: Store, now: float) -> None:
         day = day_start(now)
@@ -55,6 +70,7 @@ class SpendLedger:
         self._roll(now)
         self._total = _larger(self._total, total)
         self._today = _larger(self._today, today) if day == self._day else dict(today)
+        self._changes += 1
         self._fetched_at = now
 
     def add(self, campaign_id: str | None, amount: float, at: float) -> None:
@@ -62,12 +78,14 @@ class SpendLedger:
         if not campaign_id or amount <= 0:
             return
         self._roll(at)
-        self._total = {**self._total, campaign_id: self._total.get(campaign_id, 0.0) + amount}
+        self._total[campaign_id] = self._total.get(campaign_id, 0.0) + amount
         if day_start(at) == self._day:
-            self._today = {**self._today, campaign_id: self._today.get(campaign_id, 0.0) + amount}
+            self._today[campaign_id] = self._today.get(campaign_id, 0.0) + amount
+        self._changes += 1
 
     def current(self) -> Spend:
-        """What is known now, without a store read (the billing decision's input)."""
+        """What is known now, without a store read (the billing decision's input): a view of
+        the live figures, for use at once on the event loop (later commits change it)."""
         self._roll(self.clock())
         return self._current()
 
@@ -90,6 +108,7 @@ class SpendLedger:
         day = day_start(now)
         if day > self._day:
             self._day, self._today = day, {}
+            self._changes += 1
 
     def _fresh(self, now: float) -> bool:
         at = self._fetched_at

@@ -63,19 +63,39 @@ def test_todays_spend_is_read_from_the_current_utc_days_buckets(clock):
     assert store.days[-1] == utc_day(clock.now) != store.days[0]
 
 
-def test_the_spend_handed_out_is_reused_until_a_figure_changes(clock):
-    """The billing decision reads ``current()`` on every beacon: the same ``Spend`` while
-    nothing changed, a new one with the new figures once a commit or a refresh adds."""
+def test_current_reads_the_live_figures_and_a_commit_copies_nothing(clock):
+    """The billing decision reads ``current()`` on every beacon: one view of the live
+    figures, which a commit changes in place (no copy of every campaign's figure per
+    billing row); a refresh or a new day gives a new one."""
     ledger = SpendLedger(clock, ttl=5)
+    for i in range(1000):
+        ledger.add(f"other-{i}", 1.0, clock())
     first = ledger.current()
-    assert ledger.current() is first and first.total == {} and first.today == {}
+    total, today = first.total, first.today
     ledger.add("c", 2.5, clock())
-    after = ledger.current()
-    assert after is not first and after.total == {"c": 2.5} and after.today == {"c": 2.5}
-    assert first.total == {} and ledger.current() is after  # the one handed out is unchanged
+    assert ledger.current() is first and first.total is total and first.today is today
+    assert first.total["c"] == 2.5 and first.today["c"] == 2.5 and len(first.total) == 1001
     store = FakeStore()
     store.total = {"c": 9.0}
-    refreshed = asyncio.run(ledger.snapshot(store))
-    assert refreshed.total == {"c": 9.0} and ledger.current() is refreshed
+    asyncio.run(ledger.snapshot(store))
+    refreshed = ledger.current()
+    assert refreshed is not first and refreshed.total["c"] == 9.0
     clock.advance(DAY_SECONDS)  # a new UTC day: today is empty again
-    assert ledger.current().today == {} and ledger.current().total == {"c": 9.0}
+    assert ledger.current().today == {} and ledger.current().total["c"] == 9.0
+
+
+def test_a_snapshot_is_a_copy_that_later_commits_leave_alone(clock):
+    """A decision reads its snapshot on the matcher's thread: commits after it do not change
+    it, and the same copy serves every decision until a figure changes."""
+    ledger = SpendLedger(clock, ttl=5)
+    store = FakeStore()
+    store.total = {"c": 1.0}
+    first = asyncio.run(ledger.snapshot(store))
+    assert asyncio.run(ledger.snapshot(store)) is first
+    ledger.add("c", 2.0, clock())
+    assert first.total == {"c": 1.0}
+    after = asyncio.run(ledger.snapshot(store))
+    assert after is not first and after.total == {"c": 3.0} and after.today == {"c": 2.0}
+    clock.advance(DAY_SECONDS)  # a new day empties today: a new copy
+    assert asyncio.run(ledger.snapshot(store)).today == {}
+    assert after.today == {"c": 2.0}
