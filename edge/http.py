@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -107,19 +108,7 @@ async def receive_body(
             content_type = value
         elif key == b"content-length" and length is None:
             length = value
-    # Headers that passed are remembered (a client sends the same few values again and
-    # again); anything else is checked each time, so every refusal is made afresh.
-    passed = (content_type, length, max_bytes, allow_text_plain)
-    if passed not in _PASSED_HEADERS:
-        check_body_headers(
-            "" if content_type is None else content_type.decode("latin-1"),
-            None if length is None else length.decode("latin-1"),
-            max_bytes=max_bytes,
-            allow_text_plain=allow_text_plain,
-        )
-        if len(_PASSED_HEADERS) >= _PASSED_HEADERS_SIZE:
-            _PASSED_HEADERS.clear()
-        _PASSED_HEADERS.add(passed)
+    _check_raw_body_headers(content_type, length, max_bytes, allow_text_plain)
     message = await receive()
     if message["type"] == "http.request" and not message.get("more_body", False):
         body: bytes = message.get("body", b"")  # the whole body in one message: the usual case
@@ -139,10 +128,19 @@ async def receive_body(
         message = await receive()
 
 
-# ``receive_body``'s (content type, content length, limit, text/plain allowed) that passed
-# ``check_body_headers``; emptied when full.
-_PASSED_HEADERS: set[tuple[bytes | None, bytes | None, int, bool]] = set()
-_PASSED_HEADERS_SIZE = 512
+@functools.lru_cache(maxsize=512)
+def _check_raw_body_headers(
+    content_type: bytes | None, length: bytes | None, max_bytes: int, allow_text_plain: bool
+) -> None:
+    """``check_body_headers`` on the raw header values. A client sends the same few values
+    again and again: the cache keeps the ones that passed, and a refusal (an exception) is
+    never cached, so every refusal is checked and made afresh."""
+    check_body_headers(
+        "" if content_type is None else content_type.decode("latin-1"),
+        None if length is None else length.decode("latin-1"),
+        max_bytes=max_bytes,
+        allow_text_plain=allow_text_plain,
+    )
 
 
 def check_body_headers(

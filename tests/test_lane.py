@@ -360,7 +360,7 @@ def test_body_headers_that_passed_are_remembered_and_refusals_made_afresh(monkey
         return check(*args, **kw)
 
     monkeypatch.setattr(http, "check_body_headers", counting)
-    http._PASSED_HEADERS.clear()
+    http._check_raw_body_headers.cache_clear()
 
     def read(ctype: bytes, body: bytes = b"{}") -> bytes:
         scope = {"headers": [(b"content-type", ctype),
