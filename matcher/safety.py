@@ -256,10 +256,9 @@ class SafetyClassifier:
         )
         self.thresholds = dict(thresholds or {})
         self.meta = dict(meta or {})
-        # Both sides' exemplars as the rows of one float32 matrix (``_exemplars`` are views of
-        # its two parts), and as int8 codes for the approximate products that pick, per unit,
-        # the few exemplars that may be among its nearest (``knn_margin``).
-        self._exemplars: tuple[np.ndarray, np.ndarray] | None = None
+        # Both sides' exemplars as the rows of one float32 matrix (self-harm first), and as
+        # int8 codes for the approximate products that pick, per unit, the few exemplars
+        # that may be among its nearest (``knn_margin``).
         self._exemplar_rows = np.empty((0, DIM), np.float32)
         self._exemplar_codes: Int8Rows | None = None
         self._harm_rows = 0
@@ -267,10 +266,6 @@ class SafetyClassifier:
             harm, safe = (np.asarray(e, np.float32).reshape(-1, DIM) for e in exemplars)
             self._exemplar_rows = np.ascontiguousarray(np.vstack([harm, safe]))
             self._harm_rows = len(harm)
-            self._exemplars = (
-                self._exemplar_rows[: len(harm)],
-                self._exemplar_rows[len(harm) :],
-            )
             self._exemplar_codes = Int8Rows.of(self._exemplar_rows)
         if self.models is not None:
             # Every model's first layer side by side, split into the dense part (the two
@@ -305,13 +300,22 @@ class SafetyClassifier:
             ]
         return cls(models, meta["thresholds"], meta, pair)
 
+    @property
+    def exemplars(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """The (self-harm, safe) exemplar rows as held; None: no margin."""
+        if self._exemplar_codes is None:
+            return None
+        rows, n = self._exemplar_rows, self._harm_rows
+        return rows[:n], rows[n:]
+
     def knn_margin(self, features: np.ndarray) -> np.ndarray:
         """(n,) per unit: the mean cosine of its ``KNN_K`` nearest self-harm exemplars minus
         that of its ``KNN_K`` nearest safe ones, mapped from [-1, 1] to [0, 1]. Exemplars are
         training units (one per self-harm text: the sentence least like any safe unit; and
         the safe units nearest to self-harm), so a new wording close to a known one scores
         high even when its words are new to the MLPs."""
-        if self._exemplars is None:
+        codes = self._exemplar_codes
+        if codes is None:
             return np.zeros(features.shape[0], np.float32)
         v = np.asarray(features[:, :DIM], np.float32)
         v = v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-6)
@@ -320,8 +324,7 @@ class SafetyClassifier:
         # the error bound of its k-th best approximate cosine (the k best approximate ones
         # are at least that minus the bound exactly, and every other exemplar is below it).
         # The margin is the one all exact cosines give, at about a tenth of their cost.
-        assert self._exemplar_codes is not None
-        approx, bound = self._exemplar_codes.scores(v)
+        approx, bound = codes.scores(v)
         sides = []
         for lo, hi in ((0, self._harm_rows), (self._harm_rows, len(self._exemplar_rows))):
             part = approx[:, lo:hi]

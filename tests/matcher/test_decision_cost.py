@@ -81,8 +81,8 @@ def test_probabilities_match_the_layers_read_in_float64(shipped: SafetyClassifie
 def test_knn_margin_matches_the_nearest_exemplars_read_in_float64(
     shipped: SafetyClassifier,
 ) -> None:
-    assert shipped._exemplars is not None
-    harm, safe = shipped._exemplars
+    assert shipped.exemplars is not None
+    harm, safe = shipped.exemplars
     x = _units(9, seed=2)
     got = shipped.knn_margin(x)
     assert got.dtype == np.float32
@@ -109,9 +109,9 @@ def test_exemplars_keep_their_sides_and_rows() -> None:
     harm /= np.linalg.norm(harm, axis=1, keepdims=True)
     safe /= np.linalg.norm(safe, axis=1, keepdims=True)
     clf = SafetyClassifier(None, exemplars=(harm, safe))
-    assert clf._exemplars is not None
-    assert np.array_equal(clf._exemplars[0], harm)
-    assert np.array_equal(clf._exemplars[1], safe)
+    assert clf.exemplars is not None
+    kept_harm, kept_safe = clf.exemplars
+    assert np.array_equal(kept_harm, harm) and np.array_equal(kept_safe, safe)
     x = _units(4, seed=7)
     x[0, :DIM] = harm[3]
     assert np.abs(clf.knn_margin(x) - _reference_margin(harm, safe, x)).max() < 1e-6

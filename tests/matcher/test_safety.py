@@ -59,8 +59,8 @@ def test_shipped_files_stay_under_two_megabytes_and_carry_the_exemplars():
     for name in ("safety_model.npz", "safety_exemplars.npz"):
         assert len(data.joinpath(name).read_bytes()) < 2_000_000, name
     clf = SafetyClassifier.load()
-    assert clf._exemplars is not None
-    harm, safe = clf._exemplars
+    assert clf.exemplars is not None
+    harm, safe = clf.exemplars
     self_harm_train = sum(r.cls == "self_harm" and r.split == "train" for r in ROWS)
     assert harm.shape == (self_harm_train, DIM)
     assert 0 < safe.shape[0] <= safety_train.MAX_SAFE_EXEMPLARS
