@@ -54,15 +54,19 @@ def run_load(
     seconds: float,
     method: str = "POST",
     tool: str | None = None,
+    cpus: set[int] | None = None,
 ) -> LoadResult:
-    """Fire ``bodies`` (cycled) at ``url`` for ``seconds`` from the load core."""
+    """Fire ``bodies`` (cycled) at ``url`` for ``seconds`` from the load core, or with wrk
+    from ``cpus``, one thread per core."""
     tool = tool or ("wrk" if have_wrk() else "python")
     if tool == "wrk":
-        return _run_wrk(url, bodies, headers, connections, seconds, method)
+        return _run_wrk(url, bodies, headers, connections, seconds, method, cpus or {LOAD_CPU})
+    if cpus is not None:
+        raise ValueError("only wrk loads from several cores")
     return _run_python(url, bodies, headers, connections, seconds, method)
 
 
-def _run_wrk(url, bodies, headers, connections, seconds, method) -> LoadResult:
+def _run_wrk(url, bodies, headers, connections, seconds, method, cpus) -> LoadResult:
     with tempfile.NamedTemporaryFile("wb", suffix=".txt", delete=False) as f:
         for body in bodies:
             if b"\n" in body:
@@ -72,7 +76,7 @@ def _run_wrk(url, bodies, headers, connections, seconds, method) -> LoadResult:
         cmd = [
             "wrk",
             "--latency",
-            "-t1",
+            f"-t{len(cpus)}",
             f"-c{connections}",
             f"-d{max(1, round(seconds))}s",
             "--timeout",
@@ -86,7 +90,12 @@ def _run_wrk(url, bodies, headers, connections, seconds, method) -> LoadResult:
             *(f"{k}: {v}" for k, v in headers.items()),
         ]
         out = subprocess.run(
-            cmd, capture_output=True, text=True, check=True, preexec_fn=pin_to(LOAD_CPU)
+            cmd,
+            capture_output=True,
+            text=True,
+            check=True,
+            preexec_fn=pin_to(cpus),
+            env={**os.environ, "WRK_THREADS": str(len(cpus))},
         ).stdout
     finally:
         os.unlink(f.name)

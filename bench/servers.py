@@ -18,15 +18,17 @@ SERVER_CPU = 1  # the server's core; the load generator gets LOAD_CPU
 LOAD_CPU = 0
 
 
-def pin_to(cpu: int | None):
-    """A ``preexec_fn`` that pins the child (and every thread it starts) to ``cpu``."""
+def pin_to(cpu: int | set[int] | None):
+    """A ``preexec_fn`` that pins the child (and every thread and process it starts) to
+    ``cpu``, one core or a set of them; none where the machine lacks one of them."""
     if cpu is None or not hasattr(os, "sched_setaffinity"):
         return None
-    if cpu >= (os.cpu_count() or 1):
+    cpus = {cpu} if isinstance(cpu, int) else set(cpu)
+    if not cpus or max(cpus) >= (os.cpu_count() or 1):
         return None
 
     def pin() -> None:
-        os.sched_setaffinity(0, {cpu})
+        os.sched_setaffinity(0, cpus)
 
     return pin
 
@@ -67,7 +69,7 @@ def thread_cpu_s(pid: int) -> dict[str, float]:
 class PinnedEdge(EdgeProcess):
     """``edge serve`` on one core; ``cold_start_s`` is spawn to the first healthy answer."""
 
-    def __init__(self, *, cpu: int | None = SERVER_CPU, **kwargs) -> None:
+    def __init__(self, *, cpu: int | set[int] | None = SERVER_CPU, **kwargs) -> None:
         kwargs.setdefault("start_timeout", 300.0)  # a 100k-ad catalogue loads for a while
         super().__init__(**kwargs)
         self.cpu = cpu

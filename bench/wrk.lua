@@ -22,8 +22,10 @@ function init(args)
     local name, value = args[k]:match("^([^:]+):%s*(.*)$")
     headers[name] = value
   end
-  -- threads start at different offsets so that no two send the same body early on
-  i = (tonumber(tid) or 0) * math.floor(#bodies / 8)
+  -- each thread starts at its own share of the bodies (WRK_THREADS: how many threads
+  -- share them), so that no two send the same body before a pass is done
+  local threads = tonumber(os.getenv("WRK_THREADS")) or 8
+  i = (tonumber(tid) or 0) * math.floor(#bodies / threads)
 end
 
 function request()

@@ -1,0 +1,73 @@
+"""``python -m bench.cores``: which worker counts it measures, and its arguments."""
+
+import os
+import shutil
+
+import pytest
+
+from bench import cores
+from bench.load import run_load
+from bench.servers import BareServer, pin_to
+
+
+def test_worker_counts_double_up_to_the_cores_the_load_leaves():
+    assert cores._counts(16, 4) == [1, 2, 4, 8, 12]
+    assert cores._counts(16, 8) == [1, 2, 4, 8]
+    assert cores._counts(2, 1) == [1]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--load-cores", "0"],
+        ["--load-cores", str(os.cpu_count() or 1)],
+        ["--workers", "1,x"],
+        ["--workers", "0"],
+        ["--workers", str(os.cpu_count() or 1)],
+        ["--runs", "0"],
+    ],
+)
+def test_bad_arguments_are_refused_with_a_message(argv, capsys):
+    with pytest.raises(SystemExit) as exc:
+        cores._parse(argv)
+    assert exc.value.code == 2
+    assert "error:" in capsys.readouterr().err
+
+
+def test_a_set_of_cores_pins_a_child_to_all_of_them():
+    if not hasattr(os, "sched_setaffinity") or (os.cpu_count() or 1) < 2:
+        pytest.skip("needs two cores and sched_setaffinity")
+    assert pin_to({0, 1}) is not None
+    assert pin_to({0, os.cpu_count() or 1}) is None  # a core the machine lacks
+
+
+@pytest.mark.slow
+def test_wrk_loads_from_several_cores():
+    if shutil.which("wrk") is None:
+        pytest.skip("Debian's wrk is not installed (make bench installs it)")
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("needs two cores")
+    with BareServer(cpu=None) as server:
+        res = run_load(
+            server.url + "/dea/url/impression",
+            [b'{"n": %d}' % i for i in range(500)],
+            headers={"Content-Type": "application/json"},
+            connections=4,
+            seconds=1,
+            cpus={0, 1},
+        )
+    assert res.tool == "wrk" and res.requests > 50
+    assert res.non2xx == 0 and res.socket_errors == 0
+
+
+def test_only_wrk_loads_from_several_cores():
+    with pytest.raises(ValueError, match="only wrk"):
+        run_load(
+            "http://127.0.0.1:9/",
+            [b"{}"],
+            headers={},
+            connections=1,
+            seconds=1,
+            tool="python",
+            cpus={0, 1},
+        )
