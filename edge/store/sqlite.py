@@ -32,6 +32,7 @@ from edge.store.events import (
 )
 from edge.store.matcher_state import SQLiteMatcherState
 from edge.store.migrations import apply_migrations
+from edge.store.turns import WriteTurns
 
 log = logging.getLogger("edge.store")
 T = TypeVar("T")
@@ -118,6 +119,8 @@ class _Writer(threading.Thread):
     def __init__(self, conn: CountingConnection) -> None:
         super().__init__(name="edge-store-writer", daemon=True)
         self._conn = conn
+        # The write lock, taken in turn with the other processes' writers of this file.
+        self._turns = WriteTurns(Path(conn.execute("PRAGMA database_list").fetchone()[2]))
         # Items: lists of jobs (a tick's writes from one event loop, or one blocking write),
         # or _STOP.
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
@@ -180,8 +183,16 @@ class _Writer(threading.Thread):
             if stopping:
                 break
         self._conn.close()
+        self._turns.close()
 
     def _commit(self, batch: list[_Job]) -> None:
+        self._turns.take()
+        try:
+            self._commit_in_turn(batch)
+        finally:
+            self._turns.give()
+
+    def _commit_in_turn(self, batch: list[_Job]) -> None:
         conn = self._conn
         outcomes: list[tuple[_Job, Any, BaseException | None]] = []
         try:
