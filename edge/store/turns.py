@@ -35,7 +35,13 @@ class WriteTurns:
     """Turns at writing ``db`` for its writers in several processes (one per process)."""
 
     def __init__(self, db: Path) -> None:
-        gate, turn = turn_files(db)
+        self._files = turn_files(db)
+        self._open()
+
+    def _open(self) -> None:
+        # A lock belongs to an open file, which a fork shares: each process opens its own.
+        self._pid = os.getpid()
+        gate, turn = self._files
         self._gate = os.open(gate, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
             self._turn = os.open(turn, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
@@ -46,6 +52,10 @@ class WriteTurns:
     def take(self, *, wait: bool = True) -> bool:
         """Take the turn; with ``wait=False``, False at once when it is not free (or another
         writer is first in line at the gate)."""
+        if os.getpid() != self._pid:  # made before a fork: the parent's files are its own
+            os.close(self._turn)  # closing a copy lets go of no lock the parent holds
+            os.close(self._gate)
+            self._open()
         flags = fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB
         try:
             fcntl.flock(self._gate, flags)

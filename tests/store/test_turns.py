@@ -95,3 +95,15 @@ def test_a_killed_holder_leaves_no_lock_behind(tmp_path):
             proc.kill()
             proc.wait()
         proc.stdout.close()
+
+
+def test_a_forked_child_takes_turns_with_its_parent(tmp_path):
+    turns = WriteTurns(tmp_path / "edge.db")
+    assert turns.take()
+    pid = os.fork()
+    if pid == 0:  # the child: the parent holds the turn, so it is not free
+        os._exit(0 if not turns.take(wait=False) else 1)
+    _, status = os.waitpid(pid, 0)
+    turns.give()
+    turns.close()
+    assert os.waitstatus_to_exitcode(status) == 0
