@@ -130,7 +130,11 @@ class Context:
                 self.matcher_owned = True
                 # The sandbox never explores: a partner's test gets the same answer each time.
                 explore = self.settings.explore and self.settings.is_production
-                self.matcher.config = replace(self.matcher.config, explore=explore)
+                self.matcher.config = replace(
+                    self.matcher.config,
+                    explore=explore,
+                    batch_texts=self.settings.match_batch,
+                )
             if isinstance(self.matcher, Matcher):  # a test's stand-in has no estimates
                 await self._start_estimates(self.matcher)
             await self.live_catalogue.sync(self)  # a catalogue loaded into the store wins

@@ -217,6 +217,12 @@ class Settings:
     model_threads: int = _setting(
         1, "onnxruntime intra-op threads of the embedding model.", _int_in(1, 64)
     )
+    match_batch: int = _setting(
+        1,
+        "Most texts of partner matches queued while the model is busy that share one forward "
+        "pass; 1: one pass per match.",
+        _int_in(1, 32),
+    )
     cache_dir: Path = _setting(
         Path("var/cache"), "Folder for derived files such as catalogue embedding caches.", Path
     )

@@ -21,8 +21,9 @@ import math
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -74,6 +75,9 @@ class MatcherConfig:
     # Thompson sampling of pCTR/pCVR per request; False (deterministic): posterior means.
     explore: bool = False
     seed: int | None = None  # of the exploration draws (tests and the simulation fix it)
+    # Partner jobs that queued while the model thread was busy go through one forward pass
+    # together, up to this many texts; 1: one forward pass per job (see ``_PartnerBatches``).
+    batch_texts: int = 1
 
 
 class Matcher:
@@ -118,6 +122,7 @@ class Matcher:
         }
         self._partner_busy = 0
         self._partner_idle = threading.Condition()
+        self._batches = _PartnerBatches()
 
     @classmethod
     def load(
@@ -190,6 +195,7 @@ class Matcher:
         # yielding to partner jobs is counted per matcher, so for the moments both run it
         # sees only the new one's partner jobs.
         fresh._executors = self._executors
+        fresh._batches = self._batches  # jobs of both matchers share the thread's batches
         return fresh
 
     @property
@@ -248,9 +254,12 @@ class Matcher:
         if lane == "partner":
             self._partner_started()
         try:
-            result = await loop.run_in_executor(
-                self._executors[lane], job, deadline, request, snapshot, now, spent
-            )
+            if lane == "partner" and self.config.batch_texts > 1:
+                result = await self._batched(deadline, request, snapshot, now, spent)
+            else:
+                result = await loop.run_in_executor(
+                    self._executors[lane], job, deadline, request, snapshot, now, spent
+                )
         finally:
             if lane == "partner":
                 self._partner_done()
@@ -273,6 +282,22 @@ class Matcher:
                     request.thread_id, unit, [s.placement.ad.id for s in result.ads], now
                 )
         return result
+
+    async def _batched(
+        self,
+        deadline: float | None,
+        request: MatchRequest,
+        state: ThreadState,
+        now: float,
+        spend: Spend,
+    ) -> MatchResult:
+        """A partner job through the batches: queued, then run by the model thread with the
+        jobs queued beside it (their texts in one forward pass, then each decided alone)."""
+        loop = asyncio.get_running_loop()
+        job = _Job(self, deadline, request, state, now, spend, loop, loop.create_future())
+        if self._batches.put(job):
+            self._executors["partner"].submit(self._batches.drain, self.config.batch_texts)
+        return await job.future
 
     def _partner_started(self) -> None:
         with self._partner_idle:
@@ -310,15 +335,15 @@ class Matcher:
     # -- the synchronous core ------------------------------------------------------------------
 
     def query_vectors(
-        self, request: MatchRequest
+        self, request: MatchRequest, encoded: Encoded | None = None
     ) -> tuple[list[str], np.ndarray, list[Sentences], np.ndarray]:
         """(texts, their vectors, their sentences, the query vector). AI turns weigh the
         prompt and the answer as two vectors, so a long answer does not drown a short
-        question (or vice versa). Sentence vectors come from the same forward pass."""
-        texts = [request.content]
-        if request.product == "ai" and request.prompt and request.prompt.strip():
-            texts = [request.prompt, request.content]
-        vectors, sentences = encode_texts(self.embedder, texts)
+        question (or vice versa). Sentence vectors come from the same forward pass.
+        ``encoded``: what ``encode_texts`` gave for ``request_texts(request)`` already (a
+        batch's forward pass), used instead of encoding them again."""
+        texts = request_texts(request)
+        vectors, sentences = encoded or encode_texts(self.embedder, texts)
         if len(texts) == 1:
             return texts, vectors, sentences, vectors[0]
         w = self.config.prompt_weight
@@ -344,10 +369,13 @@ class Matcher:
         state: ThreadState,
         now: float,
         spend: Spend | Mapping[str, float],
+        encoded: Encoded | None = None,
     ) -> MatchResult:
+        """``encoded``: the request's texts already through the model (see
+        ``query_vectors``); the answer is the same either way."""
         ex = Explainer(request.explain)
         spend = as_spend(spend)
-        texts, vectors, sentences, query = self.query_vectors(request)
+        texts, vectors, sentences, query = self.query_vectors(request, encoded)
         if self.safety is not None:
             verdicts = self.judge_safety(texts, vectors, sentences)
             ex.safety(verdicts)
@@ -446,6 +474,128 @@ class Matcher:
             raise RuntimeError("this matcher was built without a safety classifier")
         vectors, sentences = encode_texts(self.embedder, texts)
         return self.safety.judge(texts, vectors, sentences, self._encode)
+
+
+Encoded = tuple[np.ndarray, list[Sentences]]  # vectors and sentences of a request's texts
+
+
+def request_texts(request: MatchRequest) -> list[str]:
+    """The texts a request embeds: its content, and before it an AI turn's prompt."""
+    if request.product == "ai" and request.prompt and request.prompt.strip():
+        return [request.prompt, request.content]
+    return [request.content]
+
+
+@dataclass(slots=True)
+class _Job:
+    """One partner match waiting for the model thread, and where its answer goes."""
+
+    matcher: Matcher
+    deadline: float | None
+    request: MatchRequest
+    state: ThreadState
+    now: float
+    spend: Spend
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[MatchResult]
+
+    def settle(self, result: MatchResult | None, error: BaseException | None = None) -> None:
+        """Hand the answer to the caller's event loop (a caller that gave up takes none)."""
+
+        def give() -> None:
+            if self.future.done():
+                return
+            if error is not None:
+                self.future.set_exception(error)
+            else:
+                self.future.set_result(result)  # type: ignore[arg-type]
+
+        with contextlib.suppress(RuntimeError):  # a loop closed meanwhile reads nothing
+            self.loop.call_soon_threadsafe(give)
+
+
+@dataclass(slots=True)
+class _PartnerBatches:
+    """Batch while busy: partner jobs that arrive while the model thread is working queue
+    here; when it is free it takes every queued job (up to ``batch_texts`` texts, in
+    arrival order), runs their texts through one ``encode`` call (the model groups similar
+    lengths into one forward pass, so padding stays small), then decides each job alone,
+    in arrival order, with its own texts' vectors. A job that finds the thread idle starts
+    at once: nothing waits for company. Every text is cut to the model's token window, so
+    ``batch_texts`` also bounds the tokens of a pass."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    queued: deque[_Job] = field(default_factory=deque)
+    running: bool = False  # a drain is submitted to the model thread or running there
+
+    def put(self, job: _Job) -> bool:
+        """Queue ``job``; True when the caller must start a drain on the model thread."""
+        with self.lock:
+            self.queued.append(job)
+            start, self.running = not self.running, True
+        return start
+
+    def take(self, batch_texts: int) -> list[_Job]:
+        """The oldest queued jobs with at most ``batch_texts`` texts (always at least one
+        job); none left ends the drain."""
+        with self.lock:
+            taken: list[_Job] = []
+            texts = 0
+            while self.queued:
+                more = len(request_texts(self.queued[0].request))
+                if taken and texts + more > batch_texts:
+                    break
+                taken.append(self.queued.popleft())
+                texts += more
+            if not taken:
+                self.running = False
+            return taken
+
+    def drain(self, batch_texts: int) -> None:
+        """On the model thread: batches until the queue is empty."""
+        try:
+            self._drain(batch_texts)
+        except BaseException:
+            with self.lock:  # the next job starts a new drain for what is still queued
+                self.running = False
+            raise
+
+    def _drain(self, batch_texts: int) -> None:
+        while jobs := self.take(batch_texts):
+            live = []
+            for job in jobs:
+                if job.deadline is not None and time.monotonic() > job.deadline:
+                    job.settle(None, MatchDeadlineExceeded("the caller's deadline passed"))
+                elif not job.future.cancelled():
+                    live.append(job)
+            if not live:
+                continue
+            try:
+                encoded = _encode_together(live)
+            except Exception as exc:
+                for job in live:
+                    job.settle(None, exc)
+                continue
+            for job, enc in zip(live, encoded, strict=True):
+                try:
+                    result = job.matcher.decide(job.request, job.state, job.now, job.spend, enc)
+                except Exception as exc:
+                    job.settle(None, exc)
+                else:
+                    job.settle(result)
+
+
+def _encode_together(jobs: list[_Job]) -> list[Encoded]:
+    """Every job's texts through one ``encode_texts`` call, split back per job. Jobs of a
+    catalogue reload's old and new matcher share the model, so the first job's serves all."""
+    per_job = [request_texts(job.request) for job in jobs]
+    vectors, sentences = encode_texts(jobs[0].matcher.embedder, [t for ts in per_job for t in ts])
+    out: list[Encoded] = []
+    at = 0
+    for texts in per_job:
+        out.append((vectors[at : at + len(texts)], sentences[at : at + len(texts)]))
+        at += len(texts)
+    return out
 
 
 class _TopRanks:

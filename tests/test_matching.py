@@ -263,3 +263,23 @@ def test_state_writes_settle_by_key_and_a_cancelled_reader_cancels_no_write():
         return done, len(writes)
 
     assert asyncio.run(go()) == (["a", "b"], 0)
+
+
+def test_the_batch_setting_reaches_the_loaded_matcher_and_batched_matches_answer(tmp_path, clock):
+    settings = Settings(db=tmp_path / "edge.db", cache_dir=tmp_path / "cache", match_batch=4)
+    ctx = Context.build(settings, clock=clock)
+    posts = ["my pup won't touch his kibble", "best trail shoes for a rocky 50k", "hello"] * 3
+
+    async def go():
+        await ctx.start()
+        try:
+            assert ctx.matcher is not None and ctx.matcher.config.batch_texts == 4
+            return await asyncio.gather(
+                *(matching.match(ctx, ugc(t, f"p-{i}")) for i, t in enumerate(posts))
+            )
+        finally:
+            await ctx.stop()
+
+    results = asyncio.run(go())
+    assert [r.outcome for r in results[:3]] == [r.outcome for r in results[3:6]]
+    assert results[0].outcome == "matched"
