@@ -20,6 +20,7 @@ SECTIONS = {
     "ingest": "bench.ingest",
     "ugc": "bench.ugc",
     "matcher": "bench.matching",
+    "batching": "bench.batching",
     "tag": "bench.footprint",
     "ranking": "bench.money",
     "scale": "bench.scale",
