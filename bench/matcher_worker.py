@@ -11,6 +11,11 @@ vector cache file and mapped back, as ``Matcher.load`` does with the edge's cach
 from __future__ import annotations
 
 import os
+
+# One BLAS thread, set before numpy loads, as the edge sets it (``edge/__init__.py``), so the
+# worker measures the decision the edge makes; an operator's own value wins there and here.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 import subprocess
 import sys
 import tempfile
