@@ -11,18 +11,27 @@ edge process's user + system time over the run, divided by the requests answered
 pass: pinned to the server core, ``COUNT`` 40-word posts through ``MiniLM.encode`` in
 batches of each size, CPU time of the thread and minor page faults per text, printed as
 one JSON object.
+
+``python -m bench.batching open RATES ROUNDS SECONDS`` (not part of ``make bench``: minutes)
+compares the two edges at equal offered load: posts arrive at random (Poisson) at each
+rate in requests per second, each on a new connection, whatever the answers' speed; p50,
+p99 and CPU per request per rate and edge, the edges alternating, the order swapped each
+round.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import random
 import resource
 import subprocess
 import sys
 import tempfile
 import time
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
@@ -31,13 +40,14 @@ from bench import edge_env, synthetic
 from bench.load import LoadResult, run_load
 from bench.options import Options, progress
 from bench.report import Section, Table
-from bench.servers import SERVER_CPU, PinnedEdge
-from bench.stats import Spread
+from bench.servers import LOAD_CPU, SERVER_CPU, PinnedEdge
+from bench.stats import Spread, percentile
 from bench.ugc import PATH, _bodies, _issue_ugc_key, prepare
 
 ADS = 10_000
 CLIENTS = (1, 4, 8, 16)
 BATCH_ON = 4  # EDGE_MATCH_BATCH of the "on" edge
+MODES = {"off": 1, "on": BATCH_ON}
 FORWARD_SIZES = (1, 2, 4, 8, 16)
 
 
@@ -97,6 +107,102 @@ def _one_run(edge: PinnedEdge, key: str, clients: int, seconds: float, tag: str)
     }
 
 
+@contextlib.contextmanager
+def _edges() -> Iterator[tuple[dict[str, PinnedEdge], dict[str, str]]]:
+    """The off and on edges over one 10k-ad catalogue and vector cache, and their keys."""
+    tmp = Path(tempfile.mkdtemp(prefix="bench-batching-"))
+    progress(f"batching: preparing {ADS:,} ads")
+    catalogue_file, cache_dir = prepare(tmp, ADS)
+    edges: dict[str, PinnedEdge] = {}
+    keys: dict[str, str] = {}
+    try:
+        for mode, batch in MODES.items():
+            db = tmp / f"edge-{mode}.db"
+            keys[mode] = asyncio.run(_issue_ugc_key(db))
+            settings = edge_env.edge_settings(
+                EDGE_CATALOGUE=str(catalogue_file),
+                EDGE_CACHE_DIR=str(cache_dir),
+                EDGE_MATCH_BATCH=str(batch),
+            )
+            edges[mode] = PinnedEdge(db=db, settings=settings).start()
+        yield edges, keys
+    finally:
+        for edge in edges.values():
+            edge.stop()
+
+
+async def _open_loop(edge: PinnedEdge, key: str, rate: float, seconds: float, tag: str) -> dict:
+    """Poisson arrivals at ``rate`` per second for ``seconds``, each post on its own
+    connection; latency from the arrival to the last byte of the answer."""
+    posts = synthetic.posts(int(rate * seconds * 2) + 50, seed=zlib.crc32(tag.encode()))
+    rng = random.Random(zlib.crc32(tag.encode()))
+    latencies: list[float] = []
+    bad = 0
+
+    async def one(i: int) -> None:
+        nonlocal bad
+        body = orjson.dumps({"post_id": f"{tag}-{i}", "message": posts[i]})
+        head = (
+            f"POST {PATH} HTTP/1.1\r\nHost: {edge.host}\r\nX-API-Key: {key}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+            "Connection: close\r\n\r\n"
+        )
+        began = time.perf_counter()
+        reader, writer = await asyncio.open_connection(edge.host, edge.port)
+        try:
+            writer.write(head.encode() + body)
+            status = await reader.readline()
+            await reader.read()  # to the end: the edge closes after the answer
+        finally:
+            writer.close()
+        latencies.append((time.perf_counter() - began) * 1000)
+        bad += b" 200 " not in status
+
+    tasks = []
+    at = time.perf_counter()
+    end = at + seconds
+    while (at := at + rng.expovariate(rate)) < end:
+        await asyncio.sleep(max(0.0, at - time.perf_counter()))
+        tasks.append(asyncio.ensure_future(one(len(tasks))))
+    await asyncio.gather(*tasks)
+    return {
+        "p50": percentile(latencies, 50),
+        "p99": percentile(latencies, 99),
+        "requests": len(latencies),
+        "bad": bad,
+    }
+
+
+def open_loop(rates: list[float], rounds: int, seconds: float) -> None:
+    """Print, per rate and edge, the rounds' p50/p99 and CPU per request (see the module)."""
+    if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > LOAD_CPU:
+        os.sched_setaffinity(0, {LOAD_CPU})
+    seen: dict[tuple[float, str], list[dict]] = {}
+    with _edges() as (edges, keys):
+        for r in range(rounds):
+            for rate in rates:
+                for mode in list(MODES) if r % 2 == 0 else list(reversed(MODES)):
+                    before = sum(edges[mode].thread_cpu_s().values())
+                    res = asyncio.run(
+                        _open_loop(edges[mode], keys[mode], rate, seconds, f"o{mode}-{r}-{rate}")
+                    )
+                    cpu = sum(edges[mode].thread_cpu_s().values()) - before
+                    res["cpu_ms"] = cpu * 1000 / max(1, res["requests"])
+                    seen.setdefault((rate, mode), []).append(res)
+                    progress(
+                        f"open loop {rate:g}/s {mode} round {r + 1}/{rounds}: p50 "
+                        f"{res['p50']:.0f} p99 {res['p99']:.0f} ms, {res['cpu_ms']:.1f} CPU "
+                        f"ms/req, {res['requests']} requests, {res['bad']} not 200, load "
+                        f"{os.getloadavg()[0]:.1f}"
+                    )
+    for (rate, mode), runs in sorted(seen.items()):
+        print(
+            f"{rate:g}/s {mode}: p50 {Spread.of([x['p50'] for x in runs]).cell('{:.0f}')} ms, "
+            f"p99 {Spread.of([x['p99'] for x in runs]).cell('{:.0f}')} ms, CPU "
+            f"{Spread.of([x['cpu_ms'] for x in runs]).cell()} ms/req"
+        )
+
+
 def run(options: Options) -> Section:
     section = Section(
         "batching",
@@ -118,24 +224,10 @@ def run(options: Options) -> Section:
         return section
     rounds = max(1, options.runs // 2)  # full: 2, quick: 1, ``--runs 12``: 6
     seconds = max(2.0, options.seconds * 0.6)
-    tmp = Path(tempfile.mkdtemp(prefix="bench-batching-"))
-    progress(f"batching: preparing {ADS:,} ads")
-    catalogue_file, cache_dir = prepare(tmp, ADS)
-    modes = {"off": 1, "on": BATCH_ON}
-    edges: dict[str, PinnedEdge] = {}
-    keys: dict[str, str] = {}
+    modes = MODES
     figures: dict[tuple[str, int], list[dict]] = {}
     load = os.getloadavg()
-    try:
-        for mode, batch in modes.items():
-            db = tmp / f"edge-{mode}.db"
-            keys[mode] = asyncio.run(_issue_ugc_key(db))
-            settings = edge_env.edge_settings(
-                EDGE_CATALOGUE=str(catalogue_file),
-                EDGE_CACHE_DIR=str(cache_dir),
-                EDGE_MATCH_BATCH=str(batch),
-            )
-            edges[mode] = PinnedEdge(db=db, settings=settings).start()
+    with _edges() as (edges, keys):
         for r in range(rounds):
             order = list(modes) if r % 2 == 0 else list(reversed(modes))
             for clients in CLIENTS:
@@ -149,9 +241,6 @@ def run(options: Options) -> Section:
                         f"{res['rps']:.1f} req/s, {res['cpu_ms']:.1f} CPU ms/req, "
                         f"p50 {res['p50']:.0f} p99 {res['p99']:.0f} ms"
                     )
-    finally:
-        for edge in edges.values():
-            edge.stop()
     load_after = os.getloadavg()
     progress("batching: forward pass per batch size")
     forward = _forward_child(32 if options.quick else 64)
@@ -205,6 +294,9 @@ def run(options: Options) -> Section:
     )
     section.notes += [
         f"Load average (1 min) before / after the load runs: {load[0]:.1f} / {load_after[0]:.1f}.",
+        "Closed loop favours batching: a faster edge is also offered more. At equal offered "
+        "load (`python -m bench.batching open 20,28,34 3 12`, minutes) see docs/decisions.md, "
+        '"Batch while busy": why the edge ships with it off.',
         "Forward pass: 40-word posts through `MiniLM.encode` in a child process pinned to the "
         "server core while the edges were stopped; CPU time of its thread, best of three "
         "interleaved passes.",
@@ -213,6 +305,8 @@ def run(options: Options) -> Section:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["forward"]:
+    if sys.argv[1:2] == ["open"]:
+        open_loop([float(x) for x in sys.argv[2].split(",")], int(sys.argv[3]), float(sys.argv[4]))
+    elif sys.argv[1:2] == ["forward"]:
         sizes_arg = tuple(int(s) for s in sys.argv[2].split(","))
         sys.stdout.write(orjson.dumps(forward_cost(sizes_arg, int(sys.argv[3]))).decode() + "\n")
