@@ -296,7 +296,11 @@ class Matcher:
         loop = asyncio.get_running_loop()
         job = _Job(self, deadline, request, state, now, spend, loop, loop.create_future())
         if self._batches.put(job):
-            self._executors["partner"].submit(self._batches.drain, self.config.batch_texts)
+            try:
+                self._executors["partner"].submit(self._batches.drain, self.config.batch_texts)
+            except RuntimeError:  # the model thread is shut down (``close``)
+                self._batches.withdraw(job)
+                raise
         return await job.future
 
     def _partner_started(self) -> None:
@@ -534,6 +538,13 @@ class _PartnerBatches:
             self.queued.append(job)
             start, self.running = not self.running, True
         return start
+
+    def withdraw(self, job: _Job) -> None:
+        """Take back the job whose drain could not be started (the queue held only it)."""
+        with self.lock:
+            with contextlib.suppress(ValueError):
+                self.queued.remove(job)
+            self.running = False
 
     def take(self, batch_texts: int) -> list[_Job]:
         """The oldest queued jobs with at most ``batch_texts`` texts (always at least one

@@ -186,3 +186,13 @@ def test_a_failing_decision_fails_its_own_job_only(
         m.close()
     assert isinstance(got[3], RuntimeError)
     assert all(isinstance(g, MatchResult) for i, g in enumerate(got) if i != 3)
+
+
+def test_a_batched_match_after_close_fails_like_an_unbatched_one(shared_matcher: Matcher) -> None:
+    request = MatchRequest(product="ugc", content="my pup won't touch his kibble", post_id="x")
+    for batch in (1, 8):
+        m, _ = _twin(shared_matcher, batch)
+        m.close()
+        with pytest.raises(RuntimeError):
+            asyncio.run(m.match(request, MemoryState(), NOW, {}))
+        assert not m._batches.running and not m._batches.queued
