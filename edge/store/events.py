@@ -292,7 +292,10 @@ class SQLiteEventStore(SQLitePrimitives, EventStore):
     ) -> bool:
         if not imp.dedupe_keys:
             raise ValueError("an impression needs at least one dedupe key")
-        return await self.write(_save_impression, imp, billing_usd, list(counts))
+        # A tuple passes as itself (``tuple`` of a tuple is that tuple): the ledger hands
+        # impressions alike one shared tuple of bumps, and the writer adds each shared
+        # tuple once per batch, times its count; a list is copied, as the caller may reuse it.
+        return await self.write(_save_impression, imp, billing_usd, tuple(counts))
 
     async def save_hover(self, hover: Hover, counts: Sequence[CountRow]) -> bool:
         return await self.write(_save_hover, hover, list(counts))
@@ -406,7 +409,7 @@ def flush_counts(conn: CountingConnection) -> None:
 
 
 def _save_impression(
-    conn: sqlite3.Connection, imp: Impression, billing_usd: float | None, counts: list[CountRow]
+    conn: sqlite3.Connection, imp: Impression, billing_usd: float | None, counts: Sequence[CountRow]
 ) -> bool:
     keys = list(dict.fromkeys(imp.dedupe_keys))
     marks = ",".join("?" * len(keys))
@@ -464,7 +467,7 @@ _KEYS_PER_QUERY = 500  # bound parameters of one IN (...) lookup
 
 def _save_impressions(
     conn: sqlite3.Connection,
-    jobs: Sequence[tuple[Impression, float | None, list[CountRow]]],
+    jobs: Sequence[tuple[Impression, float | None, Sequence[CountRow]]],
 ) -> list[bool]:
     """``_save_impression`` for a run of impressions in one go, with the same outcome as
     running them one after the other: a dedupe-key lookup for all of them, then one
@@ -487,7 +490,7 @@ def _save_impressions(
 
 def _save_new_impressions(
     conn: sqlite3.Connection,
-    jobs: Sequence[tuple[Impression, float | None, list[CountRow]]],
+    jobs: Sequence[tuple[Impression, float | None, Sequence[CountRow]]],
 ) -> list[bool]:
     """``_save_impressions`` without the lookup, for the usual run where no key is stored
     yet: replays inside the run are still found here, and a key that is stored already
@@ -498,7 +501,7 @@ def _save_new_impressions(
     return _insert_impressions(conn, jobs, key_lists, {})
 
 
-def _key_lists(jobs: Sequence[tuple[Impression, float | None, list[CountRow]]]) -> list[list[str]]:
+def _key_lists(jobs: Sequence[tuple[Impression, float | None, Sequence[CountRow]]]) -> list[list[str]]:
     key_lists = [list(dict.fromkeys(imp.dedupe_keys)) for imp, _, _ in jobs]
     if not all(key_lists):
         raise ValueError("an impression needs at least one dedupe key")
@@ -507,7 +510,7 @@ def _key_lists(jobs: Sequence[tuple[Impression, float | None, list[CountRow]]]) 
 
 def _insert_impressions(
     conn: sqlite3.Connection,
-    jobs: Sequence[tuple[Impression, float | None, list[CountRow]]],
+    jobs: Sequence[tuple[Impression, float | None, Sequence[CountRow]]],
     key_lists: list[list[str]],
     known: dict[str, int],
 ) -> list[bool]:

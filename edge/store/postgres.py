@@ -536,7 +536,7 @@ class PostgresStore(Store):
         if not imp.dedupe_keys:
             raise ValueError("an impression needs at least one dedupe key")
         result: bool = await self.write(
-            _save_impression, imp, billing_usd, list(counts), savepoint=False
+            _save_impression, imp, billing_usd, tuple(counts), savepoint=False
         )
         return result
 
@@ -1022,7 +1022,7 @@ SELECT (SELECT id FROM ins), (SELECT count(*) FROM keyed)
 
 
 async def _save_impression(
-    w: WriteConn, imp: Impression, billing_usd: float | None, counts: list[CountRow]
+    w: WriteConn, imp: Impression, billing_usd: float | None, counts: Sequence[CountRow]
 ) -> bool:
     conn = w.conn
     keys = sorted(set(imp.dedupe_keys))  # one order on every node: fewer lock waits
@@ -1106,7 +1106,7 @@ def _float(x: float | None) -> float | None:
 
 
 async def _save_impressions(
-    w: WriteConn, jobs: Sequence[tuple[Impression, float | None, list[CountRow]]]
+    w: WriteConn, jobs: Sequence[tuple[Impression, float | None, Sequence[CountRow]]]
 ) -> list[bool]:
     """``_save_impression`` for a run of impressions in one go, with the same outcome as
     running them one after the other: a replay of a stored impression or of one earlier

@@ -325,6 +325,29 @@ def test_impressions_sharing_their_bumps_count_each_once_batched_or_not(tmp_path
     assert counted[("campaign", "cmp-1", "billable_usd")] == pytest.approx(4 * 2.0 / 1000)
 
 
+def test_save_impression_hands_the_writer_the_ledgers_shared_bumps(store, monkeypatch):
+    """The shared tuple of bumps reaches the writer as itself, so a batched run can add it
+    once per batch (a copy per impression made every impression's bumps its own); a list
+    is copied, as its caller may change it afterwards."""
+    from edge import ledger
+
+    handed = []
+
+    async def write(fn, *args):
+        handed.append(args)
+        return True
+
+    monkeypatch.setattr(store, "write", write)
+    imp = _impression(("tok:1", "iid:1"), cpm_usd=2.0)
+    billed = ledger.billing_usd(imp)
+    shared = ledger.impression_counts_of_day(imp, billed)
+    mine = list(shared)
+    for counts in (shared, shared, mine):
+        assert asyncio.run(store.save_impression(imp, billed, counts)) is True
+    assert handed[0][2] is shared and handed[1][2] is shared
+    assert handed[2][2] == shared and handed[2][2] is not mine
+
+
 def test_an_impression_is_an_immutable_value():
     """What the edge hands the store cannot change on the way to the writer."""
     imp = _impression(("tok:1", "iid:1"), cpm_usd=2.0)
