@@ -30,6 +30,7 @@ from edge.settings import Settings
 from edge.store import Store
 
 _SIG_BYTES = 16  # 128-bit truncated HMAC-SHA256: ample against forgery, short in URLs
+_SIG_CHARS = 22  # its unpadded base64
 _META_NAME = "signing_key"
 _MAX_TOKEN = 2048  # characters: longer text is no token of ours, read no further
 
@@ -67,15 +68,31 @@ def _b64(data: bytes) -> str:
 _FROM_URLSAFE_ONLY = bytes.maketrans(b"-_+/=", b"+/!!!")
 
 
+_STANDARD = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+# The padding an unpadded text of each length (mod 4) needs; a length of 1 (mod 4) is no
+# base64 at all, and its three "=" make the strict read refuse it.
+_PADDING = (b"", b"===", b"==", b"=")
+# Per text length (mod 4), the last characters that set no bits beyond the bytes: after
+# two characters (one byte) the last one's low 4 bits are unused, after three (two bytes)
+# its low 2 bits; any other last character would be a second text of the same bytes.
+_CANONICAL_LAST = (
+    frozenset(_STANDARD),
+    frozenset(),
+    frozenset(c for i, c in enumerate(_STANDARD) if i & 0b1111 == 0),
+    frozenset(c for i, c in enumerate(_STANDARD) if i & 0b11 == 0),
+)
+
+
 def _unb64_strict(text: str) -> bytes:
     """Unpadded URL-safe base64 read strictly: a character outside the URL-safe alphabet
     (``+``, ``/``, ``=``, a space) is a ValueError rather than skipped, and so is a last
     character with bits set beyond the bytes, so bytes have exactly one text."""
     raw = text.encode("ascii").translate(_FROM_URLSAFE_ONLY)  # ValueError when not ASCII
-    data = binascii.a2b_base64(raw + b"=" * (-len(raw) % 4), strict_mode=True)
-    # Canonical: the bytes' own standard base64 is the text read (the URL-safe alphabet maps
-    # one to one onto the standard one, and "!" is in neither).
-    if binascii.b2a_base64(data, newline=False).rstrip(b"=") != raw:
+    size = len(raw) & 3
+    data = binascii.a2b_base64(raw + _PADDING[size], strict_mode=True)
+    # Canonical: the last character sets no bits beyond the bytes (the URL-safe alphabet
+    # maps one to one onto the standard one, and "!" is in neither).
+    if raw and raw[-1] not in _CANONICAL_LAST[size]:
         raise ValueError("not the canonical base64 of its bytes")
     return data
 
@@ -112,13 +129,14 @@ class Signer:
 
     def _mac(self, purpose: str, encoded: bytes) -> bytes:
         """The truncated HMAC of ``purpose`` followed by already encoded parts."""
-        prepared = self._prepared.get(purpose)
-        if prepared is None:
-            prepared = hmac.new(self._key, encode_parts(purpose), hashlib.sha256)
-            self._prepared[purpose] = prepared
-        mac = prepared.copy()
+        mac = (self._prepared.get(purpose) or self._prepare(purpose)).copy()
         mac.update(encoded)
         return mac.digest()[:_SIG_BYTES]
+
+    def _prepare(self, purpose: str) -> hmac.HMAC:
+        prepared = hmac.new(self._key, encode_parts(purpose), hashlib.sha256)
+        self._prepared[purpose] = prepared
+        return prepared
 
     def verify(self, purpose: str, *parts: str | bytes, signature: object) -> bool:
         # A forged signature may hold any character (or not be text at all).
@@ -139,15 +157,20 @@ class Signer:
     def unseal_bytes(self, purpose: str, token: str) -> bytes | None:
         """The bytes of a token this signer sealed with ``seal_bytes`` for ``purpose``, else
         None (the signature compared in constant time)."""
-        if len(token) > _MAX_TOKEN or token.count(".") != 1:
+        body, dot, signature = token.partition(".")
+        if len(token) > _MAX_TOKEN or not dot or "." in signature:
             return None
-        body, signature = token.split(".")
         try:
             data = _unb64_strict(body)
         except ValueError:
             return None
-        mac = self._mac(purpose, len(data).to_bytes(8, "big") + data)
-        expected = binascii.b2a_base64(mac, newline=False).translate(_TO_URLSAFE).rstrip(b"=")
+        prepared = self._prepared.get(purpose) or self._prepare(purpose)
+        mac = prepared.copy()
+        mac.update(len(data).to_bytes(8, "big") + data)
+        # The signature's text: the truncated MAC's 16 bytes are 22 base64 characters and
+        # two of padding.
+        expected = binascii.b2a_base64(mac.digest()[:_SIG_BYTES], newline=False)
+        expected = expected.translate(_TO_URLSAFE)[:_SIG_CHARS]
         # Compared as bytes in constant time, as ``same_text`` does (any character may come).
         given = signature.encode("utf-8", "surrogatepass")
         return data if hmac.compare_digest(expected, given) else None

@@ -280,3 +280,28 @@ def test_strict_token_base64_reads_url_safe_text_only():
                 continue  # still URL-safe base64 (of other bytes, or of no whole bytes)
             with pytest.raises(ValueError):
                 _unb64_strict(odd)
+
+
+def test_strict_token_base64_takes_one_text_per_bytes():
+    """A last character with bits set beyond the bytes is refused: of the 64 last
+    characters after one or two whole bytes, only those some bytes' own encoding ends with
+    are read (4 and 16 of them: 2 and 4 bits of data), so no two texts give the same
+    bytes."""
+    import random
+
+    from edge.signing import _b64, _unb64_strict
+
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+    rnd = random.Random(5)
+    for n, usable in ((1, 4), (2, 16), (4, 4), (5, 16)):
+        data = rnd.randbytes(n)
+        text = _b64(data)
+        read = {}
+        for last in alphabet:
+            try:
+                read[last] = _unb64_strict(text[:-1] + last)
+            except ValueError:
+                pass
+        assert len(read) == usable
+        assert all(_b64(got) == text[:-1] + last for last, got in read.items())
+        assert read[text[-1]] == data
