@@ -501,7 +501,9 @@ def _save_new_impressions(
     return _insert_impressions(conn, jobs, key_lists, {})
 
 
-def _key_lists(jobs: Sequence[tuple[Impression, float | None, Sequence[CountRow]]]) -> list[list[str]]:
+def _key_lists(
+    jobs: Sequence[tuple[Impression, float | None, Sequence[CountRow]]],
+) -> list[list[str]]:
     key_lists = [list(dict.fromkeys(imp.dedupe_keys)) for imp, _, _ in jobs]
     if not all(key_lists):
         raise ValueError("an impression needs at least one dedupe key")
