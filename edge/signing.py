@@ -75,7 +75,7 @@ _PADDING = (b"", b"===", b"==", b"=")
 # Per text length (mod 4), the last characters that set no bits beyond the bytes: after
 # two characters (one byte) the last one's low 4 bits are unused, after three (two bytes)
 # its low 2 bits; any other last character would be a second text of the same bytes.
-_CANONICAL_LAST = (
+_CANONICAL_LAST: tuple[frozenset[int], ...] = (
     frozenset(_STANDARD),
     frozenset(),
     frozenset(c for i, c in enumerate(_STANDARD) if i & 0b1111 == 0),
