@@ -43,7 +43,7 @@ from uvicorn.protocols.http.httptools_impl import (
 from edge.app import create_app
 from edge.context import Context
 from edge.errors import error_body
-from edge.lane import Finished
+from edge.lane import Finished, RawHeaders
 from edge.matching import preload_model
 from edge.preflight import check_files
 from edge.settings import Settings, SettingsError
@@ -134,37 +134,61 @@ class EdgeCycle(RequestResponseCycle):
             await super().send(message)
             return
         headers = message.get("headers")
+        if type(headers) is not Finished or message["type"] != "http.response.start":
+            await super().send(message)
+            return
+        source = headers.source
+        head = self._head(message["status"], source)
+        if head is None or tuple(headers) != source:
+            await super().send(message)
+            return
+        self._started(head[1])
+        self._held = head[0]
+
+    def send_whole(self, status: int, headers: RawHeaders, body: bytes) -> bool:
+        """A whole answer with a constant tuple of headers (the beacon lane's finished
+        headers) and a body of exactly their declared length, written at once: what a start
+        with ``Finished(headers)`` and one last body message do through ``send``, without
+        the two messages. False, with nothing done, wherever ``send`` would not take its
+        shortcut or not write the answer whole; the caller then sends the two messages."""
+        head = self._head(status, headers)
+        if head is None or len(body) != head[1]:
+            return False
+        self._started(head[1])
+        return self._complete_with(head[0], {"type": "http.response.body", "body": body})
+
+    def _head(self, status: int, source: RawHeaders) -> tuple[bytes, int] | None:
+        """The head of an answer with the headers ``source`` (a constant tuple) and their
+        content length, rendered by uvicorn's rules once per tuple; None where the shortcut
+        does not apply (see the class's note)."""
         if (
-            type(headers) is not Finished
-            or message["type"] != "http.response.start"
-            or self.response_started
+            self.response_started
             or self.disconnected
             or self.flow.write_paused
             or self.access_log
             or self.scope["method"] == "HEAD"
         ):
-            await super().send(message)
-            return
-        source = headers.source
+            return None
         entry = _rendered.get(id(source))
         if entry is None or entry[0] is not source:
             if len(_rendered) >= _RENDERED_SIZE:
                 _rendered.clear()
             entry = _rendered[id(source)] = _render(source)
-        lines, length = entry[1], entry[2]
+        lines = entry[1]
         defaults = self._default_lines()
-        if lines is None or defaults is None or tuple(headers) != source:
-            await super().send(message)
-            return
+        if lines is None or defaults is None:
+            return None
+        if self.keep_alive:
+            return b"".join((STATUS_LINE[status], defaults, lines, b"\r\n")), entry[2]
+        close = b"connection: close\r\n\r\n"
+        return b"".join((STATUS_LINE[status], defaults, lines, close)), entry[2]
+
+    def _started(self, length: int) -> None:
+        """What uvicorn's ``send`` notes when it writes a start of known length."""
         self.response_started = True
         self.waiting_for_100_continue = False
         self.expected_content_length = length
         self.chunked_encoding = False
-        content = [STATUS_LINE[message["status"]], defaults, lines]
-        if not self.keep_alive:
-            content.append(b"connection: close\r\n")
-        content.append(b"\r\n")
-        self._held = b"".join(content)
 
     def _complete_with(self, head: bytes, message: Any) -> bool:
         """Write ``head`` and ``message``'s body together when the body completes the answer,

@@ -380,3 +380,58 @@ def test_body_headers_that_passed_are_remembered_and_refusals_made_afresh(monkey
     with pytest.raises(EdgeError):
         read(b"application/json", b"x" * 65)  # over the limit: its own length, refused
     assert len(checked) == 4
+
+
+class _Owner:
+    """What ``send`` is bound to: ``send_whole`` takes the answer or declines it."""
+
+    def __init__(self, takes: bool) -> None:
+        self.takes = takes
+        self.taken: list[tuple[int, object, bytes]] = []
+        self.sent: list[dict] = []
+
+    async def send(self, message):
+        self.sent.append(message)
+
+    def send_whole(self, status, finished, content):
+        self.taken.append((status, finished, content))
+        return self.takes
+
+
+def test_the_lane_hands_its_answer_whole_to_a_send_whose_owner_takes_it(client):
+    """A ``send`` bound to an object with ``send_whole`` (``edge serve``'s response cycle)
+    is handed the direct form's finished answer in one call; where that declines, the lane
+    sends the two messages as to any server. Either way the answer is the stack's."""
+    import asyncio
+
+    from edge.lane import Finished
+
+    lane = lane_of(client)
+    headers = {"Origin": ORIGIN, "Content-Type": "application/json"}
+    first = json.dumps(imp_body(token(client), "imp-whole-ref"))
+    ref = stack_client(client).post(dea.URL_IMPRESSION, headers=headers, content=first)
+    for takes in (True, False):
+        body = json.dumps(imp_body(token(client), f"imp-whole-{takes}")).encode()
+        owner = _Owner(takes)
+        scope = {
+            "type": "http", "http_version": "1.1", "method": "POST", "scheme": "http",
+            "path": dea.URL_IMPRESSION, "root_path": "", "query_string": b"",
+            "headers": [(b"origin", ORIGIN.encode()), (b"content-type", b"application/json"),
+                        (b"content-length", str(len(body)).encode())],
+            "client": US_CLIENT, "server": ("testserver", 80), "state": {},
+        }  # fmt: skip
+
+        async def receive(body=body):
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        asyncio.run(lane(scope, receive, owner.send))
+        assert len(owner.taken) == 1
+        status, finished, content = owner.taken[0]
+        assert (status, list(finished), content) == (ref.status_code, ref.headers.raw, ref.content)
+        if takes:
+            assert owner.sent == []
+        else:
+            sent = owner.sent
+            assert [m["type"] for m in sent] == ["http.response.start", "http.response.body"]
+            assert type(sent[0]["headers"]) is Finished and sent[0]["headers"] == ref.headers.raw
+            assert sent[1]["body"] == ref.content

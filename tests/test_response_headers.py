@@ -236,3 +236,58 @@ def test_the_served_protocol_answers_through_the_edge_cycle():
 
     data = asyncio.run(go())
     assert data.startswith(b"HTTP/1.1 200 OK\r\n") and data.endswith(b"\r\n\r\n" + BODY)
+
+
+def _whole(kind, headers, body: bytes, **kw) -> tuple[Any, ...]:
+    """``_answer`` through ``send_whole`` where it takes the answer, else the two messages."""
+    cycle, transport, done = _cycle(kind, **kw)
+    taken = False
+
+    async def go():
+        nonlocal taken
+        taken = cycle.send_whole(200, headers, body)
+        if not taken:
+            assert transport.data == b"" and not cycle.response_started  # nothing done
+            await cycle.send({"type": "http.response.start", "status": 200,
+                              "headers": Finished(headers)})  # fmt: skip
+            await cycle.send({"type": "http.response.body", "body": body})
+
+    try:
+        asyncio.run(go())
+    except (RuntimeError, ValueError) as exc:
+        return ("refused", type(exc), str(exc), transport.data)
+    if taken:
+        assert transport.writes == 1
+    state = (cycle.keep_alive, cycle.response_complete, cycle.chunked_encoding)
+    return transport.data, transport.closed, done, state
+
+
+@pytest.mark.parametrize("case", [*CASES, "short body", "long body"])
+@pytest.mark.parametrize("keep_alive", [True, False])
+@pytest.mark.parametrize("method", ["POST", "HEAD"])
+def test_a_whole_answer_is_what_uvicorns_cycle_writes_for_its_two_messages(
+    case, keep_alive, method
+):
+    """``send_whole`` writes the bytes, and leaves the state, of uvicorn's ``send`` given
+    the start and the body; where it declines (HEAD, headers uvicorn would refuse or treat
+    otherwise, a body not of the declared length) it has done nothing."""
+    headers, body = CASES.get(case, (ANSWER_HEADERS, BODY))
+    if case == "short body":
+        body = BODY[:-1]
+    elif case == "long body":
+        body = BODY + b" "
+    kw = {"keep_alive": keep_alive, "method": method}
+    for _ in range(2):  # the second time from the remembered rendering
+        theirs = _answer(RequestResponseCycle, Finished(headers), body, **kw)
+        assert _whole(EdgeCycle, headers, body, **kw) == theirs
+
+
+def test_the_lanes_answer_is_taken_whole_and_declined_once_the_client_is_gone():
+    cycle, transport, done = _cycle(EdgeCycle)
+    assert cycle.send_whole(200, ANSWER_HEADERS, BODY) is True
+    assert transport.writes == 1 and transport.data.endswith(b"\r\n\r\n" + BODY) and done
+    assert _answer(RequestResponseCycle, Finished(ANSWER_HEADERS), BODY)[0] == transport.data
+    gone, transport, done = _cycle(EdgeCycle)
+    gone.disconnected = True
+    assert gone.send_whole(200, ANSWER_HEADERS, BODY) is False
+    assert transport.writes == 0 and not gone.response_started and not done
