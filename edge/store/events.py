@@ -295,7 +295,7 @@ class SQLiteEventStore(SQLitePrimitives, EventStore):
         # A tuple passes as itself (``tuple`` of a tuple is that tuple): the ledger hands
         # impressions alike one shared tuple of bumps, and the writer adds each shared
         # tuple once per batch, times its count; a list is copied, as the caller may reuse it.
-        return await self.write(_save_impression, imp, billing_usd, tuple(counts))
+        return await self.write_soon(_save_impression, imp, billing_usd, tuple(counts))
 
     async def save_hover(self, hover: Hover, counts: Sequence[CountRow]) -> bool:
         return await self.write(_save_hover, hover, list(counts))

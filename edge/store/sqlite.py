@@ -343,9 +343,12 @@ class SQLiteStore(SQLiteMatcherState, SQLiteEventStore, Store):
 
     async def write(self, fn: Callable[..., T], *args: Any) -> T:
         """Run ``fn(conn, *args)`` in the writer thread; return after it is committed."""
+        return await self.write_soon(fn, *args)
+
+    def write_soon(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
         if self._writer is None:
             raise StoreUnavailable("the store is not open")
-        return await self._writer.submit_async(fn, args)
+        return self._writer.submit_async(fn, args)
 
     def write_blocking(self, fn: Callable[..., T], *args: Any) -> T:
         return self._submit(fn, args).result()

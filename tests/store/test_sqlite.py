@@ -333,11 +333,14 @@ def test_save_impression_hands_the_writer_the_ledgers_shared_bumps(store, monkey
 
     handed = []
 
-    async def write(fn, *args):
-        handed.append(args)
+    async def written():
         return True
 
-    monkeypatch.setattr(store, "write", write)
+    def write_soon(fn, *args):
+        handed.append(args)
+        return written()
+
+    monkeypatch.setattr(store, "write_soon", write_soon)
     imp = _impression(("tok:1", "iid:1"), cpm_usd=2.0)
     billed = ledger.billing_usd(imp)
     shared = ledger.impression_counts_of_day(imp, billed)
