@@ -190,6 +190,22 @@ class EdgeCycle(RequestResponseCycle):
         self.expected_content_length = length
         self.chunked_encoding = False
 
+    async def receive(self) -> Any:
+        """uvicorn's ``receive``, without awaiting the request's event when it is set
+        already (the usual beacon: its body arrived with its head): that await returns at
+        once, so the message and the state afterwards are the same."""
+        if (
+            self.message_event.is_set()
+            and not self.waiting_for_100_continue
+            and not self.disconnected
+            and not self.response_complete
+        ):
+            self.flow.resume_reading()
+            self.message_event.clear()
+            body, self.body = bytes(self.body), bytearray()
+            return {"type": "http.request", "body": body, "more_body": self.more_body}
+        return await super().receive()
+
     def _complete_with(self, head: bytes, message: Any) -> bool:
         """Write ``head`` and ``message``'s body together when the body completes the answer,
         with what uvicorn's ``send`` does then; False (nothing done) otherwise."""
@@ -267,7 +283,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def _unset_keepalive_if_required(self) -> None:
         self._idle_deadline = None
-        super()._unset_keepalive_if_required()
+        if self.timeout_keep_alive_task is not None:  # uvicorn's timer: never made here
+            super()._unset_keepalive_if_required()
 
     def on_response_complete(self) -> None:
         # uvicorn's, with its keep-alive timer made a deadline (see the class's note).

@@ -291,3 +291,45 @@ def test_the_lanes_answer_is_taken_whole_and_declined_once_the_client_is_gone():
     gone.disconnected = True
     assert gone.send_whole(200, ANSWER_HEADERS, BODY) is False
     assert transport.writes == 0 and not gone.response_started and not done
+
+
+RECEIVE_STATES = {
+    "whole body in": dict(body=b'{"a":1}', more_body=False, event=True),
+    "part of the body in": dict(body=b'{"a"', more_body=True, event=True),
+    "empty body": dict(body=b"", more_body=False, event=True),
+    "waiting for 100-continue": dict(body=b"{}", more_body=False, event=True, expect=True),
+    "client gone": dict(body=b"{}", more_body=False, event=True, disconnected=True),
+    "answer complete": dict(body=b"{}", more_body=False, event=True, complete=True),
+    "nothing in yet": dict(body=b"", more_body=True, event=False),
+}
+
+
+def _received(kind, body, more_body, event, expect=False, disconnected=False, complete=False):
+    """The message ``receive`` gives in a state, and the state after it."""
+    cycle, transport, _ = _cycle(kind)
+    cycle.body = bytearray(body)
+    cycle.more_body = more_body
+    cycle.waiting_for_100_continue = expect
+    cycle.disconnected = disconnected
+    cycle.response_complete = complete
+    cycle.flow.read_paused = True
+    paused: list[bool] = []
+    transport.resume_reading = lambda: paused.append(False)  # type: ignore[method-assign]
+
+    async def go():
+        if event:
+            cycle.message_event.set()
+        else:  # the rest of the body comes while receive waits
+            asyncio.get_running_loop().call_soon(cycle.message_event.set)
+        return await cycle.receive()
+
+    message = asyncio.run(go())
+    state = (bytes(cycle.body), cycle.message_event.is_set(), cycle.flow.read_paused, paused,
+             cycle.waiting_for_100_continue, transport.data)  # fmt: skip
+    return message, state
+
+
+@pytest.mark.parametrize("case", RECEIVE_STATES)
+def test_receive_gives_uvicorns_message_and_state(case):
+    ours = _received(EdgeCycle, **RECEIVE_STATES[case])
+    assert ours == _received(RequestResponseCycle, **RECEIVE_STATES[case])
