@@ -6,6 +6,13 @@ folder: no server, no sockets, no load generator, so what is left is the edge's 
 It prints the CPU time of the event-loop thread and of the whole process (the loop plus
 the store's writer) per beacon. Run it in two checkouts one after the other to compare
 them; ``--profile`` adds the functions that cost most (cProfile, event loop only).
+
+``--served`` sends the beacons as HTTP bytes through the protocol class ``edge serve``
+gives uvicorn (uvicorn's parser and response cycle, the header guard, ``EdgeCycle``) on
+in-memory transports, 32 connections each sending its next request when its answer is
+written: what a beacon costs the server's loop without the sockets and the load
+generator, whose noise dominates the section's runs on a busy machine. ``--bare`` serves
+``bench.bare:app`` the same way under uvicorn's own protocol, for the ratio.
 """
 
 from __future__ import annotations
@@ -120,14 +127,134 @@ async def _run(n: int, profile: bool) -> None:
         pstats.Stats(profiler, stream=sys.stdout).sort_stats("cumulative").print_stats(30)
 
 
+class _Transport(asyncio.Transport):
+    """A connection's server side in memory: what is written goes to ``on_write``."""
+
+    def __init__(self, on_write: Any) -> None:
+        super().__init__()
+        self._on_write = on_write
+        self._closing = False
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return {"sockname": ("127.0.0.1", 8000), "peername": ("127.0.0.1", 50000)}.get(
+            name, default
+        )
+
+    def is_closing(self) -> bool:
+        return self._closing
+
+    def write(self, data: Any) -> None:
+        self._on_write(bytes(data))
+
+    def close(self) -> None:
+        self._closing = True
+
+    def pause_reading(self) -> None: ...
+
+    def resume_reading(self) -> None: ...
+
+
+async def _run_served(n: int, bare: bool) -> None:
+    import uvicorn
+    from uvicorn.server import ServerState
+
+    from edge import server
+
+    key = "k" * 43
+    folder = Path(tempfile.mkdtemp(prefix="bench-inprocess-"))
+    os.environ.update(edge_env.edge_settings(signing_key=key))
+    os.environ["EDGE_DB"] = str(folder / "edge.db")
+    os.environ["EDGE_CACHE_DIR"] = str(folder / "cache")
+    if bare:
+        config = uvicorn.Config("bench.bare:app", loop="uvloop", http="httptools",
+                                access_log=False, server_header=False, lifespan="on")  # fmt: skip
+    else:
+        settings = Settings.from_sources()
+        edge = create_app(settings)
+        config = server.uvicorn_config(settings, edge.serving(server.StartupErrors(edge)))
+    config.load()
+    inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    outbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    await inbox.put({"type": "lifespan.startup"})
+    app = config.loaded_app
+    life = asyncio.create_task(app({"type": "lifespan", "state": {}}, inbox.get, outbox.put))
+    started = await outbox.get()
+    if started["type"] != "lifespan.startup.complete":
+        raise SystemExit(f"the edge did not start: {started}")
+    bodies = mint_bodies(Signer(key.encode()), n + WARM_UP, edge_env.bench_ad())
+    requests = [
+        f"POST {PATH} HTTP/1.1\r\nHost: 127.0.0.1:8000\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n".encode()
+        + body
+        for body in bodies
+    ]
+    loop = asyncio.get_running_loop()
+    statuses: dict[bytes, int] = {}
+    state: dict[str, Any] = {}
+
+    def connection() -> Any:
+        def on_write(data: bytes) -> None:
+            if not data.startswith(b"HTTP/1.1 "):
+                return  # the rest of an answer (the bare app's empty body)
+            status = data[9:12]
+            statuses[status] = statuses.get(status, 0) + 1
+            state["left"] -= 1
+            if state["left"] == 0:
+                state["done"].set()
+            elif state["feeding"]:
+                nxt = next(state["requests"], None)
+                if nxt is not None:
+                    loop.call_soon(protocol.data_received, nxt)
+
+        protocol = config.http_protocol_class(
+            config=config, server_state=ServerState(), app_state={}, _loop=loop
+        )
+        protocol.connection_made(_Transport(on_write))
+        return protocol
+
+    connections = [connection() for _ in range(CONCURRENCY)]
+
+    async def run_all(part: list[bytes]) -> None:
+        state.update(left=len(part), done=asyncio.Event(), requests=iter(part), feeding=True)
+        for protocol in connections:
+            protocol.data_received(next(state["requests"]))
+        await state["done"].wait()
+
+    await run_all(requests[:WARM_UP])
+    statuses.clear()
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    loop_cpu = time.thread_time()
+    await run_all(requests[WARM_UP:])
+    loop_cpu = time.thread_time() - loop_cpu
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    process_cpu = (after.ru_utime + after.ru_stime) - (usage.ru_utime + usage.ru_stime)
+    for protocol in connections:
+        protocol.connection_lost(None)
+    await inbox.put({"type": "lifespan.shutdown"})
+    await outbox.get()
+    await life
+    served = "bench.bare:app" if bare else "the edge"
+    answers = {int(k): v for k, v in statuses.items()}
+    print(
+        f"{n} beacons to {served} through its server protocol: event loop "
+        f"{loop_cpu * 1e6 / n:.1f} us CPU each, process {process_cpu * 1e6 / n:.1f} us; "
+        f"answers {answers}"
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m bench.inprocess", description=__doc__)
     p.add_argument("n", type=int, nargs="?", default=6000, help="beacons measured")
     p.add_argument("--profile", action="store_true", help="print a cProfile of the loop")
+    p.add_argument("--served", action="store_true", help="as HTTP bytes, through the server")
+    p.add_argument("--bare", action="store_true", help="with --served: bench.bare:app instead")
     args = p.parse_args(argv)
     import uvloop
 
-    uvloop.run(_run(args.n, args.profile))
+    if args.served:
+        uvloop.run(_run_served(args.n, args.bare))
+    else:
+        uvloop.run(_run(args.n, args.profile))
 
 
 if __name__ == "__main__":
