@@ -128,7 +128,8 @@ def main(argv: list[str] | None = None) -> int:
                 res = run_load(
                     edge.url + IMPRESSION,
                     all_beacons[: BEACONS_PER_WORKER * workers],
-                    headers=json_headers,
+                    headers=edge_env.BEACON_HEADERS,
+                    clients_every=edge_env.BEACONS_PER_CLIENT,
                     connections=max(args.load_cores, BEACON_CONNECTIONS_PER_WORKER * workers),
                     seconds=args.seconds,
                     cpus=load_cpus,

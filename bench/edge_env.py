@@ -18,11 +18,27 @@ from edge.settings import Settings
 
 @dataclass(frozen=True, slots=True)
 class BenchAd:
-    """The ad the benchmark's impression tokens name."""
+    """The ad the benchmark's impression tokens name: a CPM ad, so that each valid
+    impression bills (a billing row, spend and the billed counters, as in production). No
+    publisher: a token naming one the bench's database does not hold is judged invalid."""
 
     ad_id: str = "bench-ad"
     campaign_id: str = "bench-campaign"
-    publisher_id: str = "bench-pub"
+    publisher_id: str | None = None
+    cpm_usd: float = 2.5
+
+
+# What a browser's beacon carries: a browser's user agent (with none, or a crawler's, the
+# beacon is judged invalid and skips the client's rate, billing and spend).
+BROWSER_UA = (
+    "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) "
+    "Chrome/131.0.0.0 Safari/537.36"
+)
+BEACON_HEADERS = {"Content-Type": "application/json", "User-Agent": BROWSER_UA}
+# Beacons per client address: a page with a few ad slots (the per-client rate allows 5 in
+# 5 minutes). Load generators send each group of this many beacons from its own address,
+# through X-Forwarded-For from the loopback proxy the benchmarked edge trusts.
+BEACONS_PER_CLIENT = 4
 
 
 @cache
@@ -53,6 +69,8 @@ def edge_settings(signing_key: str = "", **extra: str) -> dict[str, str]:
         "EDGE_RATE_LIMIT_UGC": "1000000/1s",
         "EDGE_RATE_LIMIT_AI": "1000000/1s",
         "EDGE_RATE_LIMIT_AD_MANAGER": "1000000/1s",
+        # the load generator stands in for the clients' proxy: X-Forwarded-For names them
+        "EDGE_TRUSTED_PROXIES": "127.0.0.1/32",
     }
     if signing_key:
         env["EDGE_SIGNING_KEY"] = signing_key
@@ -65,8 +83,17 @@ def bench_ad() -> BenchAd:
 
 
 def count_impressions(db: Path) -> int:
+    return impression_tally(db)[0]
+
+
+def impression_tally(db: Path) -> tuple[int, int, int]:
+    """(impressions stored, of which judged invalid, billing rows) in a bench database."""
     conn = sqlite3.connect(db)
     try:
-        return conn.execute("SELECT count(*) FROM impressions").fetchone()[0]
+        stored, invalid = conn.execute(
+            "SELECT count(*), count(invalid_reason) FROM impressions"
+        ).fetchone()
+        billed = conn.execute("SELECT count(*) FROM billing_events").fetchone()[0]
+        return stored, invalid, billed
     finally:
         conn.close()

@@ -3,8 +3,9 @@ ASGI app answering 204, both served by the same uvicorn configuration on the sam
 loaded from the other core, alternately in the same run.
 
 Every edge request carries its own freshly signed impression token and impression id, so
-each one is a real, counted, fsynced impression (no replay short-cut); the stored count is
-checked against the acknowledged count at the end.
+each one is a real, counted, fsynced impression (no replay short-cut) from a browser's user
+agent, four from each client address, valid and billed; the stored, valid and billed counts
+are checked against the acknowledged count at the end.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ def mint_bodies(signer: Signer, count: int, ad: edge_env.BenchAd) -> list[bytes]
             campaign_id=ad.campaign_id,
             now=now,
             publisher_id=ad.publisher_id,
+            cpm_usd=ad.cpm_usd,
             slot_id="bench-slot",
         )
         body = {
@@ -100,7 +102,7 @@ def run(options: Options) -> Section:
     tmp = Path(tempfile.mkdtemp(prefix="bench-ingest-"))
     db = tmp / "edge.db"
     ad = edge_env.bench_ad()
-    headers = {"Content-Type": "application/json"}
+    headers = edge_env.BEACON_HEADERS
     results: dict[str, dict[str, list[LoadResult]]] = {
         name: {"sat": [], "one": []} for name in ("bare", "starlette", "edge")
     }
@@ -117,7 +119,12 @@ def run(options: Options) -> Section:
         for name, server in servers.items():
             warm = mint_bodies(signer, 2000, ad)
             res = run_load(
-                server.url + PATH, warm, headers=headers, connections=CONNECTIONS, seconds=1
+                server.url + PATH,
+                warm,
+                headers=headers,
+                connections=CONNECTIONS,
+                seconds=1,
+                clients_every=edge_env.BEACONS_PER_CLIENT,
             )
             if name == "edge":
                 unique_acked += min(res.requests - res.non2xx, len(warm))
@@ -139,6 +146,7 @@ def run(options: Options) -> Section:
                         headers=headers,
                         connections=conns,
                         seconds=secs,
+                        clients_every=edge_env.BEACONS_PER_CLIENT,
                     )
                     results[name][mode].append(res)
                     if mode == "sat":
@@ -158,7 +166,7 @@ def run(options: Options) -> Section:
                         f" non-2xx {res.non2xx}"
                     )
         edge_rss = edge.rss_mib
-    stored = edge_env.count_impressions(db)
+    stored, invalid, billed = edge_env.impression_tally(db)
     tool = results["edge"]["sat"][0].tool
 
     t = Table(
@@ -221,7 +229,12 @@ def run(options: Options) -> Section:
         f"({'met' if ratio.median >= 0.5 else 'NOT met'}); the framework alone (one "
         f"Starlette route) reaches {framework_ratio.median:.2f}.",
         f"Durability check: {stored:,} impressions stored for {unique_acked:,} acknowledged "
-        f"first-time beacons ({'none lost' if stored >= unique_acked else 'SOME LOST'}).",
+        f"first-time beacons ({'none lost' if stored >= unique_acked else 'SOME LOST'}); "
+        f"{stored - invalid:,} of them valid and {billed:,} billed. Each beacon comes with a "
+        f"browser's user agent, from a client address of its own for every "
+        f"{edge_env.BEACONS_PER_CLIENT} (X-Forwarded-For from the trusted loopback proxy), "
+        "and bills its CPM: the path of a browser's beacon, with its client's rate, billing "
+        "row, spend and counters.",
         f"Edge resident memory after the runs: {edge_rss:.0f} MiB.",
         "CPU us/req: CPU time of the server process per request at saturation (from "
         "/proc; less disturbed by other load on the machine than req/s). The edge's: event "

@@ -31,6 +31,7 @@ from typing import Any
 
 from bench import edge_env
 from bench.ingest import PATH, mint_bodies
+from bench.load import client_address
 from edge.app import create_app
 from edge.settings import Settings
 from edge.signing import Signer
@@ -39,7 +40,10 @@ CONCURRENCY = 32
 WARM_UP = 500
 
 
-def _scope(body: bytes) -> dict[str, Any]:
+def _scope(body: bytes, index: int) -> dict[str, Any]:
+    """The scope of beacon ``index``: a browser's, from a client address of its own for
+    every ``BEACONS_PER_CLIENT`` beacons, as the load generators send them."""
+    address = client_address(index, edge_env.BEACONS_PER_CLIENT)
     return {
         "type": "http",
         "asgi": {"version": "3.0"},
@@ -56,7 +60,8 @@ def _scope(body: bytes) -> dict[str, Any]:
             (b"host", b"127.0.0.1:8000"),
             (b"content-type", b"application/json"),
             (b"content-length", str(len(body)).encode()),
-            (b"user-agent", b"bench"),
+            (b"user-agent", edge_env.BROWSER_UA.encode()),
+            (b"x-forwarded-for", address.encode()),
         ],
         "state": {},
     }
@@ -79,7 +84,7 @@ async def _run(n: int, profile: bool) -> None:
         raise SystemExit(f"the edge did not start: {started}")
     statuses: dict[int, int] = {}
 
-    async def beacon(body: bytes) -> None:
+    async def beacon(body: bytes, index: int) -> None:
         sent = False
 
         async def receive() -> dict[str, Any]:
@@ -94,16 +99,16 @@ async def _run(n: int, profile: bool) -> None:
             if message["type"] == "http.response.start":
                 statuses[message["status"]] = statuses.get(message["status"], 0) + 1
 
-        await app(_scope(body), receive, send)
+        await app(_scope(body, index), receive, send)
 
-    async def run_all(bodies: list[bytes]) -> None:
-        async def worker(part: list[bytes]) -> None:
-            for body in part:
-                await beacon(body)
+    async def run_all(bodies: list[tuple[int, bytes]]) -> None:
+        async def worker(part: list[tuple[int, bytes]]) -> None:
+            for index, body in part:
+                await beacon(body, index)
 
         await asyncio.gather(*(worker(bodies[i::CONCURRENCY]) for i in range(CONCURRENCY)))
 
-    bodies = mint_bodies(Signer(key.encode()), n + WARM_UP, edge_env.bench_ad())
+    bodies = list(enumerate(mint_bodies(Signer(key.encode()), n + WARM_UP, edge_env.bench_ad())))
     await run_all(bodies[:WARM_UP])
     profiler = cProfile.Profile() if profile else None
     usage = resource.getrusage(resource.RUSAGE_SELF)
@@ -184,9 +189,11 @@ async def _run_served(n: int, bare: bool) -> None:
     bodies = mint_bodies(Signer(key.encode()), n + WARM_UP, edge_env.bench_ad())
     requests = [
         f"POST {PATH} HTTP/1.1\r\nHost: 127.0.0.1:8000\r\nContent-Type: application/json\r\n"
+        f"User-Agent: {edge_env.BROWSER_UA}\r\n"
+        f"X-Forwarded-For: {client_address(i, edge_env.BEACONS_PER_CLIENT)}\r\n"
         f"Content-Length: {len(body)}\r\n\r\n".encode()
         + body
-        for body in bodies
+        for i, body in enumerate(bodies)
     ]
     loop = asyncio.get_running_loop()
     statuses: dict[bytes, int] = {}

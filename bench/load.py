@@ -55,18 +55,28 @@ def run_load(
     method: str = "POST",
     tool: str | None = None,
     cpus: set[int] | None = None,
+    clients_every: int = 0,
 ) -> LoadResult:
     """Fire ``bodies`` (cycled) at ``url`` for ``seconds`` from the load core, or with wrk
-    from ``cpus``, one thread per core."""
+    from ``cpus``, one thread per core. ``clients_every``: each group of that many bodies
+    is sent as from its own client, ``X-Forwarded-For: 10.a.b.c`` (0: no such header)."""
     tool = tool or ("wrk" if have_wrk() else "python")
     if tool == "wrk":
-        return _run_wrk(url, bodies, headers, connections, seconds, method, cpus or {LOAD_CPU})
+        return _run_wrk(
+            url, bodies, headers, connections, seconds, method, cpus or {LOAD_CPU}, clients_every
+        )
     if cpus is not None:
         raise ValueError("only wrk loads from several cores")
-    return _run_python(url, bodies, headers, connections, seconds, method)
+    return _run_python(url, bodies, headers, connections, seconds, method, clients_every)
 
 
-def _run_wrk(url, bodies, headers, connections, seconds, method, cpus) -> LoadResult:
+def client_address(body_index: int, clients_every: int) -> str:
+    """The private address the load generators give the body at ``body_index`` (from 0)."""
+    c = body_index // clients_every
+    return f"10.{(c >> 16) & 255}.{(c >> 8) & 255}.{c & 255}"
+
+
+def _run_wrk(url, bodies, headers, connections, seconds, method, cpus, clients_every) -> LoadResult:
     with tempfile.NamedTemporaryFile("wb", suffix=".txt", delete=False) as f:
         for body in bodies:
             if b"\n" in body:
@@ -95,7 +105,11 @@ def _run_wrk(url, bodies, headers, connections, seconds, method, cpus) -> LoadRe
             text=True,
             check=True,
             preexec_fn=pin_to(cpus),
-            env={**os.environ, "WRK_THREADS": str(len(cpus))},
+            env={
+                **os.environ,
+                "WRK_THREADS": str(len(cpus)),
+                "WRK_CLIENT_EVERY": str(clients_every),
+            },
         ).stdout
     finally:
         os.unlink(f.name)
@@ -114,20 +128,24 @@ def _run_wrk(url, bodies, headers, connections, seconds, method, cpus) -> LoadRe
     )
 
 
-def _run_python(url, bodies, headers, connections, seconds, method) -> LoadResult:
+def _run_python(url, bodies, headers, connections, seconds, method, clients_every) -> LoadResult:
     if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > LOAD_CPU:
         before = os.sched_getaffinity(0)
         os.sched_setaffinity(0, {LOAD_CPU})
     else:
         before = None
     try:
-        return asyncio.run(_python_load(url, bodies, headers, connections, seconds, method))
+        return asyncio.run(
+            _python_load(url, bodies, headers, connections, seconds, method, clients_every)
+        )
     finally:
         if before is not None:
             os.sched_setaffinity(0, before)
 
 
-async def _python_load(url, bodies, headers, connections, seconds, method) -> LoadResult:
+async def _python_load(
+    url, bodies, headers, connections, seconds, method, clients_every=0
+) -> LoadResult:
     parts = urlsplit(url)
     host, port = parts.hostname, parts.port or 80
     path = parts.path or "/"
@@ -136,9 +154,16 @@ async def _python_load(url, bodies, headers, connections, seconds, method) -> Lo
     head = f"{method} {path} HTTP/1.1\r\nHost: {parts.netloc}\r\n" + "".join(
         f"{k}: {v}\r\n" for k, v in headers.items()
     )
-    requests = [(head + f"Content-Length: {len(b)}\r\n\r\n").encode() + b for b in bodies] or [
-        (head + "\r\n").encode()
-    ]
+
+    def client(i: int) -> str:
+        if not clients_every:
+            return ""
+        return f"X-Forwarded-For: {client_address(i, clients_every)}\r\n"
+
+    requests = [
+        (head + client(i) + f"Content-Length: {len(b)}\r\n\r\n").encode() + b
+        for i, b in enumerate(bodies)
+    ] or [(head + "\r\n").encode()]
     latencies: list[float] = []
     counters = {"next": 0, "non2xx": 0, "errors": 0}
     deadline = time.perf_counter() + seconds

@@ -46,6 +46,7 @@ def _split_load(
             headers=headers,
             connections=CONNECTIONS // len(urls),
             seconds=seconds,
+            clients_every=edge_env.BEACONS_PER_CLIENT,
         )
 
     threads = [threading.Thread(target=go, args=(i,)) for i in range(len(urls))]
@@ -105,9 +106,10 @@ def run(options: Options) -> Section:
                     res = run_load(
                         edge.url + IMPRESSION,
                         mint_bodies(signer, 40_000, ad),
-                        headers=json_headers,
+                        headers=edge_env.BEACON_HEADERS,
                         connections=CONNECTIONS,
                         seconds=options.seconds,
+                        clients_every=edge_env.BEACONS_PER_CLIENT,
                     )
                     beacons[f"sqlite-{workers}"].append(res)
                     posts = synthetic.posts(400, seed=7000 + 10 * r + workers)
@@ -132,7 +134,7 @@ def run(options: Options) -> Section:
                 res = _split_load(
                     [a.url + IMPRESSION, b.url + IMPRESSION],
                     mint_bodies(signer, 40_000, ad),
-                    json_headers,
+                    edge_env.BEACON_HEADERS,
                     options.seconds,
                 )
             beacons["pg-2nodes"].append(res)

@@ -71,3 +71,12 @@ def test_only_wrk_loads_from_several_cores():
             tool="python",
             cpus={0, 1},
         )
+
+
+def test_each_group_of_beacons_comes_from_a_client_address_of_its_own():
+    from bench.load import client_address
+
+    assert [client_address(i, 4) for i in (0, 3)] == ["10.0.0.0", "10.0.0.0"]
+    assert client_address(4, 4) == "10.0.0.1"
+    assert client_address(4 * 256, 4) == "10.0.1.0"
+    assert client_address(4 * 65536, 4) == "10.1.0.0"
