@@ -16,7 +16,6 @@ one worker, median and range over the runs.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import secrets
 import sys
@@ -28,9 +27,10 @@ from bench.ingest import mint_bodies
 from bench.load import LoadResult, have_wrk, run_load
 from bench.options import progress
 from bench.report import Table
+from bench.scale import workers_edge
 from bench.servers import PinnedEdge
 from bench.stats import Spread, ratios
-from bench.ugc import _bodies, _issue_ugc_key, prepare
+from bench.ugc import _bodies, prepare
 from edge.signing import Signer
 
 IMPRESSION = "/dea/url/impression"
@@ -116,13 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         order = args.counts if r % 2 == 0 else list(reversed(args.counts))
         for workers in order:
             db = tmp / f"w{workers}-{r}.db"
-            ugc_key = asyncio.run(_issue_ugc_key(db))
-            settings = edge_env.edge_settings(
-                signing_key=key,
-                EDGE_WORKERS=str(workers),
-                EDGE_CATALOGUE=str(catalogue_file),
-                EDGE_CACHE_DIR=str(cache_dir),
-            )
+            ugc_key, settings = workers_edge(db, key, workers, catalogue_file, cache_dir)
             edge_cpus = set(range(args.load_cores, args.load_cores + workers))
             with PinnedEdge(db=db, settings=settings, cpu=edge_cpus) as edge:
                 res = run_load(

@@ -67,12 +67,18 @@ def _scope(body: bytes, index: int) -> dict[str, Any]:
     }
 
 
-async def _run(n: int, profile: bool) -> None:
+def _edge_environ() -> str:
+    """Point this process's EDGE_* settings at a fresh folder; the signing key."""
     key = "k" * 43
     folder = Path(tempfile.mkdtemp(prefix="bench-inprocess-"))
     os.environ.update(edge_env.edge_settings(signing_key=key))
     os.environ["EDGE_DB"] = str(folder / "edge.db")
     os.environ["EDGE_CACHE_DIR"] = str(folder / "cache")
+    return key
+
+
+async def _run(n: int, profile: bool) -> None:
+    key = _edge_environ()
     edge = create_app(Settings.from_sources())
     app = edge.serving(edge)  # as ``edge serve`` runs it: the beacon lane outermost
     inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
@@ -165,11 +171,7 @@ async def _run_served(n: int, bare: bool) -> None:
 
     from edge import server
 
-    key = "k" * 43
-    folder = Path(tempfile.mkdtemp(prefix="bench-inprocess-"))
-    os.environ.update(edge_env.edge_settings(signing_key=key))
-    os.environ["EDGE_DB"] = str(folder / "edge.db")
-    os.environ["EDGE_CACHE_DIR"] = str(folder / "cache")
+    key = _edge_environ()
     if bare:
         config = uvicorn.Config("bench.bare:app", loop="uvloop", http="httptools",
                                 access_log=False, server_header=False, lifespan="on")  # fmt: skip

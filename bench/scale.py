@@ -66,6 +66,21 @@ def _split_load(
     )
 
 
+def workers_edge(
+    db: Path, key: str, workers: int, catalogue_file: Path, cache_dir: Path
+) -> tuple[str, dict[str, str]]:
+    """A partner key issued in ``db`` and the settings of an edge with ``workers`` workers
+    serving the catalogue from its vector cache."""
+    ugc_key = asyncio.run(_issue_ugc_key(db))
+    settings = edge_env.edge_settings(
+        signing_key=key,
+        EDGE_WORKERS=str(workers),
+        EDGE_CATALOGUE=str(catalogue_file),
+        EDGE_CACHE_DIR=str(cache_dir),
+    )
+    return ugc_key, settings
+
+
 def run(options: Options) -> Section:
     section = Section(
         "scale",
@@ -95,13 +110,7 @@ def run(options: Options) -> Section:
         for r in range(options.runs):
             for workers in (1, 2) if r % 2 == 0 else (2, 1):
                 db = tmp / f"w{workers}-{r}.db"
-                ugc_key = asyncio.run(_issue_ugc_key(db))
-                settings = edge_env.edge_settings(
-                    signing_key=key,
-                    EDGE_WORKERS=str(workers),
-                    EDGE_CATALOGUE=str(catalogue_file),
-                    EDGE_CACHE_DIR=str(cache_dir),
-                )
+                ugc_key, settings = workers_edge(db, key, workers, catalogue_file, cache_dir)
                 with PinnedEdge(db=db, settings=settings, cpu=None) as edge:
                     res = run_load(
                         edge.url + IMPRESSION,
