@@ -80,6 +80,7 @@ def build_fence(ctx: Context) -> Geofence | None:
         allow_private=ctx.settings.allow_private_ips,
         open_paths={*health.openapi(ctx)["paths"], meta.PATH, *tag.PUBLIC_PATHS},
         open_prefixes=(TAG_SCRIPT_PREFIX,),
+        clients=ctx.clients,
     )
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 
 from edge import matching
 from edge.admission import ModelAdmission
+from edge.clients import ClientCache
 from edge.counters import Counters
 from edge.delivery.limits import TagLimits
 from edge.delivery.page_cache import PageMatchCache
@@ -58,6 +59,7 @@ class Context:
     ugc_replays: ReplayCache  # recent UGC match answers, so a retry is answered once
     housekeeping: Housekeeping  # prunes expired matcher state, a background task
     traffic: TrafficClassifier  # invalid traffic: bots, client binding, per-client rates
+    clients: ClientCache  # per client address: the address, geofence verdict, keyed hashes
     tag_limits: TagLimits  # the tag routes' per-client and per-publisher request limits
     page_cache: PageMatchCache  # recent page matches, shared by a page's visitors
     admission: ModelAdmission  # the tag lane's share of the model
@@ -92,7 +94,7 @@ class Context:
         store = store if store is not None else open_store(settings)
         clock = clock or time.time
         tag = build_tag(settings.base_url)
-        return cls(
+        ctx = cls(
             settings=settings,
             store=store,
             clock=clock,
@@ -106,6 +108,7 @@ class Context:
             ugc_replays=ReplayCache(),
             housekeeping=Housekeeping(),
             traffic=TrafficClassifier(settings, clock),
+            clients=ClientCache(settings.trusted_proxies, signer=lambda: ctx.signer),
             tag_limits=TagLimits(settings, clock),
             page_cache=PageMatchCache(settings.page_cache_seconds, PAGE_CACHE_ENTRIES, clock),
             admission=ModelAdmission(settings.tag_match_slots),
@@ -117,6 +120,7 @@ class Context:
             matcher=matcher,
             model=model,
         )
+        return ctx
 
     async def start(self) -> None:
         """Open the store and load what needs I/O; on failure, stop what had started."""

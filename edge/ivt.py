@@ -33,6 +33,7 @@ from typing import Literal
 import crawleruseragents
 import msgspec
 
+from edge.client_ip import IPAddress
 from edge.settings import RateLimit, Settings
 from edge.signing import Signer
 
@@ -59,7 +60,7 @@ CLICK_LIMITS = (
     RateLimit(25, 86400.0),
 )
 _RECENT_EVENTS = 100_000  # rate verdicts remembered for resends (tokens live a day)
-_MAX_UA = 512  # longer user agents are judged on their first 512 characters
+MAX_USER_AGENT = 512  # longer user agents are judged on their first 512 characters
 
 
 class Client(msgspec.Struct, frozen=True):
@@ -89,37 +90,42 @@ def counter_name(reason: Reason) -> str:
     return f"invalid_{reason}"
 
 
-# A browser sends many beacons from one address: its network and keyed hashes are
-# remembered (per process, in memory only) rather than parsed and hashed per beacon.
-_CACHE_SIZE = 4096
+def network_of(ip: IPAddress | None) -> str:
+    """What the client rules key on: the address (IPv6: its /64), "-" when unknown."""
+    if ip is None:
+        return "-"
+    if ip.version == 6:
+        return str(ipaddress.IPv6Network((int(ip) >> 64 << 64, 64)))
+    return str(ip)
 
 
-@lru_cache(maxsize=_CACHE_SIZE)
 def _network(ip: str | None) -> str:
     if ip is None:
         return "-"
     try:
-        addr = ipaddress.ip_address(ip)
+        return network_of(ipaddress.ip_address(ip))
     except ValueError:
         return "-"
-    if addr.version == 6:
-        return str(ipaddress.ip_network(f"{addr}/64", strict=False))
-    return str(addr)
+
+
+def address_key(signer: Signer, network: str) -> str:
+    """The keyed hash of a client network (``network_of``): the rate limits' key."""
+    return signer.sign(CLIENT_PURPOSE, "addr", network)
+
+
+def network_binding(signer: Signer, network: str, user_agent: str) -> str:
+    """The keyed hash of a client network and user agent that a bound token carries."""
+    return signer.sign(CLIENT_PURPOSE, "bind", network, user_agent[:MAX_USER_AGENT])
 
 
 def client_binding(signer: Signer, client: Client) -> str:
     """A keyed hash of the client's address (IPv6: its /64) and user agent, for a token."""
-    return _keyed(signer, "bind", _network(client.ip), client.user_agent[:_MAX_UA])
+    return network_binding(signer, _network(client.ip), client.user_agent)
 
 
 def client_key(signer: Signer, client: Client) -> str:
     """A keyed hash of the client's address alone: the rate limits' key."""
-    return _keyed(signer, "addr", _network(client.ip))
-
-
-@lru_cache(maxsize=_CACHE_SIZE)
-def _keyed(signer: Signer, *parts: str) -> str:
-    return signer.sign(CLIENT_PURPOSE, *parts)
+    return address_key(signer, _network(client.ip))
 
 
 class ClientFacts(msgspec.Struct, frozen=True):
@@ -132,10 +138,12 @@ class ClientFacts(msgspec.Struct, frozen=True):
 
 
 def client_facts(signer: Signer, ip: str | None, user_agent: str) -> ClientFacts:
-    """The client of ``ip`` and ``user_agent`` with its keyed hashes, remembered per
-    (address, user agent) in memory (a browser sends many beacons); a user agent longer
+    """The client of ``ip`` (an address as text) and ``user_agent`` with its keyed hashes,
+    remembered per (address, user agent) in memory, for code that holds an address rather
+    than a request (requests use the edge's ``edge.clients.ClientCache``, which keeps the
+    same hashes with everything else it derives from the address). A user agent longer
     than the rules read is worked out each time, so the cache's size stays bounded."""
-    if len(user_agent) > _MAX_UA:
+    if len(user_agent) > MAX_USER_AGENT:
         return _client_facts(signer, ip, user_agent)
     return _remembered_facts(signer, ip, user_agent)
 
@@ -145,7 +153,7 @@ def _client_facts(signer: Signer, ip: str | None, user_agent: str) -> ClientFact
     return ClientFacts(client, client_key(signer, client), client_binding(signer, client))
 
 
-_remembered_facts = lru_cache(maxsize=_CACHE_SIZE)(_client_facts)
+_remembered_facts = lru_cache(maxsize=1024)(_client_facts)
 
 
 class BotDetector:
@@ -159,7 +167,7 @@ class BotDetector:
         self.is_bot = lru_cache(maxsize=8192)(self._is_bot)
 
     def _is_bot(self, user_agent: str) -> bool:
-        ua = user_agent.strip()[:_MAX_UA]
+        ua = user_agent.strip()[:MAX_USER_AGENT]
         return not ua or self._regex.search(ua) is not None
 
 

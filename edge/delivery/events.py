@@ -29,10 +29,8 @@ from edge.beacons import (
     read_impression_token,
     verify_ai_beacon,
 )
-from edge.client_ip import request_client_ip
 from edge.context import Context
 from edge.delivery import schemas
-from edge.delivery.limits import client_of
 from edge.delivery.pages import require_publisher_origin
 from edge.delivery.requests import (
     BodyFields,
@@ -43,7 +41,7 @@ from edge.delivery.requests import (
 )
 from edge.errors import BadRequest
 from edge.http import header, json_response, read_body, receive_body
-from edge.ivt import Client, Verdict, client_binding, client_facts, client_key
+from edge.ivt import Client, Verdict
 from edge.lane import Answer, answer_of
 from edge.partner.fields import control_character
 from edge.store import Hover, Impression, PlacementFailure, StoreUnavailable
@@ -90,10 +88,6 @@ async def _record(ctx: Context, imp: Impression) -> bool:
     return counted
 
 
-def _client(ctx: Context, scope: Scope) -> Client:
-    return client_of(scope, request_client_ip(scope, ctx.settings.trusted_proxies))
-
-
 def _verdict(
     ctx: Context,
     scope: Scope,
@@ -103,17 +97,13 @@ def _verdict(
     per_client_rate: bool,
     event_id: str | None = None,
 ) -> Verdict:
-    assert ctx.signer is not None  # set at start-up
-    facts = client_facts(
-        ctx.signer,
-        request_client_ip(scope, ctx.settings.trusted_proxies),
-        header(scope, b"user-agent") or "",
-    )
+    client = ctx.clients.of_scope(scope)
+    user_agent = header(scope, b"user-agent") or ""
     return ctx.traffic.classify_impression(
-        facts.client,
-        key=facts.key,
+        Client(client.ip, user_agent),
+        key=ctx.clients.key(client),
         bound_to=bound_to,
-        binding=facts.binding if bound_to is not None else None,
+        binding=None if bound_to is None else ctx.clients.binding(client, user_agent),
         publisher_known=publisher_id is None or ctx.publishers.get(publisher_id) is not None,
         rate_limited=per_client_rate,
         event_id=event_id,
@@ -130,13 +120,13 @@ def click_verdict(
 ) -> Verdict:
     """The invalid-traffic verdict of a click beacon (the click routes call this): the
     impression's rules, click-before-impression, then the per-client click rates."""
-    assert ctx.signer is not None  # set at start-up
-    client = _client(ctx, request.scope)
+    client = ctx.clients.of_scope(request.scope)
+    user_agent = header(request.scope, b"user-agent") or ""
     return ctx.traffic.classify_click(
-        client,
-        key=client_key(ctx.signer, client),
+        Client(client.ip, user_agent),
+        key=ctx.clients.key(client),
         bound_to=bound_to,
-        binding=client_binding(ctx.signer, client) if bound_to is not None else None,
+        binding=None if bound_to is None else ctx.clients.binding(client, user_agent),
         publisher_known=publisher_id is None or ctx.publishers.get(publisher_id) is not None,
         impression_seen=impression_seen,
     )
@@ -268,11 +258,8 @@ def _any_surface(ctx: Context, token: Any) -> ImpressionClaims:
 async def failure(ctx: Context, request: Request) -> Response:
     # A registered Origin of the publisher, and a rate per client address: a public
     # publisher id alone must not let anyone raise its failure counters.
-    assert ctx.signer is not None  # set at start-up
-    client = _client(ctx, request.scope)
-    ctx.tag_limits.enforce(
-        ctx.tag_limits.failure_client, client_key(ctx.signer, client), "client address"
-    )
+    client = ctx.clients.key(ctx.clients.of_scope(request.scope))
+    ctx.tag_limits.enforce(ctx.tag_limits.failure_client, client, "client address")
     body = await json_body(ctx, request, schemas.FAILURE_REQUEST)
     pid = body["publisher_id"]
     require_publisher_origin(ctx, request, pid)

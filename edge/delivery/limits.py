@@ -5,8 +5,9 @@
   publisher id.
 - Placement-failure reports: ``EDGE_FAILURE_CLIENT_RATE`` per client address.
 
-Clients are keyed by a keyed hash of their address (``edge.ivt.client_key``), never the raw
-address. GCRA buckets in memory, per process, like the partner limits.
+Clients are keyed by a keyed hash of their address (``edge.ivt.client_key``, kept in the
+edge's ``edge.clients.ClientCache``), never the raw address. GCRA buckets in memory, per
+process, like the partner limits.
 """
 
 from __future__ import annotations
@@ -14,12 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from starlette.requests import Request
-from starlette.types import Scope
-
 from edge.errors import TooManyRequests
-from edge.http import header
-from edge.ivt import Client
 from edge.ratelimit import GcraLimiter
 from edge.settings import Settings
 
@@ -41,9 +37,3 @@ class TagLimits:
                 f"retry after {wait} s",
                 headers={"Retry-After": str(wait)},
             )
-
-
-def client_of(request: Request | Scope, client_ip: str | None) -> Client:
-    """The request's client: its address (as the geofence resolves it) and user agent."""
-    scope = request.scope if isinstance(request, Request) else request
-    return Client(client_ip, header(scope, b"user-agent") or "")

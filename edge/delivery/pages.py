@@ -33,13 +33,11 @@ from edge.context import Context
 from edge.counters import count_placements
 from edge.creative import cpm_usd, creative
 from edge.delivery import schemas
-from edge.delivery.limits import client_of
 from edge.delivery.page_cache import page_key
 from edge.delivery.requests import json_body
 from edge.errors import BadRequest, Forbidden
 from edge.geo import locate_ip
-from edge.http import json_response
-from edge.ivt import Client, client_binding, client_key
+from edge.http import header, json_response
 from edge.store.events import normalise_origin
 from matcher.types import GeoSignal, MatchRequest, MatchResult, ScoredAd
 
@@ -56,14 +54,14 @@ class _Group:
 
 
 async def keywords(ctx: Context, request: Request) -> Response:
-    client = _admit(ctx, request)
+    binding = _admit(ctx, request)
     body = await json_body(ctx, request, schemas.KEYWORDS_REQUEST)
     pid = _publisher(ctx, request, body["publisher_id"])
     content = _join(body.get("title", ""), body.get("text", ""))
     group = _Group(content, None, tuple(body["slots"]))
     geo = _geo(ctx, request)
     (result,) = await _match_groups(ctx, [group], body["page_url"], geo, pid)
-    placements = _fill(ctx, group, result, pid, client)
+    placements = _fill(ctx, group, result, pid, binding)
     count_placements(ctx.counters, pid, placements, functools.partial(_campaign_id, ctx))
     keywords: list[str] = []
     for scored in result.ads if result else ():
@@ -78,7 +76,7 @@ async def keywords(ctx: Context, request: Request) -> Response:
 
 
 async def placements(ctx: Context, request: Request) -> Response:
-    client = _admit(ctx, request)
+    binding = _admit(ctx, request)
     body = await json_body(ctx, request, schemas.PLACEMENTS_REQUEST)
     pid = _publisher(ctx, request, body["publisher_id"])
     groups: dict[tuple[str, str | None], list[str]] = {}
@@ -95,7 +93,7 @@ async def placements(ctx: Context, request: Request) -> Response:
     results = await _match_groups(ctx, todo, page_url, geo, pid)
     by_slot: dict[str, dict[str, Any]] = {}
     for group, result in zip(todo, results, strict=True):
-        for placement in _fill(ctx, group, result, pid, client):
+        for placement in _fill(ctx, group, result, pid, binding):
             by_slot[placement["slot_id"]] = placement
     ordered = [by_slot[p["slot_id"]] for p in body["placements"]]
     count_placements(ctx.counters, pid, ordered, functools.partial(_campaign_id, ctx))
@@ -105,15 +103,13 @@ async def placements(ctx: Context, request: Request) -> Response:
 # -- helpers ----------------------------------------------------------------------------------
 
 
-def _admit(ctx: Context, request: Request) -> Client:
-    """The client, within its request rate and with a free tag-lane slot (before the body)."""
-    assert ctx.signer is not None  # set at start-up
-    client = client_of(request, request_client_ip(request.scope, ctx.settings.trusted_proxies))
-    ctx.tag_limits.enforce(
-        ctx.tag_limits.match_client, client_key(ctx.signer, client), "client address"
-    )
+def _admit(ctx: Context, request: Request) -> str:
+    """The client's binding (``edge.ivt.client_binding``, for its tokens), within its
+    request rate and with a free tag-lane slot (before the body)."""
+    client = ctx.clients.of_scope(request.scope)
+    ctx.tag_limits.enforce(ctx.tag_limits.match_client, ctx.clients.key(client), "client address")
     ctx.admission.check_tag()
-    return client
+    return ctx.clients.binding(client, header(request.scope, b"user-agent") or "")
 
 
 def _publisher(ctx: Context, request: Request, pid: str) -> str:
@@ -185,7 +181,7 @@ async def _match_groups(
 
 
 def _fill(
-    ctx: Context, group: _Group, result: MatchResult | None, pid: str, client: Client
+    ctx: Context, group: _Group, result: MatchResult | None, pid: str, binding: str
 ) -> list[dict[str, Any]]:
     ads = list(result.ads) if result is not None and result.outcome == "matched" else []
     reason, retry = _why_empty(result)
@@ -199,7 +195,7 @@ def _fill(
         if group.post_id is not None:
             placement["post_id"] = group.post_id
         if i < len(best):
-            placement["ad"] = _ad(ctx, best[i], pid, group.post_id, slot_id, client)
+            placement["ad"] = _ad(ctx, best[i], pid, group.post_id, slot_id, binding)
         else:
             placement["ad"] = None
             placement["reason"] = reason if not best else "no_relevant_demand"
@@ -215,7 +211,7 @@ def _ad(
     pid: str,
     post_id: str | None,
     slot_id: str,
-    client: Client,
+    binding: str,  # the client's, sealed into the token
 ) -> dict[str, Any]:
     p = scored.placement
     assert ctx.signer is not None  # set at start-up
@@ -230,7 +226,7 @@ def _ad(
         publisher_id=pid,
         post_id=post_id,
         slot_id=slot_id,
-        client=client_binding(ctx.signer, client),
+        client=binding,
         form=ctx.settings.token_form,
     )
     return {

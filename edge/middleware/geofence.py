@@ -6,9 +6,11 @@ anyone remembering to list it. Refusals are 403 in the one error shape. The addr
 is the peer or, behind ``trusted_proxies``, the rightmost untrusted X-Forwarded-For hop;
 it is left in ``scope["state"]["client_ip"]`` for the routes.
 
-Decisions are remembered in a small LRU keyed by the peer and X-Forwarded-For values (a
-browser sends many beacons from one address): parsing the address and the database lookup
-then cost a dict hit. The cache is dropped whenever the geo reader object changes.
+Verdicts are remembered in the edge's client cache (``edge.clients.ClientCache``), with
+everything else derived from the client's address, keyed by the peer and X-Forwarded-For
+values (a browser sends many beacons from one address): parsing the address and the
+database lookup then cost a dict hit. A verdict is judged again whenever the geo reader
+object changes.
 
 ``Geofence`` is the rule; this middleware and the beacon lane (``edge.lane``) share one
 instance, so both judge alike and share the decision cache.
@@ -16,58 +18,22 @@ instance, so both judge alike and share the decision cache.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable, Iterable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from edge.client_ip import client_ip, scope_inputs
+from edge.clients import CACHE_SIZE, ClientCache, DecisionCache
 from edge.errors import error_body
 from edge.settings import IPNetwork
 from geoip import us_only
-from geoip.fence import CountryLookup, Verdict
+from geoip.fence import CountryLookup
 
 _MESSAGES = {
     "not_us": "this service accepts requests from US addresses only",
     "unknown": "the client address could not be placed in the US; requests are refused",
     "not_an_ip": "the client address is not an IP address; requests are refused",
 }
-CACHE_SIZE = 4096
-
-_Key = tuple[str | None, tuple[str, ...]]
-_Decision = tuple[Verdict, str]  # the verdict and the client address as text
-
-
-class DecisionCache:
-    """A bounded LRU of geofence decisions for one geo reader."""
-
-    def __init__(self, size: int = CACHE_SIZE) -> None:
-        if size < 1:
-            raise ValueError("the decision cache needs room for one entry")
-        self.size = size
-        self._geo: object = None
-        self._entries: OrderedDict[_Key, _Decision] = OrderedDict()
-
-    def get(self, geo: object, key: _Key) -> _Decision | None:
-        if geo is not self._geo:  # another database: nothing remembered holds
-            self._entries.clear()
-            self._geo = geo
-            return None
-        hit = self._entries.get(key)
-        if hit is not None:
-            self._entries.move_to_end(key)
-        return hit
-
-    def put(self, geo: object, key: _Key, decision: _Decision) -> None:
-        if geo is not self._geo:
-            self._entries.clear()
-            self._geo = geo
-        self._entries[key] = decision
-        if len(self._entries) > self.size:
-            self._entries.popitem(last=False)
-
-    def __len__(self) -> int:
-        return len(self._entries)
+__all__ = ["DecisionCache", "Geofence", "GeofenceMiddleware", "refusal_messages"]
 
 
 Refusal = tuple[int, str, str]  # status, error code, message
@@ -85,7 +51,10 @@ class Geofence:
         open_paths: Iterable[str] = (),
         open_prefixes: Iterable[str] = (),
         cache_size: int = CACHE_SIZE,
+        clients: ClientCache | None = None,
     ) -> None:
+        """``clients``: the edge's client cache, shared with the routes (one of its own,
+        of ``cache_size`` entries, when None)."""
         self.geo = geo  # a getter: the reader is opened at start-up, after the stack is built
         self.trusted_proxies = tuple(trusted_proxies)
         self.allow_private = bool(allow_private)
@@ -93,7 +62,11 @@ class Geofence:
         self.open_prefixes = tuple(open_prefixes)
         if any(not p.startswith("/") for p in (*self.open_paths, *self.open_prefixes)):
             raise ValueError("open paths and prefixes must start with /")
-        self.decisions = DecisionCache(cache_size)
+        if clients is None:
+            clients = ClientCache(self.trusted_proxies, signer=lambda: None, size=cache_size)
+        elif clients.trusted_proxies != self.trusted_proxies:
+            raise ValueError("the client cache resolves addresses behind other proxies")
+        self.clients = clients
 
     def is_open(self, path: str) -> bool:
         return path in self.open_paths or path.startswith(self.open_prefixes)
@@ -104,16 +77,15 @@ class Geofence:
         geo = self.geo()
         if geo is None:  # not started: fail closed rather than serve unfenced
             return 503, "unavailable", "the geo database is not loaded yet"
-        key = scope_inputs(scope)
-        decision = self.decisions.get(geo, key)
-        if decision is None:
-            ip = client_ip(key[0], key[1], self.trusted_proxies)
-            decision = (us_only(geo, ip, allow_private=self.allow_private), str(ip))
-            self.decisions.put(geo, key, decision)
-        verdict, address = decision
+        client = self.clients.of_scope(scope)
+        fenced = client.fenced
+        if fenced is None or fenced[0] is not geo or fenced[1] is not self:
+            verdict = us_only(geo, client.address, allow_private=self.allow_private)
+            fenced = client.fenced = (geo, self, verdict)
+        verdict = fenced[2]
         if not verdict.allowed:
             return 403, "geo_restricted", _MESSAGES.get(verdict.reason, "refused")
-        scope.setdefault("state", {})["client_ip"] = address
+        scope["state"]["client_ip"] = client.ip  # ``of_scope`` left the state there
         return None
 
 
