@@ -13,6 +13,9 @@ in-memory transports, 32 connections each sending its next request when its answ
 written: what a beacon costs the server's loop without the sockets and the load
 generator, whose noise dominates the section's runs on a busy machine. ``--bare`` serves
 ``bench.bare:app`` the same way under uvicorn's own protocol, for the ratio.
+
+``--per-client N`` sends each group of N beacons from its own client address (default: as
+the load generators do); 1 makes every beacon a client the edge has not seen.
 """
 
 from __future__ import annotations
@@ -40,10 +43,10 @@ CONCURRENCY = 32
 WARM_UP = 500
 
 
-def _scope(body: bytes, index: int) -> dict[str, Any]:
+def _scope(body: bytes, index: int, per_client: int) -> dict[str, Any]:
     """The scope of beacon ``index``: a browser's, from a client address of its own for
-    every ``BEACONS_PER_CLIENT`` beacons, as the load generators send them."""
-    address = client_address(index, edge_env.BEACONS_PER_CLIENT)
+    every ``per_client`` beacons."""
+    address = client_address(index, per_client)
     return {
         "type": "http",
         "asgi": {"version": "3.0"},
@@ -77,7 +80,7 @@ def _edge_environ() -> str:
     return key
 
 
-async def _run(n: int, profile: bool) -> None:
+async def _run(n: int, profile: bool, per_client: int) -> None:
     key = _edge_environ()
     edge = create_app(Settings.from_sources())
     app = edge.serving(edge)  # as ``edge serve`` runs it: the beacon lane outermost
@@ -105,7 +108,7 @@ async def _run(n: int, profile: bool) -> None:
             if message["type"] == "http.response.start":
                 statuses[message["status"]] = statuses.get(message["status"], 0) + 1
 
-        await app(_scope(body, index), receive, send)
+        await app(_scope(body, index, per_client), receive, send)
 
     async def run_all(bodies: list[tuple[int, bytes]]) -> None:
         async def worker(part: list[tuple[int, bytes]]) -> None:
@@ -165,7 +168,7 @@ class _Transport(asyncio.Transport):
     def resume_reading(self) -> None: ...
 
 
-async def _run_served(n: int, bare: bool) -> None:
+async def _run_served(n: int, bare: bool, profile: bool, per_client: int) -> None:
     import uvicorn
     from uvicorn.server import ServerState
 
@@ -192,7 +195,7 @@ async def _run_served(n: int, bare: bool) -> None:
     requests = [
         f"POST {PATH} HTTP/1.1\r\nHost: 127.0.0.1:8000\r\nContent-Type: application/json\r\n"
         f"User-Agent: {edge_env.BROWSER_UA}\r\n"
-        f"X-Forwarded-For: {client_address(i, edge_env.BEACONS_PER_CLIENT)}\r\n"
+        f"X-Forwarded-For: {client_address(i, per_client)}\r\n"
         f"Content-Length: {len(body)}\r\n\r\n".encode()
         + body
         for i, body in enumerate(bodies)
@@ -231,9 +234,14 @@ async def _run_served(n: int, bare: bool) -> None:
 
     await run_all(requests[:WARM_UP])
     statuses.clear()
+    profiler = cProfile.Profile() if profile else None
     usage = resource.getrusage(resource.RUSAGE_SELF)
     loop_cpu = time.thread_time()
+    if profiler is not None:
+        profiler.enable()
     await run_all(requests[WARM_UP:])
+    if profiler is not None:
+        profiler.disable()
     loop_cpu = time.thread_time() - loop_cpu
     after = resource.getrusage(resource.RUSAGE_SELF)
     process_cpu = (after.ru_utime + after.ru_stime) - (usage.ru_utime + usage.ru_stime)
@@ -249,6 +257,8 @@ async def _run_served(n: int, bare: bool) -> None:
         f"{loop_cpu * 1e6 / n:.1f} us CPU each, process {process_cpu * 1e6 / n:.1f} us; "
         f"answers {answers}"
     )
+    if profiler is not None:
+        pstats.Stats(profiler, stream=sys.stdout).sort_stats("tottime").print_stats(40)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -257,13 +267,19 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--profile", action="store_true", help="print a cProfile of the loop")
     p.add_argument("--served", action="store_true", help="as HTTP bytes, through the server")
     p.add_argument("--bare", action="store_true", help="with --served: bench.bare:app instead")
+    p.add_argument(
+        "--per-client",
+        type=int,
+        default=edge_env.BEACONS_PER_CLIENT,
+        help="beacons from each client address (1: a new client every beacon)",
+    )
     args = p.parse_args(argv)
     import uvloop
 
     if args.served:
-        uvloop.run(_run_served(args.n, args.bare))
+        uvloop.run(_run_served(args.n, args.bare, args.profile, args.per_client))
     else:
-        uvloop.run(_run(args.n, args.profile))
+        uvloop.run(_run(args.n, args.profile, args.per_client))
 
 
 if __name__ == "__main__":

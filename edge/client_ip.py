@@ -79,8 +79,8 @@ def scope_inputs(scope: Scope) -> tuple[str | None, tuple[str, ...]]:
     """What ``from_scope`` decides on: the peer and every X-Forwarded-For value, in order."""
     client = scope.get("client")
     peer = client[0] if client else None
-    xff = tuple(v.decode("latin-1") for k, v in scope.get("headers", ()) if k == b"x-forwarded-for")
-    return peer, xff
+    xff = [v.decode("latin-1") for k, v in scope.get("headers", ()) if k == b"x-forwarded-for"]
+    return peer, tuple(xff)
 
 
 def from_scope(scope: Scope, proxies: tuple[IPNetwork, ...]) -> IPAddress | None:

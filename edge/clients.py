@@ -89,7 +89,7 @@ class ClientEntry:
         self.address = address  # None: not an address, refused by the geofence
         self.ip = None if address is None else str(address)  # as the routes see it
         self.trusted = address is not None and trusted(address, proxies)  # a proxy of ours
-        self.network = network_of(address)
+        self.network = network_of(address, self.ip)
         # (geo reader, fence, verdict): the geofence's verdict and what it was judged with.
         self.fenced: tuple[object, object, Verdict] | None = None
         self.key: str | None = None  # the rate key (``edge.ivt.client_key``), made on demand

@@ -90,13 +90,14 @@ def counter_name(reason: Reason) -> str:
     return f"invalid_{reason}"
 
 
-def network_of(ip: IPAddress | None) -> str:
-    """What the client rules key on: the address (IPv6: its /64), "-" when unknown."""
+def network_of(ip: IPAddress | None, text: str | None = None) -> str:
+    """What the client rules key on: the address (IPv6: its /64), "-" when unknown;
+    ``text``: ``str(ip)`` when the caller has it already."""
     if ip is None:
         return "-"
     if ip.version == 6:
         return str(ipaddress.IPv6Network((int(ip) >> 64 << 64, 64)))
-    return str(ip)
+    return str(ip) if text is None else text
 
 
 def _network(ip: str | None) -> str:
@@ -199,6 +200,8 @@ class WindowLimiter:
         if times is None:
             times = self._log[key] = deque(maxlen=self._keep)
         for lim in self._limits:
+            if len(times) < lim.requests:
+                continue  # fewer events logged than the window allows: room in it
             since = now - lim.period_seconds
             if sum(1 for t in times if t > since) >= lim.requests:
                 return False

@@ -39,15 +39,22 @@ def is_private(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
 _CGNAT = ipaddress.ip_network("100.64.0.0/10")
 
 
+# The verdicts that name no other country, made once (a verdict is frozen).
+_NOT_AN_IP = Verdict(False, "not_an_ip")
+_PRIVATE = Verdict(True, "private")
+_UNKNOWN = Verdict(False, "unknown")
+_US = Verdict(True, "us", ALLOWED_COUNTRY)
+
+
 def us_only(geo: CountryLookup, client: object, *, allow_private: bool) -> Verdict:
     ip = parse_ip(client)
     if ip is None:
-        return Verdict(False, "not_an_ip")
+        return _NOT_AN_IP
     if is_private(ip):
-        return Verdict(allow_private, "private" if allow_private else "unknown")
+        return _PRIVATE if allow_private else _UNKNOWN
     country = geo.country(ip)
     if country is None:
-        return Verdict(False, "unknown")
+        return _UNKNOWN
     if country == ALLOWED_COUNTRY:
-        return Verdict(True, "us", country)
+        return _US
     return Verdict(False, "not_us", country)
