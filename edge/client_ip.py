@@ -44,7 +44,8 @@ def _hop(text: str) -> IPAddress | None:
 
 def trusted(ip: IPAddress, proxies: tuple[IPNetwork, ...]) -> bool:
     """Whether ``ip`` is one of the proxies whose X-Forwarded-For hops are read."""
-    return any(ip.version == net.version and ip in net for net in proxies)
+    version = ip.version
+    return any(net.version == version and ip in net for net in proxies)
 
 
 def client_ip(

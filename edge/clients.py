@@ -85,10 +85,12 @@ class ClientEntry:
 
     __slots__ = ("address", "bindings", "fenced", "ip", "key", "network", "trusted")
 
-    def __init__(self, address: IPAddress | None, proxies: tuple[IPNetwork, ...]) -> None:
+    def __init__(self, address: IPAddress | None, trusted: bool | None) -> None:
         self.address = address  # None: not an address, refused by the geofence
         self.ip = None if address is None else str(address)  # as the routes see it
-        self.trusted = address is not None and trusted(address, proxies)  # a proxy of ours
+        # Whether the address is a proxy whose X-Forwarded-For hops are read: worked out
+        # for a peer's own entry, the only one asked (None for a client behind a proxy).
+        self.trusted = trusted
         self.network = network_of(address, self.ip)
         # (geo reader, fence, verdict): the geofence's verdict and what it was judged with.
         self.fenced: tuple[object, object, Verdict] | None = None
@@ -139,7 +141,9 @@ class ClientCache:
             return entry
         if not forwarded_for or peer is None:
             address = parse_address(peer) if peer is not None else None
-            entry = ClientEntry(address, self.trusted_proxies)
+            entry = ClientEntry(
+                address, address is not None and trusted(address, self.trusted_proxies)
+            )
         else:
             # The peer's own entry says whether it is a proxy of ours (a proxy's entry is
             # in use by every client behind it, so it stays cached).
@@ -148,7 +152,7 @@ class ClientCache:
                 entry = proxy  # forwarded hops of an untrusted peer are not read
             else:
                 found = forwarded_client(proxy.address, forwarded_for, self.trusted_proxies)
-                entry = ClientEntry(found, self.trusted_proxies)
+                entry = ClientEntry(found, None)
         self._entries.put(signer, key, entry)
         return entry
 
