@@ -149,10 +149,11 @@ class ClientCache:
             # in use by every client behind it, so it stays cached).
             proxy = self.lookup(peer, ())
             if proxy.address is None or not proxy.trusted:
-                entry = proxy  # forwarded hops of an untrusted peer are not read
-            else:
-                found = forwarded_client(proxy.address, forwarded_for, self.trusted_proxies)
-                entry = ClientEntry(found, None)
+                # Hops an untrusted peer wrote are not read, nor kept as a key: a client
+                # sending a new X-Forwarded-For each time must not push others out.
+                return proxy
+            found = forwarded_client(proxy.address, forwarded_for, self.trusted_proxies)
+            entry = ClientEntry(found, None)
         self._entries.put(signer, key, entry)
         return entry
 

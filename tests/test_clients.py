@@ -155,6 +155,14 @@ def test_the_cache_is_a_bounded_lru():
     assert len(clients) == 3
 
 
+def test_hops_an_untrusted_peer_writes_take_no_room():
+    clients = cache()
+    own = clients.lookup("203.0.113.1", ())
+    for i in range(50):
+        assert clients.lookup("203.0.113.1", (f"198.51.100.{i}",)) is own
+    assert len(clients) == 1
+
+
 def test_an_entry_keeps_a_bounded_number_of_user_agents():
     clients = cache()
     entry = clients.lookup("203.0.113.1", ())
