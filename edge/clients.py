@@ -41,7 +41,10 @@ from geoip.fence import Verdict
 
 CACHE_SIZE = 4096
 USER_AGENTS = 4  # bindings kept per entry
-STATE_KEY = "edge.client"  # the request's entry, left in the scope's state by the first rule
+# The scope's key of the request's entry, left there by the first rule that asks. In the
+# scope itself, not its "state": a scope is made per request, while a state is only a copy
+# of the lifespan's namespace, which a server that does not copy it would share.
+SCOPE_KEY = "edge.client"
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -120,16 +123,11 @@ class ClientCache:
 
     def of_scope(self, scope: Scope) -> ClientEntry:
         """The entry of the request's client: the one an earlier rule of this request left
-        in the scope's state, else found (or made) and left there."""
-        state = scope.get("state")
-        if state is None:
-            state = scope["state"] = {}
-        else:
-            entry: ClientEntry | None = state.get(STATE_KEY)
-            if entry is not None:
-                return entry
-        peer, forwarded_for = scope_inputs(scope)
-        entry = state[STATE_KEY] = self.lookup(peer, forwarded_for)
+        in the scope, else found (or made) and left there."""
+        entry: ClientEntry | None = scope.get(SCOPE_KEY)
+        if entry is None:
+            peer, forwarded_for = scope_inputs(scope)
+            entry = scope[SCOPE_KEY] = self.lookup(peer, forwarded_for)
         return entry
 
     def lookup(self, peer: str | None, forwarded_for: tuple[str, ...]) -> ClientEntry:

@@ -9,7 +9,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from edge.client_ip import client_ip, parse_address
-from edge.clients import STATE_KEY, USER_AGENTS, ClientCache
+from edge.clients import SCOPE_KEY, USER_AGENTS, ClientCache
 from edge.ivt import Client, client_binding, client_key
 from edge.middleware.geofence import Geofence
 from edge.signing import Signer
@@ -130,10 +130,15 @@ def test_the_geofence_and_the_routes_share_one_entry_per_request():
     fence = Geofence(geo=lambda: geo, trusted_proxies=PROXIES, clients=clients)
     request = scope("10.0.0.1", ("1.2.3.4",))
     assert fence.check(request) is None
-    entry = request["state"][STATE_KEY]
+    entry = request[SCOPE_KEY]
     assert request["state"]["client_ip"] == "1.2.3.4"
     assert clients.of_scope(request) is entry
     assert clients.of_scope(scope("10.0.0.1", ("1.2.3.4",))) is entry  # the next request
+    # A state shared by two requests (a server that does not copy it) leaks no entry.
+    shared: dict[str, object] = {}
+    first, second = scope("10.0.0.1", ("1.2.3.4",)), scope("10.0.0.1", ("8.8.8.8",))
+    first["state"] = second["state"] = shared
+    assert clients.of_scope(first).ip == "1.2.3.4" and clients.of_scope(second).ip == "8.8.8.8"
 
 
 def test_a_fence_refuses_a_cache_of_other_proxies():

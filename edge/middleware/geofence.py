@@ -85,7 +85,7 @@ class Geofence:
         verdict = fenced[2]
         if not verdict.allowed:
             return 403, "geo_restricted", _MESSAGES.get(verdict.reason, "refused")
-        scope["state"]["client_ip"] = client.ip  # ``of_scope`` left the state there
+        scope.setdefault("state", {})["client_ip"] = client.ip
         return None
 
 
