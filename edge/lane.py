@@ -12,7 +12,7 @@ functions and objects:
 2. CORS for actual requests (``edge.middleware.cors``: ``granted_origin``,
    ``grant_headers``); preflights are OPTIONS, never a lane pair, so the stack answers them;
 3. the geofence in production (``edge.middleware.geofence.Geofence``: the very instance the
-   stack's middleware holds, so they also share its decision cache);
+   stack's middleware holds, so they also share its client cache, ``edge.clients``);
 4. the handler, its errors answered by ``edge.errors.known_error`` (the app's handlers).
 
 Anything else (another method on a beacon path, a trailing slash, HEAD, a mounted app's

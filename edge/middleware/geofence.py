@@ -13,7 +13,7 @@ database lookup then cost a dict hit. A verdict is judged again whenever the geo
 object changes.
 
 ``Geofence`` is the rule; this middleware and the beacon lane (``edge.lane``) share one
-instance, so both judge alike and share the decision cache.
+instance, so both judge alike and share the client cache.
 """
 
 from __future__ import annotations
