@@ -7,11 +7,11 @@ implements it on the SQLite backend's ``read``/``write`` primitives. Its tables 
 
 A backend only stores: what an event bills and which counters it moves are decided by the
 edge (``edge.ledger``) and handed in with the event. The backend's one rule is uniqueness:
-an impression whose dedupe keys are all new is inserted with its billing row and counter
-bumps in one transaction; one sharing any key is a replay and writes nothing but its other
-keys. A click or conversion is likewise inserted if absent (by click id, by click), with
-the charge and bumps it was handed. On SQLite that is one job of the group commit (one
-savepoint). On the writer's connection the bumps are deferred to the end of the
+an impression whose dedupe keys are all new is inserted with what it bills (a column of its
+row) and its counter bumps in one transaction; one sharing any key is a replay and writes
+nothing but its other keys. A click or conversion is likewise inserted if absent (by click
+id, by click), with the charge and bumps it was handed. On SQLite that is one job of the
+group commit (one savepoint). On the writer's connection the bumps are deferred to the end of the
 transaction and applied summed per counter (``flush_counts``, before the COMMIT): a burst
 of impressions of one ad costs one upsert per counter instead of seven per impression. A
 job that fails drops its own deferred bumps with its savepoint. Bumps of day buckets
@@ -190,8 +190,9 @@ class EventStore(abc.ABC):
     ) -> bool:
         """Insert ``imp`` unless one of its dedupe keys is stored; True when inserted.
 
-        When inserted: with a billing row of ``billing_usd`` (when not None) and the counter
-        bumps ``counts``, in the same transaction. When a replay: nothing but its other
+        When inserted: with ``billing_usd`` stored as what it bills (None: nothing; the
+        ``billing_events`` rows are the billed impressions) and the counter bumps
+        ``counts``, in the same transaction. When a replay: nothing but its other
         dedupe keys, tied to the stored impression (a later beacon sharing only those is a
         replay too). Returns after the commit.
         """
@@ -424,7 +425,8 @@ def _save_impression(
         return False
     cur = conn.execute(
         "INSERT INTO impressions (kind, env, ad_id, campaign_id, publisher_id, post_id, "
-        "slot_id, cpm_usd, at, invalid_reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "slot_id, cpm_usd, at, invalid_reason, billed_usd) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             imp.kind,
             imp.env,
@@ -436,6 +438,7 @@ def _save_impression(
             imp.cpm_usd,
             imp.at,
             imp.invalid_reason,
+            billing_usd,
         ),
     )
     impression_id = cur.lastrowid
@@ -443,24 +446,15 @@ def _save_impression(
         "INSERT INTO impression_keys (dedupe_key, impression_id) VALUES (?, ?)",
         [(k, impression_id) for k in keys],
     )
-    if billing_usd is not None:
-        conn.execute(
-            "INSERT INTO billing_events (impression_id, campaign_id, ad_id, publisher_id, "
-            "amount_usd, at) VALUES (?, ?, ?, ?, ?, ?)",
-            (impression_id, imp.campaign_id, imp.ad_id, imp.publisher_id, billing_usd, imp.at),
-        )
     _bump(conn, counts)
     return True
 
 
-# The impression row, as _save_impression and _save_impressions insert it.
+# The impression row with an explicit id, as _save_impressions inserts a run of them.
 _INSERT_IMPRESSION = (
     "INSERT INTO impressions (id, kind, env, ad_id, campaign_id, publisher_id, post_id, "
-    "slot_id, cpm_usd, at, invalid_reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
-_INSERT_BILLING = (
-    "INSERT INTO billing_events (impression_id, campaign_id, ad_id, publisher_id, "
-    "amount_usd, at) VALUES (?, ?, ?, ?, ?, ?)"
+    "slot_id, cpm_usd, at, invalid_reason, billed_usd) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _KEYS_PER_QUERY = 500  # bound parameters of one IN (...) lookup
 
@@ -522,7 +516,6 @@ def _insert_impressions(
     next_id: int = conn.execute("SELECT coalesce(max(id), 0) FROM impressions").fetchone()[0]
     rows: list[tuple[Any, ...]] = []
     key_rows: list[tuple[str, int]] = []
-    bills: list[tuple[Any, ...]] = []
     # The counted impressions' bumps, by the list of bumps each was handed and how many
     # were handed that list: impressions alike share one (``ledger.impression_counts_of_day``),
     # so a run adds each distinct list once, times its count, instead of every row of each.
@@ -544,13 +537,10 @@ def _insert_impressions(
         next_id += 1
         rows.append((next_id, imp.kind, imp.env, imp.ad_id, imp.campaign_id,
                      imp.publisher_id, imp.post_id, imp.slot_id, imp.cpm_usd, imp.at,
-                     imp.invalid_reason))  # fmt: skip
+                     imp.invalid_reason, billing_usd))  # fmt: skip
         for k in keys:
             known[k] = next_id
             key_rows.append((k, next_id))
-        if billing_usd is not None:
-            bills.append((next_id, imp.campaign_id, imp.ad_id, imp.publisher_id, billing_usd,
-                          imp.at))  # fmt: skip
         same = counted.get(id(counts))
         if same is None:
             counted[id(counts)] = [counts, 1]
@@ -560,8 +550,6 @@ def _insert_impressions(
     conn.executemany(_INSERT_IMPRESSION, rows)
     conn.executemany("INSERT INTO impression_keys (dedupe_key, impression_id) VALUES (?, ?)",
                      key_rows)  # fmt: skip
-    if bills:
-        conn.executemany(_INSERT_BILLING, bills)
     _bump(conn, [row for counts, times in counted.values() for row in times_rows(counts, times)])
     return results
 

@@ -992,8 +992,8 @@ async def _key_where(conn: Conn, column: str, value: str) -> KeyRecord | None:
     return None if row is None else KeyRecord(*row)
 
 
-# One statement, one round trip: look for a stored key; when none, insert the impression,
-# its keys and its billing row; when one, tie the new keys to the stored impression. The
+# One statement, one round trip: look for a stored key; when none, insert the impression
+# (with what it bills) and its keys; when one, tie the new keys to the stored impression. The
 # keys' primary key still decides a race: ON CONFLICT waits for another node's transaction
 # that holds one of the keys, and a key it committed is skipped (counted below).
 _SAVE_IMPRESSION = """
@@ -1001,9 +1001,10 @@ WITH seen AS (
     SELECT impression_id FROM impression_keys WHERE dedupe_key = ANY(%(keys)s::text[]) LIMIT 1
 ), ins AS (
     INSERT INTO impressions (kind, env, ad_id, campaign_id, publisher_id, post_id, slot_id,
-                             cpm_usd, at, invalid_reason)
+                             cpm_usd, at, invalid_reason, billed_usd)
     SELECT %(kind)s::text, %(env)s::text, %(ad)s::text, %(campaign)s::text, %(publisher)s::text,
-           %(post)s::text, %(slot)s::text, %(cpm)s::float8, %(at)s::float8, %(invalid)s::text
+           %(post)s::text, %(slot)s::text, %(cpm)s::float8, %(at)s::float8, %(invalid)s::text,
+           %(bill)s::float8
     WHERE NOT EXISTS (SELECT 1 FROM seen)
     RETURNING id
 ), keyed AS (
@@ -1011,11 +1012,6 @@ WITH seen AS (
     SELECT k, coalesce((SELECT id FROM ins), (SELECT impression_id FROM seen))
     FROM unnest(%(keys)s::text[]) AS k
     ON CONFLICT DO NOTHING RETURNING 1
-), billed AS (
-    INSERT INTO billing_events (impression_id, campaign_id, ad_id, publisher_id, amount_usd, at)
-    SELECT id, %(campaign)s::text, %(ad)s::text, %(publisher)s::text, %(bill)s::float8,
-           %(at)s::float8
-    FROM ins WHERE %(bill)s::float8 IS NOT NULL
 )
 SELECT (SELECT id FROM ins), (SELECT count(*) FROM keyed)
 """
@@ -1044,7 +1040,6 @@ async def _save_impression(
     # Lost a race: another node committed one of the keys while this statement ran. Undo
     # this impression (the rows are this transaction's own) and make it that one's replay.
     for sql in (
-        "DELETE FROM billing_events WHERE impression_id = %s",
         "DELETE FROM impression_keys WHERE impression_id = %s",
         "DELETE FROM impressions WHERE id = %s",
     ):
@@ -1065,8 +1060,8 @@ class _RaceLost(Exception):
 # A run of impressions in two statements whatever its length: the stored keys, then one
 # data-modifying CTE that inserts every new impression (ids drawn from the table's own
 # sequence), every key (new ones tied to their impression, a replay's new ones to the
-# impression it repeats) and every billing row. Keys go in key order, so two nodes wait
-# for each other's keys in one order.
+# impression it repeats), each impression with what it bills. Keys go in key order, so two
+# nodes wait for each other's keys in one order.
 _STORED_KEYS = (
     "SELECT dedupe_key, impression_id FROM impression_keys WHERE dedupe_key = ANY(%s::text[])"
 )
@@ -1081,9 +1076,9 @@ WITH fresh AS (
               invalid_reason, bill)
 ), ins AS (
     INSERT INTO impressions (id, kind, env, ad_id, campaign_id, publisher_id, post_id, slot_id,
-                             cpm_usd, at, invalid_reason) OVERRIDING SYSTEM VALUE
+                             cpm_usd, at, invalid_reason, billed_usd) OVERRIDING SYSTEM VALUE
     SELECT id, kind, env, ad_id, campaign_id, publisher_id, post_id, slot_id, cpm_usd, at,
-           invalid_reason
+           invalid_reason, bill
     FROM fresh
 ), keyed AS (
     INSERT INTO impression_keys (dedupe_key, impression_id)
@@ -1093,9 +1088,6 @@ WITH fresh AS (
     LEFT JOIN fresh ON fresh.ord = k.ord
     ORDER BY k.dedupe_key
     ON CONFLICT DO NOTHING RETURNING 1
-), billed AS (
-    INSERT INTO billing_events (impression_id, campaign_id, ad_id, publisher_id, amount_usd, at)
-    SELECT id, campaign_id, ad_id, publisher_id, bill, at FROM fresh WHERE bill IS NOT NULL
 )
 SELECT count(*) FROM keyed
 """
@@ -1110,8 +1102,8 @@ async def _save_impressions(
 ) -> list[bool]:
     """``_save_impression`` for a run of impressions in one go, with the same outcome as
     running them one after the other: a replay of a stored impression or of one earlier
-    in the run writes only its new keys; every other one is inserted with its keys, its
-    billing row and its counter bumps. ``_RaceLost`` when another node committed one of
+    in the run writes only its new keys; every other one is inserted with what it bills,
+    its keys and its counter bumps. ``_RaceLost`` when another node committed one of
     the keys meanwhile: the caller undoes the run and writes it one by one, which settles
     each race as ``_save_impression`` does."""
     key_lists = [sorted(set(imp.dedupe_keys)) for imp, _, _ in jobs]

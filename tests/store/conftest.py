@@ -102,3 +102,48 @@ async def race_for_key(url: str, key: str, write: Coroutine[Any, Any, Any]) -> t
         assert not task.done()
         await other.commit()
         return winner, await task
+
+
+def record_before_0360(target: Path | str, store: Store, run: Any, imp: Any) -> None:
+    """Count a fresh impression in a database migrated only up to before 0360, as the store
+    wrote one then: its row without ``billed_usd``, its dedupe keys, a row of
+    ``billing_events`` when it bills (``edge.ledger`` decides), and its counter bumps
+    (through ``store.add_counts``, which is unchanged)."""
+    from edge import ledger
+
+    billed = ledger.billing_usd(imp)
+    row = (imp.kind, imp.env, imp.ad_id, imp.campaign_id, imp.publisher_id, imp.post_id,
+           imp.slot_id, imp.cpm_usd, imp.at, imp.invalid_reason)  # fmt: skip
+    insert = (
+        "INSERT INTO impressions (kind, env, ad_id, campaign_id, publisher_id, post_id,"
+        " slot_id, cpm_usd, at, invalid_reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    )
+    keys = "INSERT INTO impression_keys (dedupe_key, impression_id) VALUES (?, ?)"
+    bill = (
+        "INSERT INTO billing_events (impression_id, campaign_id, ad_id, publisher_id,"
+        " amount_usd, at) VALUES (?, ?, ?, ?, ?, ?)"
+    )
+    if isinstance(target, Path):
+        conn = sqlite3.connect(target)
+        try:
+            impression_id = conn.execute(insert, row).lastrowid
+            conn.executemany(keys, [(k, impression_id) for k in imp.dedupe_keys])
+            if billed is not None:
+                conn.execute(bill, (impression_id, imp.campaign_id, imp.ad_id,
+                                    imp.publisher_id, billed, imp.at))  # fmt: skip
+            conn.commit()
+        finally:
+            conn.close()
+    else:
+        with psycopg.connect(target) as pg:
+            found = pg.execute(
+                (insert + " RETURNING id").replace("?", "%s").encode(), row
+            ).fetchone()
+            assert found is not None
+            impression_id = found[0]
+            for k in imp.dedupe_keys:
+                pg.execute(keys.replace("?", "%s").encode(), (k, impression_id))
+            if billed is not None:
+                pg.execute(bill.replace("?", "%s").encode(), (impression_id, imp.campaign_id,
+                           imp.ad_id, imp.publisher_id, billed, imp.at))  # fmt: skip
+    run(store.add_counts(ledger.impression_counts_of_day(imp, billed)))

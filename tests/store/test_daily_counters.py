@@ -123,7 +123,12 @@ def test_one_upsert_per_day_bucket_per_batch():
     """A batch of 40 impressions of one ad runs one upsert per (day, scope, id, counter)."""
     conn = sqlite3.connect(":memory:", factory=CountingConnection)
     folder = resources.files("edge.store.migrations")
-    for name in ("0004_events.sql", "0232_invalid_events.sql", "0260_daily_counters.sql"):
+    for name in (
+        "0004_events.sql",
+        "0232_invalid_events.sql",
+        "0260_daily_counters.sql",
+        "0360_billing_in_impressions.sql",
+    ):
         conn.executescript(folder.joinpath(name).read_text())
     statements: list[str] = []
     conn.set_trace_callback(statements.append)

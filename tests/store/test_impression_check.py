@@ -15,7 +15,7 @@ import pytest
 from edge import ledger
 from edge.settings import Settings
 from edge.store import Impression, migrations, open_store
-from tests.store.conftest import sql
+from tests.store.conftest import record_before_0360, sql
 
 KINDS = ("url", "ugc", "ai-render", "ai-view", "legacy")
 
@@ -59,10 +59,10 @@ def test_impressions_stored_before_the_new_kind_check_are_kept(
     stored = [(f"tok:{secrets.token_urlsafe(12)}", f"iid:{uuid.uuid4()}") for _ in range(25)]
     for i, keys in enumerate(stored):
         extra = {"invalid_reason": "datacenter"} if i % 7 == 3 else {}
-        counted = run(ledger.record_impression(
-            old, _imp(keys, 1_790_000_000.0 + i, kind=KINDS[i % 5], post_id=f"p{i}", **extra)
-        ))  # fmt: skip
-        assert counted is True
+        record_before_0360(
+            db_target, old, run,
+            _imp(keys, 1_790_000_000.0 + i, kind=KINDS[i % 5], post_id=f"p{i}", **extra),
+        )  # fmt: skip
     run(old.close())
     before = _tables(db_target)
     assert len(before["impressions"]) == 25 and len(before["billing"]) == 21

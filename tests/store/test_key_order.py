@@ -14,7 +14,7 @@ from edge.beacons import issue_impression_token, read_impression_token, token_id
 from edge.counters import utc_day
 from edge.signing import Signer
 from edge.store import Impression
-from tests.store.conftest import sql
+from tests.store.conftest import record_before_0360, sql
 
 
 def test_token_ids_sort_by_their_issue_time():
@@ -94,7 +94,7 @@ def test_billing_rows_keyed_by_impression_after_migration(db_target, loop, run, 
     run(old.open())
     stored = [(f"tok:{secrets.token_urlsafe(12)}", f"iid:{uuid.uuid4()}") for _ in range(30)]
     for i, keys in enumerate(stored):
-        assert run(ledger.record_impression(old, _imp(keys, 1_790_000_000.0 + i))) is True
+        record_before_0360(db_target, old, run, _imp(keys, 1_790_000_000.0 + i))
     run(old.close())
     before = sql(db_target, "SELECT impression_id, amount_usd, at FROM billing_events")
     assert len(before) == 30

@@ -13,7 +13,7 @@ from edge import ledger
 from edge.counters import utc_day
 from edge.settings import Settings
 from edge.store import Click, Impression, migrations, open_store
-from tests.store.conftest import sql
+from tests.store.conftest import record_before_0360, sql
 
 
 def _imp(key: str, at: float, campaign_id: str, cpm_usd: float) -> Impression:
@@ -43,10 +43,10 @@ def test_todays_buckets_made_whole_and_the_time_indexes_dropped(db_target, run, 
     old = open_store(Settings(db=db_target))
     run(old.open())
     # Today: cmp-1 bills 0.004 + a 0.5 click, cmp-2 0.002; yesterday cmp-1 0.001.
-    assert run(ledger.record_impression(old, _imp("tok:a", now, "cmp-1", 4.0)))
-    assert run(ledger.record_impression(old, _imp("tok:b", now, "cmp-2", 2.0)))
-    assert run(ledger.record_impression(old, _imp("tok:c", now - 86_400, "cmp-1", 1.0)))
-    assert run(ledger.record_impression(old, _imp("tok:e", now, "cmp-3", 3.0)))
+    record_before_0360(db_target, old, run, _imp("tok:a", now, "cmp-1", 4.0))
+    record_before_0360(db_target, old, run, _imp("tok:b", now, "cmp-2", 2.0))
+    record_before_0360(db_target, old, run, _imp("tok:c", now - 86_400, "cmp-1", 1.0))
+    record_before_0360(db_target, old, run, _imp("tok:e", now, "cmp-3", 3.0))
     click = Click(click_id="k1", impression_key="tok:a", kind="url", env="production",
                   ad_id="ad-1", campaign_id="cmp-1", at=now, publisher_id="pub-1",
                   charge_usd=0.5)  # fmt: skip

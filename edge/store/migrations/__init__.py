@@ -27,6 +27,8 @@ branches can add migrations without renumbering. The files, in order:
   IN list (SQLite rebuilds the table; nothing on PostgreSQL).
 - ``0330_spend_by_day``: today's spend read from the day buckets (today's made whole from
   the billing rows first); the billing rows' and charges' time indexes dropped.
+- ``0360_billing_in_impressions``: what an impression bills stored in its own row;
+  ``billing_events`` a view of those rows (same columns and rows as the table it replaces).
 
 A new migration takes the next free number and adds its line here (a test checks both).
 """
