@@ -4,7 +4,8 @@ loaded from the other core, alternately in the same run.
 
 Every edge request carries its own freshly signed impression token and impression id, so
 each one is a real, counted, fsynced impression (no replay short-cut) from a browser's user
-agent, four from each client address, valid and billed; the stored, valid and billed counts
+agent, four from each public client address, bound to its client as a match binds it, valid
+and billed; the stored, valid and billed counts
 are checked against the acknowledged count at the end.
 """
 
@@ -18,12 +19,13 @@ from pathlib import Path
 import orjson
 
 from bench import edge_env
-from bench.load import LoadResult, run_load
+from bench.load import LoadResult, client_address, run_load
 from bench.options import Options, progress
 from bench.report import Section, Table
 from bench.servers import BareServer, PinnedEdge
 from bench.stats import Spread, ratios
 from edge.beacons import issue_impression_token
+from edge.ivt import network_binding
 from edge.signing import Signer
 
 PATH = "/dea/url/impression"
@@ -41,11 +43,25 @@ def tag_impression_id(at: float) -> str:
     return "-".join([digits, *(str(secrets.randbits(32)) for _ in range(4))])
 
 
-def mint_bodies(signer: Signer, count: int, ad: edge_env.BenchAd) -> list[bytes]:
+def mint_bodies(
+    signer: Signer,
+    count: int,
+    ad: edge_env.BenchAd,
+    clients_every: int = edge_env.BEACONS_PER_CLIENT,
+) -> list[bytes]:
+    """``count`` beacon bodies, each with a fresh token and impression id. Each token is bound
+    to the client the load generators send its body from (``client_address``, the bench's
+    browser user agent), as the match that placed the ad binds it; ``clients_every`` must be
+    the one the load is run with (0: tokens bound to no client)."""
     # Issued one after the other, as a page's placements are before their beacons.
     bodies = []
-    for _ in range(count):
+    for i in range(count):
         now = time.time()
+        binding = (
+            network_binding(signer, client_address(i, clients_every), edge_env.BROWSER_UA)
+            if clients_every
+            else None
+        )
         token, _ = issue_impression_token(
             signer,
             surface="url",
@@ -56,6 +72,7 @@ def mint_bodies(signer: Signer, count: int, ad: edge_env.BenchAd) -> list[bytes]
             publisher_id=ad.publisher_id,
             cpm_usd=ad.cpm_usd,
             slot_id="bench-slot",
+            client=binding,
         )
         body = {
             "impression_token": token,
@@ -231,10 +248,11 @@ def run(options: Options) -> Section:
         f"Durability check: {stored:,} impressions stored for {unique_acked:,} acknowledged "
         f"first-time beacons ({'none lost' if stored >= unique_acked else 'SOME LOST'}); "
         f"{stored - invalid:,} of them valid and {billed:,} billed. Each beacon comes with a "
-        f"browser's user agent, from a client address of its own for every "
+        f"browser's user agent, from a public US client address of its own for every "
         f"{edge_env.BEACONS_PER_CLIENT} (X-Forwarded-For from the trusted loopback proxy), "
-        "and bills its CPM: the path of a browser's beacon, with its client's rate, billing "
-        "row, spend and counters.",
+        "carries a token bound to that client and user agent, and bills its CPM: the path "
+        "of a browser's beacon, with its client's geofence verdict, binding check, rate, "
+        "billing, spend and counters.",
         f"Edge resident memory after the runs: {edge_rss:.0f} MiB.",
         "CPU us/req: CPU time of the server process per request at saturation (from "
         "/proc; less disturbed by other load on the machine than req/s). The edge's: event "

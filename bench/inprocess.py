@@ -117,7 +117,8 @@ async def _run(n: int, profile: bool, per_client: int) -> None:
 
         await asyncio.gather(*(worker(bodies[i::CONCURRENCY]) for i in range(CONCURRENCY)))
 
-    bodies = list(enumerate(mint_bodies(Signer(key.encode()), n + WARM_UP, edge_env.bench_ad())))
+    ad = edge_env.bench_ad()
+    bodies = list(enumerate(mint_bodies(Signer(key.encode()), n + WARM_UP, ad, per_client)))
     await run_all(bodies[:WARM_UP])
     profiler = cProfile.Profile() if profile else None
     usage = resource.getrusage(resource.RUSAGE_SELF)
@@ -191,7 +192,7 @@ async def _run_served(n: int, bare: bool, profile: bool, per_client: int) -> Non
     started = await outbox.get()
     if started["type"] != "lifespan.startup.complete":
         raise SystemExit(f"the edge did not start: {started}")
-    bodies = mint_bodies(Signer(key.encode()), n + WARM_UP, edge_env.bench_ad())
+    bodies = mint_bodies(Signer(key.encode()), n + WARM_UP, edge_env.bench_ad(), per_client)
     requests = [
         f"POST {PATH} HTTP/1.1\r\nHost: 127.0.0.1:8000\r\nContent-Type: application/json\r\n"
         f"User-Agent: {edge_env.BROWSER_UA}\r\n"

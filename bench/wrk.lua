@@ -29,7 +29,7 @@ function init(args)
 end
 
 -- WRK_CLIENT_EVERY=k (k > 0): each group of k bodies is sent as from its own client,
--- X-Forwarded-For 10.a.b.c numbered from the body's place in the file (as bench/load.py's
+-- X-Forwarded-For 3.a.b.c numbered from the body's place in the file (as bench/load.py's
 -- client_address does)
 local every = tonumber(os.getenv("WRK_CLIENT_EVERY")) or 0
 
@@ -39,7 +39,7 @@ function request()
   if every > 0 then
     local c = math.floor((i - 1) / every)
     headers["X-Forwarded-For"] = string.format(
-      "10.%d.%d.%d", math.floor(c / 65536) % 256, math.floor(c / 256) % 256, c % 256)
+      "3.%d.%d.%d", math.floor(c / 65536) % 256, math.floor(c / 256) % 256, c % 256)
   end
   return wrk.format(method, nil, headers, bodies[i])
 end

@@ -76,7 +76,44 @@ def test_only_wrk_loads_from_several_cores():
 def test_each_group_of_beacons_comes_from_a_client_address_of_its_own():
     from bench.load import client_address
 
-    assert [client_address(i, 4) for i in (0, 3)] == ["10.0.0.0", "10.0.0.0"]
-    assert client_address(4, 4) == "10.0.0.1"
-    assert client_address(4 * 256, 4) == "10.0.1.0"
-    assert client_address(4 * 65536, 4) == "10.1.0.0"
+    assert [client_address(i, 4) for i in (0, 3)] == ["3.0.0.0", "3.0.0.0"]
+    assert client_address(4, 4) == "3.0.0.1"
+    assert client_address(4 * 256, 4) == "3.0.1.0"
+    assert client_address(4 * 65536, 4) == "3.1.0.0"
+
+
+def test_beacon_clients_pass_the_geofence_as_public_us_visitors():
+    from bench.load import client_address
+    from geoip.fence import us_only
+    from geoip.reader import open_reader
+
+    geo = open_reader()
+    for i in (0, 4, 4 * 256 + 3, 4 * 65536 * 255):
+        verdict = us_only(geo, client_address(i, 4), allow_private=False)
+        assert (verdict.allowed, verdict.reason) == (True, "us")
+
+
+def test_each_beacon_token_is_bound_to_the_client_that_sends_it():
+    import time
+
+    import orjson
+
+    from bench import edge_env
+    from bench.ingest import mint_bodies
+    from bench.load import client_address
+    from edge.beacons import read_impression_token
+    from edge.ivt import Client, client_binding
+    from edge.signing import Signer
+
+    signer = Signer(b"k" * 32)
+
+    def bound_to(body: bytes) -> str | None:
+        token = orjson.loads(body)["impression_token"]
+        now = time.time()
+        return read_impression_token(signer, token, surface="url", env="production", now=now).client
+
+    bodies = mint_bodies(signer, 9, edge_env.bench_ad(), clients_every=4)
+    clients = [Client(client_address(i, 4), edge_env.BROWSER_UA) for i in range(9)]
+    assert [bound_to(b) for b in bodies] == [client_binding(signer, c) for c in clients]
+    assert len({bound_to(b) for b in bodies}) == 3  # one binding per client of 4 beacons
+    assert bound_to(mint_bodies(signer, 1, edge_env.bench_ad(), clients_every=0)[0]) is None
