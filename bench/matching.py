@@ -182,8 +182,12 @@ PREVIOUS_SAFETY: dict[str, dict[str, float]] = {
 
 
 def _safety(section: Section) -> None:
-    progress("matcher: brand-safety figures on the held-out split and the independent set")
-    reports = {"held-out": evaluate(), "independent": evaluate(split="independent")}
+    progress("matcher: brand-safety figures on the held-out split, the independent and stress sets")
+    reports = {
+        "held-out": evaluate(),
+        "independent": evaluate(split="independent"),
+        "stress": evaluate(split="stress"),
+    }
     t = Table(["set", "class", "texts", "measure", "now", "previous model"])
     for name, r in reports.items():
         before = PREVIOUS_SAFETY.get(name, {})
@@ -220,13 +224,24 @@ def _safety(section: Section) -> None:
         "the whole text and each sentence, per-class thresholds, and a second pass over a "
         "suspicious text's sentences encoded alone) on the `heldout` rows of "
         "`tests/data/safety_labelled.jsonl`, which no weight or threshold saw, and on "
-        "`tests/data/safety_independent.jsonl`, written apart and committed before training. "
+        "`tests/data/safety_independent.jsonl`, written apart and committed before training, "
+        "and on `tests/data/safety_stress.jsonl`, written later by someone else from the "
+        "class definitions alone and never trained on: self-harm in oblique wordings and "
+        "everyday texts chosen to share its words (its safe rows are hard on purpose, so "
+        "their share blocked is not held to the 3% aim). "
         "An AI turn counts as blocked when its prompt or its answer is. Aim: recall >= 0.98 "
         'on unsafe text, 1.00 on self-harm, at most 3% of safe texts blocked. "previous '
         'model": the classifier shipped before (the same weights and thresholds, with three '
         "sentences alone in the second pass instead of two), on the same rows."
     )
     for name, r in reports.items():
+        if name == "stress":
+            section.headline.append(
+                f"Brand safety (stress, everyday twins of self-harm): recall "
+                f"{r['recall_unsafe']:.3f} on unsafe text, {r['self_harm']['recall']:.3f} on "
+                f"self-harm, {r['safe_blocked']:.1%} of its hard safe texts blocked."
+            )
+            continue
         met = (
             r["recall_unsafe"] >= 0.98
             and r["self_harm"]["recall"] >= 1.0

@@ -61,6 +61,11 @@ from matcher.safety import (
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data"
 LABELLED = DATA / "safety_labelled.jsonl"
 INDEPENDENT = DATA / "safety_independent.jsonl"
+# Written later by someone else, from the class definitions and the floor alone, and never
+# trained on: self-harm in oblique wordings and everyday texts that share its words (ending
+# things with a partner, a drive out to the lake, decluttering). A stress test, not a sample
+# of traffic: its safe rows are chosen to be hard, so their share blocked is not held to 3%.
+STRESS = DATA / "safety_stress.jsonl"
 FOLDS = 5
 OOF_DUMP = Path(__file__).resolve().parents[1] / "var" / "safety_oof.pickle"  # for tuning only
 # MiniLM outputs of the rows (vector, sentences, their vectors and peaks) by text hash, so a
@@ -711,13 +716,14 @@ def default_check() -> Check:
 def evaluate(
     check: Check | None = None, path: Path | None = None, split: str = "heldout"
 ) -> dict[str, Any]:
-    """Per-class figures on one split (``independent``: the whole independent set).
+    """Per-class figures on one split (``independent``, ``stress``: the whole set of that
+    name).
 
     ``check(texts) -> list[SafetyVerdict]`` (``Matcher.check_safety`` fits). An AI turn
     is blocked when its prompt or its answer is unsafe, as the matcher decides it.
     """
     if path is None:
-        path = INDEPENDENT if split == "independent" else LABELLED
+        path = {"independent": INDEPENDENT, "stress": STRESS}.get(split, LABELLED)
     rows = [r for r in load_labelled(path) if r.split == split]
     check = check or default_check()
     texts: list[str] = []
@@ -765,6 +771,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, rep in (
         ("held-out", evaluate(check, args.labelled, "heldout")),
         ("independent", evaluate(check, INDEPENDENT, "independent")),
+        ("stress", evaluate(check, STRESS, "stress")),
     ):
         print(f"{name}: {orjson.dumps(rep, option=orjson.OPT_INDENT_2).decode()}")
     print(f"thresholds: {clf.thresholds}")

@@ -18,6 +18,7 @@ from matcher.types import MatchRequest
 
 ROWS = safety_train.load_labelled()
 INDEPENDENT = safety_train.load_labelled(safety_train.INDEPENDENT)
+STRESS = safety_train.load_labelled(safety_train.STRESS)
 NOW = 1.79e9
 
 
@@ -43,6 +44,17 @@ def test_independent_set_is_apart_from_the_labelled_set():
     assert not [r.text for r in INDEPENDENT if r.text.lower() in labelled]
     assert {r.cls for r in INDEPENDENT} == set(CLASSES)
     assert sum(r.prompt is not None for r in INDEPENDENT) >= 10
+
+
+def test_stress_set_is_apart_and_made_of_self_harm_and_its_everyday_twins():
+    seen = {r.text.lower() for r in [*ROWS, *INDEPENDENT]}
+    assert not [r.text for r in STRESS if r.text.lower() in seen]
+    assert len({r.text for r in STRESS}) == len(STRESS)
+    assert {r.split for r in STRESS} == {"stress"}
+    classes = Counter(r.cls for r in STRESS)
+    assert classes["self_harm"] >= 250 and classes["safe"] >= 300, classes
+    commercial = [r for r in STRESS if r.kind in ("commercial-tail", "commercial-head")]
+    assert {r.cls for r in commercial} >= {"self_harm", "safe"}
 
 
 def test_shipped_model_was_trained_on_this_labelled_set():
@@ -141,8 +153,20 @@ def test_independent_figures(independent):
     assert independent["safe_blocked"] <= 0.017, independent
 
 
+def test_stress_figures(shared_matcher):
+    # Floors at the figures the shipped model gave when the set was added (BENCHMARKS.md):
+    # a retrain that lets more oblique self-harm through, or blocks more of its everyday
+    # twins, fails here.
+    stress = safety_train.evaluate(shared_matcher.check_safety, split="stress")
+    assert stress["texts"] == len(STRESS)
+    assert stress["self_harm"]["recall"] >= 0.889, stress
+    assert stress["recall_unsafe"] >= 0.904, stress
+    assert stress["safe_blocked"] <= 0.230, stress
+
+
 def test_lexicon_never_fires_on_safe_rows():
-    hits = [r.text for r in [*ROWS, *INDEPENDENT] if not r.unsafe and LEXICON.search(r.text)]
+    rows = [*ROWS, *INDEPENDENT, *STRESS]
+    hits = [r.text for r in rows if not r.unsafe and LEXICON.search(r.text)]
     assert hits == []
 
 
