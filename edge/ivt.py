@@ -129,34 +129,6 @@ def client_key(signer: Signer, client: Client) -> str:
     return address_key(signer, _network(client.ip))
 
 
-class ClientFacts(msgspec.Struct, frozen=True):
-    """A client with its two keyed hashes: ``client_key`` (the rate key) and
-    ``client_binding`` (what a bound token must carry)."""
-
-    client: Client
-    key: str
-    binding: str
-
-
-def client_facts(signer: Signer, ip: str | None, user_agent: str) -> ClientFacts:
-    """The client of ``ip`` (an address as text) and ``user_agent`` with its keyed hashes,
-    remembered per (address, user agent) in memory, for code that holds an address rather
-    than a request (requests use the edge's ``edge.clients.ClientCache``, which keeps the
-    same hashes with everything else it derives from the address). A user agent longer
-    than the rules read is worked out each time, so the cache's size stays bounded."""
-    if len(user_agent) > MAX_USER_AGENT:
-        return _client_facts(signer, ip, user_agent)
-    return _remembered_facts(signer, ip, user_agent)
-
-
-def _client_facts(signer: Signer, ip: str | None, user_agent: str) -> ClientFacts:
-    client = Client(ip, user_agent)
-    return ClientFacts(client, client_key(signer, client), client_binding(signer, client))
-
-
-_remembered_facts = lru_cache(maxsize=1024)(_client_facts)
-
-
 class BotDetector:
     """Known crawler and bot user agents, from the ``crawler-user-agents`` package's list,
     compiled once into one expression; verdicts are cached per user-agent string."""

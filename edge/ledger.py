@@ -172,9 +172,9 @@ def conversion_counts(conversion: Conversion) -> list[CountRow]:
 
 def record_impression(store: Store, imp: Impression) -> Awaitable[bool]:
     """Count ``imp`` unless it is a replay; True when counted. What it returns is awaited
-    until the commit of the impression, its billing row and its counter bumps (one
-    transaction). It is the store's own awaitable, with no coroutine of its own around it:
-    this runs on every impression beacon."""
+    until the commit of the impression (its row holds what it bills, ``billed_usd``) and
+    its counter bumps (one transaction). It is the store's own awaitable, with no
+    coroutine of its own around it: this runs on every impression beacon."""
     if not imp.dedupe_keys:
         raise ValueError("an impression needs at least one dedupe key")
     billed = billing_usd(imp)

@@ -10,11 +10,8 @@ import pytest
 from edge.ivt import (
     BotDetector,
     Client,
-    ClientFacts,
     TrafficClassifier,
-    _remembered_facts,
     client_binding,
-    client_facts,
     client_key,
 )
 from edge.settings import RateLimit, Settings
@@ -134,24 +131,3 @@ def test_a_resent_beacon_does_not_spend_the_clients_rate_again():
     assert verdict(c, event_id="tok-2") is None
     assert verdict(c, event_id="tok-3") == "rate_limited"
     assert verdict(c, event_id="tok-3") == "rate_limited"  # and stays what it was
-
-
-@pytest.mark.parametrize(
-    ("ip", "user_agent"),
-    [("203.0.113.9", CHROME), (None, ""), ("2001:db8::1", "curl/8"), ("2001:db8::2", "x" * 600)],
-)
-def test_client_facts_are_the_client_and_its_keyed_hashes(ip, user_agent):
-    for _ in range(2):  # worked out, then remembered
-        client = Client(ip, user_agent)
-        expected = ClientFacts(client, client_key(SIGNER, client), client_binding(SIGNER, client))
-        assert client_facts(SIGNER, ip, user_agent) == expected
-    other = Signer(b"o" * 32)  # remembered per signer: another key gives other hashes
-    assert client_facts(other, ip, user_agent).key == client_key(other, Client(ip, user_agent))
-
-
-def test_client_facts_remember_no_user_agent_longer_than_the_rules_read():
-    before = _remembered_facts.cache_info().currsize
-    client_facts(SIGNER, "198.51.100.7", "x" * 513)
-    assert _remembered_facts.cache_info().currsize == before
-    client_facts(SIGNER, "198.51.100.7", "x" * 512)
-    assert _remembered_facts.cache_info().currsize == before + 1

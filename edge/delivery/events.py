@@ -76,7 +76,7 @@ def _billed_cpm(ctx: Context, campaign_id: str | None, cpm: float | None) -> flo
 
 
 async def _record(ctx: Context, imp: Impression) -> bool:
-    """Store the impression; once committed, its billing row counts toward the campaign's
+    """Store the impression; once committed, what it bills counts toward the campaign's
     spend at once (the pacing gate and the next billing decision see it)."""
     try:
         counted = await ledger.record_impression(ctx.store, imp)
