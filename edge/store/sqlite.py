@@ -130,6 +130,7 @@ class _Writer(threading.Thread):
         self.batches = 0
         self.jobs = 0
         self.batched = 0  # jobs written through a batched form
+        self.turn_failures = 0  # batches the write turns failed for (committed without)
 
     def submit(self, fn: Callable[..., T], args: tuple[Any, ...]) -> cf.Future[T]:
         future: cf.Future[T] = cf.Future()
@@ -187,11 +188,28 @@ class _Writer(threading.Thread):
         self._turns.close()
 
     def _commit(self, batch: list[_Job]) -> None:
-        self._turns.take()
+        # The turns only make several workers' writers fair; SQLite's own lock keeps the
+        # writes right. So a lock file that fails (a full or read-only folder, a lost
+        # descriptor) costs fairness, never this thread: every later batch would wait
+        # for an answer forever.
+        try:
+            taken = self._turns.take()
+        except OSError as exc:
+            self._turns_failed(exc)
+            taken = False
         try:
             self._commit_in_turn(batch)
         finally:
-            self._turns.give()
+            if taken:
+                try:
+                    self._turns.give()
+                except OSError as exc:
+                    self._turns_failed(exc)
+
+    def _turns_failed(self, exc: OSError) -> None:
+        self.turn_failures += 1
+        if self.turn_failures == 1:  # once per writer, not once per batch
+            log.warning("write turns failed, committing without them: %s", exc)
 
     def _commit_in_turn(self, batch: list[_Job]) -> None:
         conn = self._conn

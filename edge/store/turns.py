@@ -17,6 +17,9 @@ worker never leaves a lock behind.
 There is no time limit on the wait: ``flock`` has none, and the one holder of the turn is
 committing, which SQLite's own ``busy_timeout`` still bounds. A worker stopped (not
 killed) while it holds the turn holds up the others' writes until it resumes or dies.
+
+The turns make the writers fair; they do not make the writes right (SQLite's lock does).
+So the writer commits without its turn when the lock files fail (``_Writer._commit``).
 """
 
 from __future__ import annotations

@@ -107,3 +107,39 @@ def test_a_forked_child_takes_turns_with_its_parent(tmp_path):
     turns.give()
     turns.close()
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_a_failing_turn_costs_fairness_not_the_writer(tmp_path, caplog):
+    # The turns only make several writers fair: when their lock files fail, each batch is
+    # still committed (SQLite's own lock keeps it right) and answered, and the failure is
+    # logged once, not per batch.
+    import sqlite3
+
+    from edge.store.sqlite import SQLiteStore
+
+    db = tmp_path / "edge.db"
+    store = SQLiteStore(db)
+    store.open_blocking()
+    try:
+        writer = store._writer
+        assert writer is not None
+        turns = writer._turns
+        os.close(turns._gate)  # a lost descriptor: every flock on it fails with EBADF
+        os.close(turns._turn)
+
+        def note(conn: sqlite3.Connection, n: int) -> int:
+            conn.execute("CREATE TABLE IF NOT EXISTS t (n INTEGER)")
+            conn.execute("INSERT INTO t VALUES (?)", (n,))
+            return n
+
+        with caplog.at_level("WARNING", logger="edge.store"):
+            answers = [writer.submit(note, (n,)).result(timeout=10) for n in range(3)]
+        assert answers == [0, 1, 2]
+        assert writer.turn_failures == 3
+        assert sum("write turns failed" in r.getMessage() for r in caplog.records) == 1
+    finally:
+        writer._turns.close = lambda: None  # its files are closed already
+        store.close_blocking()
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT n FROM t ORDER BY n").fetchall() == [(0,), (1,), (2,)]
+    conn.close()
