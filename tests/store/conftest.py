@@ -104,6 +104,19 @@ async def race_for_key(url: str, key: str, write: Coroutine[Any, Any, Any]) -> t
         return winner, await task
 
 
+def migrate_only_before(monkeypatch: pytest.MonkeyPatch, number: str) -> None:
+    """Stores opened from now on apply only the migrations numbered before ``number``: a
+    database as an earlier release left it."""
+    from edge.store import migrations
+
+    shipped = migrations.migration_files
+    monkeypatch.setattr(
+        migrations,
+        "migration_files",
+        lambda backend="sqlite": [m for m in shipped(backend) if m[0] < number],
+    )
+
+
 def record_before_0360(target: Path | str, store: Store, run: Any, imp: Any) -> None:
     """Count a fresh impression in a database migrated only up to before 0360, as the store
     wrote one then: its row without ``billed_usd``, its dedupe keys, a row of

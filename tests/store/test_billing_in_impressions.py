@@ -15,7 +15,7 @@ import pytest
 from edge import ledger
 from edge.settings import Settings
 from edge.store import Impression, migrations, open_store
-from tests.store.conftest import record_before_0360, sql
+from tests.store.conftest import migrate_only_before, record_before_0360, sql
 
 _IMPRESSIONS = (
     "SELECT id, kind, env, ad_id, campaign_id, publisher_id, post_id, slot_id, cpm_usd, at,"
@@ -46,12 +46,7 @@ def _varied(i: int) -> dict:
 
 
 def test_billing_rows_move_into_their_impressions(db_target, run, monkeypatch):
-    shipped = migrations.migration_files
-    monkeypatch.setattr(
-        migrations,
-        "migration_files",
-        lambda backend="sqlite": [m for m in shipped(backend) if m[0] < "0360"],
-    )
+    migrate_only_before(monkeypatch, "0360")
     old = open_store(Settings(db=db_target))
     run(old.open())
     stored = [(f"tok:{secrets.token_urlsafe(12)}", f"iid:{uuid.uuid4()}") for _ in range(25)]
@@ -60,7 +55,7 @@ def test_billing_rows_move_into_their_impressions(db_target, run, monkeypatch):
     run(old.close())
     before = {q: sql(db_target, q) for q in (_IMPRESSIONS, _KEYS, _BILLING)}
     assert len(before[_IMPRESSIONS]) == 25 and len(before[_BILLING]) == 10
-    monkeypatch.setattr(migrations, "migration_files", shipped)
+    monkeypatch.undo()  # every shipped migration again
 
     new = open_store(Settings(db=db_target))
     run(new.open())

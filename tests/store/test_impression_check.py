@@ -15,7 +15,7 @@ import pytest
 from edge import ledger
 from edge.settings import Settings
 from edge.store import Impression, migrations, open_store
-from tests.store.conftest import record_before_0360, sql
+from tests.store.conftest import migrate_only_before, record_before_0360, sql
 
 KINDS = ("url", "ugc", "ai-render", "ai-view", "legacy")
 
@@ -48,12 +48,7 @@ def _tables(target) -> dict[str, list[tuple]]:
 def test_impressions_stored_before_the_new_kind_check_are_kept(
     db_target, run, monkeypatch, backend
 ):
-    shipped = migrations.migration_files
-    monkeypatch.setattr(
-        migrations,
-        "migration_files",
-        lambda backend="sqlite": [m for m in shipped(backend) if m[0] < "0320"],
-    )
+    migrate_only_before(monkeypatch, "0320")
     old = open_store(Settings(db=db_target))
     run(old.open())
     stored = [(f"tok:{secrets.token_urlsafe(12)}", f"iid:{uuid.uuid4()}") for _ in range(25)]
@@ -66,7 +61,7 @@ def test_impressions_stored_before_the_new_kind_check_are_kept(
     run(old.close())
     before = _tables(db_target)
     assert len(before["impressions"]) == 25 and len(before["billing"]) == 21
-    monkeypatch.setattr(migrations, "migration_files", shipped)
+    monkeypatch.undo()  # every shipped migration again
 
     new = open_store(Settings(db=db_target))
     run(new.open())

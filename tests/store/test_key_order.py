@@ -14,7 +14,7 @@ from edge.beacons import issue_impression_token, read_impression_token, token_id
 from edge.counters import utc_day
 from edge.signing import Signer
 from edge.store import Impression
-from tests.store.conftest import record_before_0360, sql
+from tests.store.conftest import migrate_only_before, record_before_0360, sql
 
 
 def test_token_ids_sort_by_their_issue_time():
@@ -82,14 +82,9 @@ def test_billing_rows_keyed_by_impression_after_migration(db_target, loop, run, 
     impressions stored: migrated, its rows are all kept, replays of its impressions are
     replays, and new impressions bill once each."""
     from edge.settings import Settings
-    from edge.store import migrations, open_store
+    from edge.store import open_store
 
-    shipped = migrations.migration_files
-    monkeypatch.setattr(
-        migrations,
-        "migration_files",
-        lambda backend="sqlite": [m for m in shipped(backend) if m[0] < "0310"],
-    )
+    migrate_only_before(monkeypatch, "0310")
     old = open_store(Settings(db=db_target))
     run(old.open())
     stored = [(f"tok:{secrets.token_urlsafe(12)}", f"iid:{uuid.uuid4()}") for _ in range(30)]
@@ -98,7 +93,7 @@ def test_billing_rows_keyed_by_impression_after_migration(db_target, loop, run, 
     run(old.close())
     before = sql(db_target, "SELECT impression_id, amount_usd, at FROM billing_events")
     assert len(before) == 30
-    monkeypatch.setattr(migrations, "migration_files", shipped)
+    monkeypatch.undo()  # every shipped migration again
 
     new = open_store(Settings(db=db_target))
     run(new.open())

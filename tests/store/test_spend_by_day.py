@@ -12,8 +12,8 @@ import pytest
 from edge import ledger
 from edge.counters import utc_day
 from edge.settings import Settings
-from edge.store import Click, Impression, migrations, open_store
-from tests.store.conftest import record_before_0360, sql
+from edge.store import Click, Impression, open_store
+from tests.store.conftest import migrate_only_before, record_before_0360, sql
 
 
 def _imp(key: str, at: float, campaign_id: str, cpm_usd: float) -> Impression:
@@ -32,12 +32,7 @@ def _indexes(target: Path | str) -> set[str]:
 
 
 def test_todays_buckets_made_whole_and_the_time_indexes_dropped(db_target, run, monkeypatch):
-    shipped = migrations.migration_files
-    monkeypatch.setattr(
-        migrations,
-        "migration_files",
-        lambda backend="sqlite": [m for m in shipped(backend) if m[0] < "0330"],
-    )
+    migrate_only_before(monkeypatch, "0330")
     now = time.time()
     today, yesterday = utc_day(now), utc_day(now - 86_400)
     old = open_store(Settings(db=db_target))
@@ -64,7 +59,7 @@ def test_todays_buckets_made_whole_and_the_time_indexes_dropped(db_target, run, 
     ):
         _execute(db_target, statement)
     assert {"billing_events_at", "charges_at"} <= _indexes(db_target)
-    monkeypatch.setattr(migrations, "migration_files", shipped)
+    monkeypatch.undo()  # every shipped migration again
 
     new = open_store(Settings(db=db_target))
     run(new.open())
