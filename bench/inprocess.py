@@ -29,6 +29,7 @@ import resource
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +81,25 @@ def _edge_environ() -> str:
     return key
 
 
+async def _measured(
+    run: Awaitable[None], profile: bool
+) -> tuple[float, float, cProfile.Profile | None]:
+    """(event-loop CPU seconds, whole-process CPU seconds, the cProfile when asked) of
+    awaiting ``run``."""
+    profiler = cProfile.Profile() if profile else None
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    loop_cpu = time.thread_time()
+    if profiler is not None:
+        profiler.enable()
+    await run
+    if profiler is not None:
+        profiler.disable()
+    loop_cpu = time.thread_time() - loop_cpu
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    process_cpu = (after.ru_utime + after.ru_stime) - (usage.ru_utime + usage.ru_stime)
+    return loop_cpu, process_cpu, profiler
+
+
 async def _run(n: int, profile: bool, per_client: int) -> None:
     key = _edge_environ()
     edge = create_app(Settings.from_sources())
@@ -120,17 +140,7 @@ async def _run(n: int, profile: bool, per_client: int) -> None:
     ad = edge_env.bench_ad()
     bodies = list(enumerate(mint_bodies(Signer(key.encode()), n + WARM_UP, ad, per_client)))
     await run_all(bodies[:WARM_UP])
-    profiler = cProfile.Profile() if profile else None
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    loop_cpu = time.thread_time()
-    if profiler is not None:
-        profiler.enable()
-    await run_all(bodies[WARM_UP:])
-    if profiler is not None:
-        profiler.disable()
-    loop_cpu = time.thread_time() - loop_cpu
-    after = resource.getrusage(resource.RUSAGE_SELF)
-    process_cpu = (after.ru_utime + after.ru_stime) - (usage.ru_utime + usage.ru_stime)
+    loop_cpu, process_cpu, profiler = await _measured(run_all(bodies[WARM_UP:]), profile)
     await inbox.put({"type": "lifespan.shutdown"})
     await outbox.get()
     await life
@@ -235,17 +245,7 @@ async def _run_served(n: int, bare: bool, profile: bool, per_client: int) -> Non
 
     await run_all(requests[:WARM_UP])
     statuses.clear()
-    profiler = cProfile.Profile() if profile else None
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    loop_cpu = time.thread_time()
-    if profiler is not None:
-        profiler.enable()
-    await run_all(requests[WARM_UP:])
-    if profiler is not None:
-        profiler.disable()
-    loop_cpu = time.thread_time() - loop_cpu
-    after = resource.getrusage(resource.RUSAGE_SELF)
-    process_cpu = (after.ru_utime + after.ru_stime) - (usage.ru_utime + usage.ru_stime)
+    loop_cpu, process_cpu, profiler = await _measured(run_all(requests[WARM_UP:]), profile)
     for protocol in connections:
         protocol.connection_lost(None)
     await inbox.put({"type": "lifespan.shutdown"})
