@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from edge.clients import CACHE_SIZE, ClientCache, DecisionCache
+from edge.clients import CACHE_SIZE, ClientCache
 from edge.errors import error_body
 from edge.settings import IPNetwork
 from geoip import us_only
@@ -33,7 +33,6 @@ _MESSAGES = {
     "unknown": "the client address could not be placed in the US; requests are refused",
     "not_an_ip": "the client address is not an IP address; requests are refused",
 }
-__all__ = ["DecisionCache", "Geofence", "GeofenceMiddleware", "refusal_messages"]
 
 
 Refusal = tuple[int, str, str]  # status, error code, message

@@ -152,7 +152,7 @@ def test_refusal_is_readable_by_a_registered_page_and_preflight_is_not_fenced(ma
 
 
 def test_decision_cache_is_a_bounded_lru_per_reader():
-    from edge.middleware.geofence import DecisionCache
+    from edge.clients import DecisionCache
     from geoip.fence import Verdict
 
     cache, geo, other = DecisionCache(2), object(), object()
