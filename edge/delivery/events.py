@@ -258,8 +258,8 @@ def _any_surface(ctx: Context, token: Any) -> ImpressionClaims:
 async def failure(ctx: Context, request: Request) -> Response:
     # A registered Origin of the publisher, and a rate per client address: a public
     # publisher id alone must not let anyone raise its failure counters.
-    client = ctx.clients.key(ctx.clients.of_scope(request.scope))
-    ctx.tag_limits.enforce(ctx.tag_limits.failure_client, client, "client address")
+    key = ctx.clients.key(ctx.clients.of_scope(request.scope))
+    ctx.tag_limits.enforce(ctx.tag_limits.failure_client, key, "client address")
     body = await json_body(ctx, request, schemas.FAILURE_REQUEST)
     pid = body["publisher_id"]
     require_publisher_origin(ctx, request, pid)
