@@ -10,12 +10,13 @@ import sys
 
 import orjson
 
+from bench import synthetic
 from bench.options import Options, progress
 from bench.report import Section, Table
 from bench.stats import Spread, ratios
 from matcher.index import IVF_MIN_ROWS
 from matcher.safety import CLASSES
-from matcher.safety_train import evaluate
+from matcher.safety_train import default_check, evaluate, everyday
 
 AIMS = {10_000: 1.3, 100_000: 1.5}  # issue 3: matcher p50 within this many floors
 
@@ -181,12 +182,28 @@ PREVIOUS_SAFETY: dict[str, dict[str, float]] = {
 }
 
 
+# The everyday check: ordinary 40-word hobby and product posts from the bench's generator, a
+# source no labelled row was written from and that never enters training or a threshold
+# choice. 500 posts from each seed; the seeds are used nowhere else in the bench.
+EVERYDAY_SEEDS = (1234, 5678)
+EVERYDAY_PER_SEED = 500
+# The classifier shipped before these figures were reported (main at 5ac44fc) on the same
+# 1,000 posts: share blocked, share that ran the second pass.
+PREVIOUS_EVERYDAY = {"blocked": 0.209, "second_pass": 0.357}
+
+
+def everyday_posts() -> list[str]:
+    """The everyday check's posts, the same on every run."""
+    return [p for s in EVERYDAY_SEEDS for p in synthetic.posts(EVERYDAY_PER_SEED, seed=s)]
+
+
 def _safety(section: Section) -> None:
     progress("matcher: brand-safety figures on the held-out split, the independent and stress sets")
+    check = default_check()
     reports = {
-        "held-out": evaluate(),
-        "independent": evaluate(split="independent"),
-        "stress": evaluate(split="stress"),
+        "held-out": evaluate(check),
+        "independent": evaluate(check, split="independent"),
+        "stress": evaluate(check, split="stress"),
     }
     t = Table(["set", "class", "texts", "measure", "now", "previous model"])
     for name, r in reports.items():
@@ -233,6 +250,16 @@ def _safety(section: Section) -> None:
         'on unsafe text, 1.00 on self-harm, at most 3% of safe texts blocked. "previous '
         'model": the classifier shipped before (the same weights and thresholds, with three '
         "sentences alone in the second pass instead of two), on the same rows."
+    )
+    progress("matcher: brand-safety everyday check on the bench generator's posts")
+    daily = everyday(check, everyday_posts())
+    section.headline.append(
+        f"Brand safety (everyday check, {daily['texts']:,} ordinary 40-word posts from the bench "
+        f"generator, never trained on): everyday posts blocked {daily['blocked']:.1%} "
+        f"(previous model {PREVIOUS_EVERYDAY['blocked']:.1%}), due for the second pass "
+        f"{daily['second_pass']:.1%} (previous model {PREVIOUS_EVERYDAY['second_pass']:.1%}); "
+        "blocked by class "
+        f"{', '.join(f'{k} {v}' for k, v in daily['classes'].items()) or 'none'}."
     )
     for name, r in reports.items():
         if name == "stress":

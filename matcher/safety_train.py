@@ -737,6 +737,29 @@ def evaluate(
     return summary(blocked, rows)
 
 
+def everyday(check: Check, texts: Sequence[str]) -> dict[str, Any]:
+    """How a model treats ordinary posts that no row was written from: the share blocked,
+    the share the second pass ran on (a text the first pass lets through but finds
+    suspicious pays one more forward pass), and the blocks by class.
+
+    ``texts`` come from the caller (the bench and the tests pass posts from
+    ``bench.synthetic``); they never enter training or the choice of a threshold."""
+    verdicts = check(list(texts))
+    n = max(len(verdicts), 1)
+    blocked = [v for v in verdicts if not v.safe]
+    classes: dict[str, int] = {}
+    for v in blocked:
+        key = v.category or "unsafe"
+        classes[key] = classes.get(key, 0) + 1
+    return {
+        "texts": len(verdicts),
+        "blocked": round(len(blocked) / n, 4),
+        "second_pass": round(sum(v.second_pass for v in verdicts) / n, 4),
+        "classes": dict(sorted(classes.items())),
+        "blocked_sentences": [v.sentence or "" for v in blocked],
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Train the brand-safety classifier.")
     parser.add_argument("--labelled", type=Path, default=LABELLED)

@@ -164,6 +164,38 @@ def test_stress_figures(shared_matcher):
     assert stress["safe_blocked"] <= 0.230, stress
 
 
+@pytest.fixture(scope="module")
+def everyday_posts(shared_matcher):
+    # A test may import the bench; the matcher never does.
+    from bench.matching import everyday_posts
+
+    return safety_train.everyday(shared_matcher.check_safety, everyday_posts())
+
+
+def test_everyday_posts_are_served(everyday_posts):
+    # Ordinary hobby and product posts from the bench generator, never trained on. Ceilings
+    # a few points above what the shipped model gives (BENCHMARKS.md): a retrain that blocks
+    # more everyday text, or sends more of it through the second pass, fails here.
+    assert everyday_posts["texts"] == 1000
+    assert everyday_posts["blocked"] <= 0.24, everyday_posts["classes"]
+    assert everyday_posts["second_pass"] <= 0.39, everyday_posts["second_pass"]
+
+
+def test_everyday_check_counts_blocks_and_second_passes():
+    verdicts = [
+        safety.SafetyVerdict(True, 0.1, None, second_pass=True),
+        safety.SafetyVerdict(False, 0.9, None, "self_harm", "s", second_pass=True),
+        safety.SafetyVerdict(False, 0.9, None, "news", "n"),
+        safety.SafetyVerdict(True, 0.0, None),
+    ]
+    rep = safety_train.everyday(lambda texts: verdicts[: len(texts)], ["a", "b", "c", "d"])
+    assert rep["texts"] == 4
+    assert rep["blocked"] == 0.5
+    assert rep["second_pass"] == 0.5
+    assert rep["classes"] == {"news": 1, "self_harm": 1}
+    assert rep["blocked_sentences"] == ["s", "n"]
+
+
 def test_lexicon_never_fires_on_safe_rows():
     rows = [*ROWS, *INDEPENDENT, *STRESS]
     hits = [r.text for r in rows if not r.unsafe and LEXICON.search(r.text)]
