@@ -216,10 +216,13 @@ class _Writer(threading.Thread):
         outcomes: list[tuple[_Job, Any, BaseException | None]] = []
         try:
             conn.execute("BEGIN IMMEDIATE")
-            runs = runs_of(batch)
-            if len(runs[0]) > 1 and self._opening_run(runs[0], outcomes):
-                runs = runs[1:]
-            for run in runs:
+            for i, run in enumerate(runs_of(batch)):
+                if len(run) > 1 and run[0].fn in BATCHED:
+                    # The opening run is undone by rolling the transaction back; a later
+                    # one, which must keep what came before it, by its own savepoint.
+                    written = self._opening_run if i == 0 else self._saved_run
+                    if written(run, outcomes):
+                        continue
                 for job in run:
                     self._run_one(job, outcomes)
             flush_counts(conn)  # the batch's counter bumps, in the same transaction
@@ -281,6 +284,33 @@ class _Writer(threading.Thread):
             outcomes.extend((job, result, None) for job, result in zip(run, results, strict=True))
             self.batched += len(run)
             return True
+        return False
+
+    def _saved_run(
+        self, run: list[_Job], outcomes: list[tuple[_Job, Any, BaseException | None]]
+    ) -> bool:
+        """A later run of one function's jobs through its batched forms, in one savepoint
+        (the jobs one by one would each take their own); False (nothing kept) when every
+        form failed, and the caller then runs the jobs one by one."""
+        conn = self._conn
+        args = [job.args for job in run]
+        conn.execute("SAVEPOINT run")
+        for many in BATCHED[run[0].fn]:
+            mark = conn.deferred_counts.mark()
+            try:
+                results = many(conn, args)
+                if len(results) != len(run):
+                    raise ValueError(f"{len(results)} results for {len(run)} jobs")
+            except Exception as exc:
+                log.debug("a batch of %d writes failed (%s); trying without it", len(run), exc)
+                conn.deferred_counts.drop_since(mark)
+                conn.execute("ROLLBACK TO run")
+                continue
+            conn.execute("RELEASE run")
+            outcomes.extend((job, result, None) for job, result in zip(run, results, strict=True))
+            self.batched += len(run)
+            return True
+        conn.execute("RELEASE run")
         return False
 
     @staticmethod

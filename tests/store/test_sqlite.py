@@ -431,6 +431,50 @@ def test_a_run_with_no_stored_key_is_written_without_the_lookup(tmp_path, monkey
     assert impressions == 4  # the undone first try left no bumps behind
 
 
+def test_every_run_of_impressions_is_written_batched_not_only_the_first(tmp_path):
+    """A run of impressions after another write (a hover, a housekeeping prune) goes
+    through the batched forms too, in its own savepoint: a stored key makes the first form
+    fail and the second write it, a refused job undoes only its run's try, and the rows,
+    answers and counters are those of one job per transaction."""
+    from edge.store.events import CountingConnection
+    from edge.store.sqlite import _Writer, connect
+
+    def jobs():
+        return [
+            _hover_job("tok:0"),
+            _impression_job(_impression(("tok:1", "iid:1"), cpm_usd=2.0)),
+            _impression_job(_impression(("tok:2", "iid:1"))),  # a replay inside the run
+            _impression_job(_impression(("tok:3", "iid:3"))),
+            _hover_job("tok:1"),
+            _impression_job(_impression(("tok:4", "iid:0"))),  # a replay of a stored one
+            _impression_job(_impression(("tok:5", "iid:5"), cpm_usd=3.0)),
+            _hover_job("tok:5"),
+            _impression_job(_impression(("tok:6",), kind="bogus")),  # the CHECK refuses it
+            _impression_job(_impression(("tok:7", "iid:7"))),
+        ]
+
+    writers = []
+    for name in ("batched", "one-by-one"):
+        conn = connect(tmp_path / f"{name}.db", factory=CountingConnection)
+        apply_migrations(conn)
+        writer = _Writer(conn)
+        writer._commit([_impression_job(_impression(("tok:0", "iid:0")))])
+        writers.append(writer)
+    batched, single = writers
+    jobs_a, jobs_b = jobs(), jobs()
+    batched._commit(jobs_a)
+    for job in jobs_b:
+        single._commit([job])
+    expected = [True, True, False, True, True, False, True, True, "IntegrityError", True]
+    assert [_outcome(j) for j in jobs_a] == [_outcome(j) for j in jobs_b] == expected
+    assert batched.batches == 2 and batched.batched == 3 + 2  # the last run went 1 by 1
+    rows_a, counters_a = _tables(batched._conn)
+    rows_b, counters_b = _tables(single._conn)
+    assert rows_a == rows_b
+    assert [r[:3] for r in counters_a] == [r[:3] for r in counters_b]
+    assert [r[3] for r in counters_a] == pytest.approx([r[3] for r in counters_b])
+
+
 def test_connections_read_through_a_map_and_keep_journals_in_memory(store):
     """Every connection maps the file and keeps savepoint journals in memory; the writer
     checkpoints the WAL every few thousand pages."""
