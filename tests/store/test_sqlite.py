@@ -4,6 +4,7 @@ both backends share is in test_store.py)."""
 import asyncio
 import sqlite3
 import threading
+import time
 
 import pytest
 
@@ -473,6 +474,80 @@ def test_every_run_of_impressions_is_written_batched_not_only_the_first(tmp_path
     assert rows_a == rows_b
     assert [r[:3] for r in counters_a] == [r[:3] for r in counters_b]
     assert [r[3] for r in counters_a] == pytest.approx([r[3] for r in counters_b])
+
+
+def _gathering_writer(tmp_path, last_size, gap_s, max_s):
+    from edge.store.events import CountingConnection
+    from edge.store.sqlite import _Writer, connect
+
+    conn = connect(tmp_path / "edge.db", factory=CountingConnection)
+    writer = _Writer(conn)
+    writer._last_size = last_size
+    writer.gather_gap_s, writer.gather_max_s = gap_s, max_s
+    return writer
+
+
+def _fed(writer, items, every_s):
+    """A thread handing ``items`` to the writer's queue one by one, ``every_s`` apart."""
+
+    def feed():
+        for item in items:
+            time.sleep(every_s)
+            writer._queue.put(item)
+
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
+    return feeder
+
+
+def test_a_batch_smaller_than_the_last_gathers_the_writes_that_follow(tmp_path):
+    """After a batch of four, a batch begun by one write takes the next hand-overs as they
+    come (each within the gap) until it holds four, then commits: one batch, not four."""
+    writer = _gathering_writer(tmp_path, last_size=4, gap_s=5.0, max_s=30.0)
+    feeder = _fed(writer, [["b"], ["c", "d"], ["e"]], every_s=0.02)
+    batch, stopping = writer._gather(["a"])
+    feeder.join()
+    assert batch == ["a", "b", "c", "d"] and not stopping
+    assert writer._queue.get_nowait() == ["e"]  # left for the next batch
+    writer._conn.close()
+
+
+def test_a_batch_no_smaller_than_the_last_waits_for_nothing(tmp_path):
+    """One caller at a time: each batch is as large as the last, so none waits (with an
+    hour's gap, waiting would not end within the join below)."""
+    writer = _gathering_writer(tmp_path, last_size=1, gap_s=3600.0, max_s=3600.0)
+    writer._queue.put(["b"])  # queued already: taken without waiting
+    result = []
+    gathering = threading.Thread(target=lambda: result.append(writer._gather(["a"])), daemon=True)
+    gathering.start()
+    gathering.join(timeout=10)
+    assert not gathering.is_alive()
+    assert result == [(["a", "b"], False)]
+    assert writer._last_size == 2
+    writer._conn.close()
+
+
+def test_gathering_ends_at_a_gap_at_the_bound_and_at_stop(tmp_path):
+    from edge.store.sqlite import _STOP
+
+    # No more writes come: the batch ends after one gap, with what it holds.
+    writer = _gathering_writer(tmp_path, last_size=32, gap_s=0.05, max_s=30.0)
+    assert writer._gather(["a"]) == (["a"], False)
+    assert writer._last_size == 1  # the next lone write waits for nothing
+    writer._conn.close()
+    # Writes keep coming within the gap: the bound ends the batch before they do.
+    writer = _gathering_writer(tmp_path, last_size=10_000, gap_s=5.0, max_s=0.3)
+    feeder = _fed(writer, [[i] for i in range(100)], every_s=0.01)
+    batch, _ = writer._gather(["a"])
+    assert 1 < len(batch) < 100
+    feeder.join()
+    writer._conn.close()
+    # Stopping while gathering: the batch so far is committed, then the writer stops.
+    writer = _gathering_writer(tmp_path, last_size=32, gap_s=5.0, max_s=30.0)
+    feeder = _fed(writer, [["b"], _STOP, ["c"]], every_s=0.01)
+    assert writer._gather(["a"]) == (["a", "b"], True)
+    feeder.join()
+    writer._conn.close()
 
 
 def test_connections_read_through_a_map_and_keep_journals_in_memory(store):
