@@ -156,7 +156,9 @@ class WindowLimiter:
         self._longest = self._limits[-1].period_seconds
         self._keep = max(lim.requests for lim in self._limits)
         self._clock = clock
-        self._log: dict[str, deque[float]] = {}
+        # Per key, its accepted times; the keys in the order of their last accepted event,
+        # so those whose events have all left the longest window are at the front.
+        self._log: OrderedDict[str, deque[float]] = OrderedDict()
         self._since_prune = 0
 
     def __len__(self) -> int:
@@ -178,12 +180,24 @@ class WindowLimiter:
             if sum(1 for t in times if t > since) >= lim.requests:
                 return False
         times.append(now)
+        self._log.move_to_end(key)
         return True
 
     def _prune(self, now: float) -> None:
+        """Forget the keys whose every event has left the longest window (they count in no
+        window), from the front of the log up to the first key with an event inside it: the
+        work is the keys forgotten, not every key kept. With a clock that steps back, a key
+        behind a later one may outlive its window until that one's turn; it still answers
+        as its times say."""
         self._since_prune = 0
         cutoff = now - self._longest
-        self._log = {k: t for k, t in self._log.items() if t and t[-1] > cutoff}
+        log = self._log
+        while log:
+            key = next(iter(log))
+            times = log[key]
+            if times and times[-1] > cutoff:
+                break
+            del log[key]
 
 
 class TrafficClassifier:

@@ -131,3 +131,38 @@ def test_a_resent_beacon_does_not_spend_the_clients_rate_again():
     assert verdict(c, event_id="tok-2") is None
     assert verdict(c, event_id="tok-3") == "rate_limited"
     assert verdict(c, event_id="tok-3") == "rate_limited"  # and stays what it was
+
+
+def test_the_limiter_forgets_clients_whose_events_left_the_window_and_no_others():
+    """Every ``_PRUNE_EVERY`` events the limiter drops the keys whose events are all older
+    than its longest window, however long ago they were first seen, keeps every other key
+    with its log, and answers as before."""
+    from edge.ivt import WindowLimiter
+
+    clock = FakeClock()
+    limiter = WindowLimiter((RateLimit(2, 10.0), RateLimit(3, 100.0)), clock)
+    every = WindowLimiter._PRUNE_EVERY
+    assert limiter.allow("old") and limiter.allow("early-but-active")
+    clock.advance(5)
+    assert limiter.allow("stale")  # first seen after "early-but-active", never again
+    clock.advance(45)
+    assert limiter.allow("kept")
+    clock.advance(40)
+    assert limiter.allow("early-but-active")
+    for i in range(every - 6):  # fresh keys, one event each, up to the prune
+        assert limiter.allow(f"fresh-{i}")
+    clock.advance(20)  # "old" and "stale" last acted over 100 s ago, "kept" 60 s ago
+    assert limiter.allow("trigger")  # the event that prunes
+    assert len(limiter) == every - 6 + 3  # "old" and "stale" alone are gone
+    assert not {"old", "stale"} & set(limiter._log)
+    assert list(limiter._log)[:2] == ["kept", "early-but-active"]  # by last event
+    # Its log was kept: with the event at 50 s, its third in 100 s comes at 121 s.
+    assert limiter.allow("kept")
+    clock.advance(11)
+    assert limiter.allow("kept")
+    clock.advance(11)
+    assert not limiter.allow("kept")
+    clock.advance(200)
+    for i in range(every):
+        limiter.allow(f"late-{i}")
+    assert set(limiter._log) == {f"late-{i}" for i in range(every)}
