@@ -77,6 +77,9 @@ RECALL_TARGET = {c: (1.0 if c == "self_harm" else 0.99) for c in UNSAFE_CLASSES}
 MAX_SAFE_BLOCKED = 0.03  # out of fold, as the aim on unseen text
 GRID = ((64, 1e-4),)  # (hidden units, weight decay); more cost minutes per entry
 EPOCHS = 40
+# How many times stronger the weight decay is on the hashed n-grams' first-layer rows than on
+# the vectors' (1: the same; see ``fit_mlp``).
+GRAM_DECAY = 1.0
 ENSEMBLE = 5
 MIN_THRESHOLD = 0.02
 START_THRESHOLD = 0.95
@@ -90,6 +93,19 @@ SELF_HARM_WEIGHTS = (1.0, 2.0, 3.0, 5.0)
 # small product per unit against all exemplars).
 MAX_SAFE_EXEMPLARS = 1800
 KNN = "self_harm_knn"  # the margin's threshold name; its score column follows the classes
+# Context augmentation: posts glued from short training texts, so that a sentence is also
+# learnt as it reads inside a post (its token states mixed with its neighbours'), not only
+# alone. ``CONTEXT_SAFE`` posts of 2-6 safe texts (every sentence a safe unit in context) and,
+# per short unsafe text, ``CONTEXT_UNSAFE`` posts with it among 1-4 safe texts (a bag of its
+# class: the fit takes its most typical sentence in context, and not the whole post). Off
+# (0) in the shipped recipe: measured in docs/decisions.md, "Brand safety".
+CONTEXT_SAFE = 0
+CONTEXT_UNSAFE = 0.0
+CONTEXT_MAX_WORDS = 30  # a piece longer than this is a post of its own, not a line of one
+# Kinds that are not a line someone writes in a post of their own.
+CONTEXT_SKIP_KINDS = frozenset(
+    {"page-furniture", "assistant", "long", "mixed-long", "commercial-tail", "commercial-head"}
+)
 # The second pass (sentences encoded alone) may run on at most this share of the training
 # part's safe texts of two or more scored sentences, out of fold: it costs a forward pass.
 SUSPECT_BUDGET = 0.12
@@ -105,6 +121,7 @@ class Row:
     kind: str
     split: str
     prompt: str | None = None  # AI turns: the user's prompt; ``text`` is the answer
+    origin: str = ""  # the batch the row was written in (``v1`` ... ``v6``)
 
 
 def load_labelled(path: Path | None = None) -> list[Row]:
@@ -120,6 +137,7 @@ def load_labelled(path: Path | None = None) -> list[Row]:
                     d["kind"],
                     d.get("split", "independent"),
                     d.get("prompt"),
+                    d.get("origin", ""),
                 )
             )
     return rows
@@ -224,6 +242,10 @@ def fit_mlp(
     v = [np.zeros_like(p) for p in params]
     onehot = np.eye(k, dtype=np.float32)[y]
     wsum = float(weight.sum())
+    # Weight decay per input row of the first layer: ``GRAM_DECAY`` times stronger on the
+    # hashed n-grams, so a style word cannot carry a class that the meaning does not.
+    row_decay = np.full((x.shape[1], 1), decay, np.float32)
+    row_decay[2 * DIM :] *= GRAM_DECAY
     step, lr, b1, b2 = 0, 2e-3, 0.9, 0.999
     for _ in range(EPOCHS):
         order = rng.permutation(len(x))
@@ -239,7 +261,7 @@ def fit_mlp(
             p /= p.sum(1, keepdims=True)
             dz = (p - tb) * wb / len(idx)
             grads = [
-                xb.T @ ((dz @ w2.T) * (pre > 0)) + decay * w1,
+                xb.T @ ((dz @ w2.T) * (pre > 0)) + row_decay * w1,
                 ((dz @ w2.T) * (pre > 0)).sum(0),
                 h.T @ dz + decay * w2,
                 dz.sum(0),
@@ -434,9 +456,12 @@ def fit_ensemble(
     hidden: int,
     decay: float,
     alone: Sequence[np.ndarray] | None = None,
+    whole: np.ndarray | None = None,
 ) -> list[Layers]:
     """``ENSEMBLE`` fits from different seeds (their probabilities are averaged)."""
-    return [fit_texts(units, y, hidden, decay, SEED + 101 * m, alone) for m in range(ENSEMBLE)]
+    return [
+        fit_texts(units, y, hidden, decay, SEED + 101 * m, alone, whole) for m in range(ENSEMBLE)
+    ]
 
 
 def fit_texts(
@@ -446,6 +471,7 @@ def fit_texts(
     decay: float,
     seed: int = SEED,
     alone: Sequence[np.ndarray] | None = None,
+    whole: np.ndarray | None = None,
 ) -> Layers:
     """Two fits: whole texts plus every sentence of safe texts, then the same plus each
     multi-sentence unsafe text's most typical sentence under the first fit.
@@ -453,11 +479,14 @@ def fit_texts(
     ``units[i]`` is ``unit_features`` of text i: row 0 the text, then its sentences.
     ``alone[i]``: the rows of its scored sentences encoded alone (the second pass's units;
     ``alone_units``): every one of a safe text is a safe example, and an unsafe text adds its
-    most typical one as well as its most typical sentence in context.
+    most typical one as well as its most typical sentence in context. ``whole[i]`` False:
+    text i's whole-text row is no example (a glued post whose one unsafe line sits among
+    safe ones is a bag: only its most typical sentence carries the class).
     """
     lone = list(alone) if alone is not None else [np.empty((0, FEATURES), np.float32)] * len(y)
-    xs: list[np.ndarray] = [np.stack([u[0] for u in units])]
-    ys: list[np.ndarray] = [y]
+    keep = np.ones(len(y), bool) if whole is None else np.asarray(whole, bool)
+    xs: list[np.ndarray] = [np.stack([u[0] for u, k in zip(units, keep, strict=True) if k])]
+    ys: list[np.ndarray] = [y[keep]]
     for i, u in enumerate(units):
         if y[i] == 0 and len(u) > 2:
             xs.append(u[1:])
@@ -602,6 +631,78 @@ def _folds(y: np.ndarray) -> np.ndarray:
     return folds
 
 
+@dataclass(frozen=True, slots=True)
+class Glued:
+    """A post glued from training texts (``context_posts``): its class and the fold every one
+    of its pieces comes from, so that out of fold it is used only where all of them train."""
+
+    text: str
+    cls: int
+    fold: int
+
+
+def _piece(text: str) -> str:
+    t = text.strip()
+    return t if t[-1:] in ".!?" else t + "."
+
+
+def context_posts(
+    rows: Sequence[Row],
+    folds: np.ndarray,
+    safe_posts: int = CONTEXT_SAFE,
+    unsafe_per_line: float = CONTEXT_UNSAFE,
+    seed: int = SEED,
+) -> list[Glued]:
+    """Posts glued from the short one-sentence training texts of ``rows`` (``folds[i]``: the
+    out-of-fold fold of ``rows[i]``), each post's pieces from one fold only.
+
+    ``safe_posts`` posts of 2-6 safe pieces; for each short unsafe text, ``unsafe_per_line``
+    posts (a fraction: that chance of one) with it at a random place among 1-4 safe pieces.
+    Pieces: texts of one sentence and at most ``CONTEXT_MAX_WORDS`` words, of a kind that is
+    a line of a post (not page furniture, assistant answers or combinations already made).
+    """
+    rng = np.random.default_rng(seed)
+    pieces: dict[int, list[int]] = {}
+    unsafe: list[int] = []
+    for i, r in enumerate(rows):
+        words = len(r.text.split())
+        if (
+            r.kind in CONTEXT_SKIP_KINDS
+            or r.prompt is not None
+            or not 4 <= words <= CONTEXT_MAX_WORDS
+            or len(split_sentences(r.text)) != 1
+        ):
+            continue
+        if r.unsafe:
+            unsafe.append(i)
+        else:
+            pieces.setdefault(int(folds[i]), []).append(i)
+    if not pieces:
+        return []
+    out: list[Glued] = []
+    fold_ids = sorted(pieces)
+    for _ in range(safe_posts):
+        f = fold_ids[int(rng.integers(len(fold_ids)))]
+        pool = pieces[f]
+        chosen = rng.choice(pool, size=min(len(pool), int(rng.integers(2, 7))), replace=False)
+        out.append(Glued(" ".join(_piece(rows[int(j)].text) for j in chosen), 0, f))
+    for i in unsafe:
+        n = int(unsafe_per_line) + int(rng.random() < unsafe_per_line % 1)
+        f = int(folds[i])
+        pool = pieces.get(f, [])
+        for _ in range(n if pool else 0):
+            pick = [
+                int(j)
+                for j in rng.choice(
+                    pool, size=min(len(pool), int(rng.integers(1, 5))), replace=False
+                )
+            ]
+            pick.insert(int(rng.integers(len(pick) + 1)), i)
+            text = " ".join(_piece(rows[j].text) for j in pick)
+            out.append(Glued(text, CLASSES.index(rows[i].cls), f))
+    return out
+
+
 def train(
     encode: Encode, rows: Sequence[Row], log: Callable[[str], None] = print
 ) -> tuple[bytes, bytes]:
@@ -616,14 +717,32 @@ def train(
     multi = np.array([len(a) > 0 for a in alone])
     both = [np.vstack([u, a]) for u, a in zip(units, alone, strict=True)]
     folds = _folds(y)
+    glued = context_posts(train_rows, folds, CONTEXT_SAFE, CONTEXT_UNSAFE)
+    g_vectors, g_sents = (
+        encode([g.text for g in glued]) if glued else (np.empty((0, DIM), np.float32), [])
+    )
+    g_units = [unit_features(g.text, g_vectors[j], g_sents[j]) for j, g in enumerate(glued)]
+    g_y = np.array([g.cls for g in glued], np.int64)
+    g_fold = np.array([g.fold for g in glued], np.int64)
+    # A real text's whole-text row is an example; a glued unsafe post's is not (``fit_texts``).
+    is_whole = np.concatenate([np.ones(len(y), bool), g_y == 0])
+    no_alone = np.empty((0, FEATURES), np.float32)
+    log(f"context posts: {len(glued)} ({int((g_y == 0).sum())} safe)")
     best: tuple[float, int, float, dict[str, float], dict[str, Any]] | None = None
     for hidden, decay in GRID:
         t0 = time.monotonic()
         parts = []
         for f in range(FOLDS):
             tr, te = np.flatnonzero(folds != f), np.flatnonzero(folds == f)
-            fold_units = [units[i] for i in tr]
-            models = fit_ensemble(fold_units, y[tr], hidden, decay, [alone[i] for i in tr])
+            gi = np.flatnonzero(g_fold != f)
+            models = fit_ensemble(
+                [*(units[i] for i in tr), *(g_units[j] for j in gi)],
+                np.concatenate([y[tr], g_y[gi]]),
+                hidden,
+                decay,
+                [*(alone[i] for i in tr), *([no_alone] * len(gi))],
+                np.concatenate([is_whole[tr], is_whole[len(y) + gi]]),
+            )
             fold_clf = SafetyClassifier(
                 models, exemplars=choose_exemplars([both[i] for i in tr], y[tr], single[tr])
             )
@@ -667,7 +786,14 @@ def train(
             best = (key, hidden, decay, t, rep)
     assert best is not None
     _, hidden, decay, thresholds, rep = best
-    models = fit_ensemble(units, y, hidden, decay, alone)
+    models = fit_ensemble(
+        [*units, *g_units],
+        np.concatenate([y, g_y]),
+        hidden,
+        decay,
+        [*alone, *([no_alone] * len(glued))],
+        is_whole,
+    )
     meta = {
         "classes": list(CLASSES),
         "thresholds": thresholds,
@@ -676,6 +802,7 @@ def train(
         "hidden": hidden,
         "decay": decay,
         "trained_on": {"rows": len(train_rows), "sha256": rows_hash(train_rows)},
+        "context_posts": {"safe": int((g_y == 0).sum()), "unsafe": int((g_y != 0).sum())},
         "out_of_fold": {
             k: v for k, v in rep.items() if k not in ("false_positives", "false_negatives")
         },

@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from matcher import safety, safety_train
-from matcher.embeddings import MiniLM, Sentences
+from matcher.embeddings import MiniLM, Sentences, split_sentences
 from matcher.safety import CLASSES, DIM, FEATURES, LEXICON, SafetyClassifier, lexicon_hit
 from matcher.state import ThreadState
 from matcher.types import MatchRequest
@@ -57,12 +57,25 @@ def test_stress_set_is_apart_and_made_of_self_harm_and_its_everyday_twins():
     assert {r.cls for r in commercial} >= {"self_harm", "safe"}
 
 
+# Labelled rows appended after the shipped model was fitted, by origin: in the set (and
+# scored when they are held out) but not in the model's fit until a refit ships.
+NOT_YET_FITTED = {"v6"}
+
+
+def _fitted_train_rows(clf: SafetyClassifier) -> list[safety_train.Row]:
+    return [r for r in ROWS if r.split == "train"][: clf.meta["trained_on"]["rows"]]
+
+
 def test_shipped_model_was_trained_on_this_labelled_set():
-    # Edit the labelled set and forget `python -m matcher.safety_train`: this fails.
+    # Edit the labelled set and forget `python -m matcher.safety_train`: this fails. The
+    # model records how many training rows it was fitted on and their hash: those rows must
+    # be unchanged, and any training row after them must be of an origin not yet fitted.
     raw = resources.files("matcher.data").joinpath("safety_model.npz").read_bytes()
     clf = SafetyClassifier.load(raw)
     train_rows = [r for r in ROWS if r.split == "train"]
-    assert clf.meta["trained_on"]["sha256"] == safety_train.rows_hash(train_rows)
+    fitted = _fitted_train_rows(clf)
+    assert clf.meta["trained_on"]["sha256"] == safety_train.rows_hash(fitted)
+    assert {r.origin for r in train_rows[len(fitted) :]} <= NOT_YET_FITTED
     assert set(clf.thresholds) >= {*CLASSES[1:], "self_harm_knn"}
 
 
@@ -73,7 +86,7 @@ def test_shipped_files_stay_under_two_megabytes_and_carry_the_exemplars():
     clf = SafetyClassifier.load()
     assert clf.exemplars is not None
     harm, safe = clf.exemplars
-    self_harm_train = sum(r.cls == "self_harm" and r.split == "train" for r in ROWS)
+    self_harm_train = sum(r.cls == "self_harm" for r in _fitted_train_rows(clf))
     assert harm.shape == (self_harm_train, DIM)
     assert 0 < safe.shape[0] <= safety_train.MAX_SAFE_EXEMPLARS
 
@@ -124,6 +137,88 @@ def test_margin_threshold_is_chosen_for_self_harm_texts_only():
     t = safety_train.choose_thresholds(scores, y)
     assert 0.79 < t["self_harm_knn"] < 0.8  # lowered to catch row 1 and no further
     assert safety_train.blocked_by(scores, t)[[0, 1, 2]].tolist() == [False, True, False]
+
+
+def test_context_posts_glue_short_lines_of_one_fold_and_bag_each_unsafe_line():
+    rows = [
+        safety_train.Row(f"safe line number {i} about my garden", False, "safe", "hobby", "train")
+        for i in range(12)
+    ]
+    rows += [
+        safety_train.Row(
+            "I don't want to be here anymore honestly", True, "self_harm", "short", "train"
+        ),
+        safety_train.Row(
+            "a storm flattened the harbour town overnight", True, "disaster_war", "news", "train"
+        ),
+        safety_train.Row("Skip to main content", False, "safe", "page-furniture", "train"),
+        safety_train.Row("Two sentences here. Not one piece.", False, "safe", "hobby", "train"),
+        safety_train.Row("one two three four " * 10, False, "safe", "hobby", "train"),
+        safety_train.Row("Best budget blender for smoothies?", False, "safe", "assistant", "train"),
+    ]
+    folds = np.array([i % 2 for i in range(len(rows))])
+    folds[12] = folds[13] = 0
+    glued = safety_train.context_posts(rows, folds, safe_posts=40, unsafe_per_line=2)
+    assert glued == safety_train.context_posts(rows, folds, safe_posts=40, unsafe_per_line=2)
+    bags = glued[40:]
+    assert all(g.cls == 0 for g in glued[:40])
+    piece = {r.text.rstrip(".!? "): (i, r) for i, r in enumerate(rows)}
+    for g in glued:
+        used = [piece[p] for p in _pieces(g.text)]
+        assert {folds[i] for i, _ in used} == {g.fold}
+        assert all(r.kind not in safety_train.CONTEXT_SKIP_KINDS for _, r in used)
+        assert all(len(r.text.split()) <= safety_train.CONTEXT_MAX_WORDS for _, r in used)
+        unsafe = [r for _, r in used if r.unsafe]
+        if g.cls == 0:
+            assert not unsafe and 2 <= len(used) <= 6
+        else:
+            assert [r.cls for r in unsafe] == [CLASSES[g.cls]] and 2 <= len(used) <= 5
+    assert sorted(CLASSES[g.cls] for g in bags) == ["disaster_war"] * 2 + ["self_harm"] * 2
+    assert safety_train.context_posts(rows, folds, safe_posts=0, unsafe_per_line=0) == []
+
+
+def test_a_bag_gives_its_most_typical_sentence_and_not_its_whole_text(monkeypatch):
+    fits = []
+
+    def fake_fit(x, y, weight, hidden, decay, seed):
+        fits.append((x.copy(), y.copy()))
+        w = np.zeros((FEATURES, len(CLASSES)), np.float32)
+        w[0, 1] = 1.0  # hidden unit 1 (-> self-harm) reads feature 0
+        out = np.zeros((len(CLASSES), len(CLASSES)), np.float32)
+        out[1, 1] = 5.0
+        return [(w, np.zeros(len(CLASSES), np.float32)), (out, np.zeros(len(CLASSES), np.float32))]
+
+    monkeypatch.setattr(safety_train, "fit_mlp", fake_fit)
+    units = [np.zeros((1, FEATURES), np.float32), np.zeros((3, FEATURES), np.float32)]
+    units[1][0, 1] = 7.0  # the bag's whole-text row
+    units[1][2, 0] = 3.0  # its second sentence: the self-harm line
+    y = np.array([0, 1])
+    safety_train.fit_texts(units, y, 4, 1e-4, whole=np.array([True, False]))
+    (x0, y0), (x1, y1) = fits
+    assert y0.tolist() == [0] and not (x0[:, 1] == 7.0).any()
+    assert y1.tolist() == [0, 1] and x1[1, 0] == 3.0  # the line, chosen as most typical
+    fits.clear()
+    safety_train.fit_texts(units, y, 4, 1e-4)
+    assert fits[0][1].tolist() == [0, 1]  # by default every whole text is an example
+
+
+def test_gram_decay_shrinks_only_the_ngram_rows(monkeypatch):
+    rng = np.random.default_rng(1)
+    x = rng.random((48, FEATURES), dtype=np.float32)
+    y = np.arange(48) % len(CLASSES)
+    monkeypatch.setattr(safety_train, "EPOCHS", 3)
+    norms = []
+    for factor in (1.0, 1000.0):
+        monkeypatch.setattr(safety_train, "GRAM_DECAY", factor)
+        w = safety_train.fit_mlp(x, y, np.ones(48, np.float32), 8, 1e-2, 7)[0][0]
+        norms.append((np.abs(w[: 2 * DIM]).mean(), np.abs(w[2 * DIM :]).mean()))
+    (dense1, grams1), (dense2, grams2) = norms
+    assert grams2 < 0.9 * grams1
+    assert abs(dense2 - dense1) < 0.05 * dense1
+
+
+def _pieces(text: str) -> list[str]:
+    return [text[a:b].rstrip(".!? ") for a, b in split_sentences(text)]
 
 
 @pytest.fixture(scope="module")
