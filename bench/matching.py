@@ -182,6 +182,9 @@ PREVIOUS_SAFETY: dict[str, dict[str, float]] = {
 }
 
 
+# The newest labelled batch, reported apart from the earlier held-out rows (those are the
+# rows the "previous model" figures were taken on).
+LATEST_ORIGIN = "v6"
 # The everyday check: ordinary 40-word hobby and product posts from the bench's generator, a
 # source no labelled row was written from and that never enters training or a threshold
 # choice. 500 posts from each seed; the seeds are used nowhere else in the bench.
@@ -201,7 +204,10 @@ def _safety(section: Section) -> None:
     progress("matcher: brand-safety figures on the held-out split, the independent and stress sets")
     check = default_check()
     reports = {
-        "held-out": evaluate(check),
+        "held-out": evaluate(check, select=lambda r: r.origin != LATEST_ORIGIN),
+        f"held-out, {LATEST_ORIGIN} rows": evaluate(
+            check, select=lambda r: r.origin == LATEST_ORIGIN
+        ),
         "independent": evaluate(check, split="independent"),
         "stress": evaluate(check, split="stress"),
     }
@@ -262,6 +268,13 @@ def _safety(section: Section) -> None:
         f"{', '.join(f'{k} {v}' for k, v in daily['classes'].items()) or 'none'}."
     )
     for name, r in reports.items():
+        if name.endswith(" rows"):
+            section.headline.append(
+                f"Brand safety ({name}, casual posts from another hand): recall "
+                f"{r['recall_unsafe']:.3f} on unsafe text, {r['self_harm']['recall']:.3f} on "
+                f"self-harm, {r['safe_blocked']:.1%} of safe texts blocked."
+            )
+            continue
         if name == "stress":
             section.headline.append(
                 f"Brand safety (stress, everyday twins of self-harm): recall "

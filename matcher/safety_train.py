@@ -841,17 +841,20 @@ def default_check() -> Check:
 
 
 def evaluate(
-    check: Check | None = None, path: Path | None = None, split: str = "heldout"
+    check: Check | None = None,
+    path: Path | None = None,
+    split: str = "heldout",
+    select: Callable[[Row], bool] | None = None,
 ) -> dict[str, Any]:
     """Per-class figures on one split (``independent``, ``stress``: the whole set of that
-    name).
+    name), or on its rows that ``select`` keeps.
 
     ``check(texts) -> list[SafetyVerdict]`` (``Matcher.check_safety`` fits). An AI turn
     is blocked when its prompt or its answer is unsafe, as the matcher decides it.
     """
     if path is None:
         path = {"independent": INDEPENDENT, "stress": STRESS}.get(split, LABELLED)
-    rows = [r for r in load_labelled(path) if r.split == split]
+    rows = [r for r in load_labelled(path) if r.split == split and (select is None or select(r))]
     check = check or default_check()
     texts: list[str] = []
     for r in rows:

@@ -223,7 +223,23 @@ def _pieces(text: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def heldout(shared_matcher):
-    return safety_train.evaluate(shared_matcher.check_safety)
+    # The held-out rows of the batches the shipped model was fitted with.
+    return safety_train.evaluate(
+        shared_matcher.check_safety, select=lambda r: r.origin not in NOT_YET_FITTED
+    )
+
+
+def test_heldout_rows_of_batches_not_yet_fitted(shared_matcher):
+    # The shipped model never saw these batches' rows at all: what a refit with them must
+    # beat. Floors and ceilings at what the shipped model gives (docs/decisions.md).
+    later = safety_train.evaluate(
+        shared_matcher.check_safety, select=lambda r: r.origin in NOT_YET_FITTED
+    )
+    assert later["texts"] == sum(r.split == "heldout" and r.origin in NOT_YET_FITTED for r in ROWS)
+    if later["texts"]:
+        assert later["self_harm"]["recall"] >= 0.978, later
+        assert later["recall_unsafe"] >= 0.984, later
+        assert later["safe_blocked"] <= 0.285, later
 
 
 @pytest.fixture(scope="module")
@@ -234,7 +250,7 @@ def independent(shared_matcher):
 def test_heldout_figures(heldout):
     # Floors at the figures measured when the model shipped (BENCHMARKS.md): a retrain that
     # makes any class worse fails here.
-    assert heldout["texts"] >= 1000
+    assert heldout["texts"] == 1045
     assert heldout["self_harm"]["recall"] >= 0.954, heldout
     assert heldout["recall_unsafe"] >= 0.942, heldout
     assert heldout["safe_blocked"] <= 0.039, heldout
