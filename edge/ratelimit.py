@@ -25,6 +25,7 @@ import asyncio
 import logging
 import math
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -60,7 +61,9 @@ class GcraLimiter:
         self._origin = clock()  # times are kept relative to it: small floats, exact sums
         self._interval = limit.period_seconds / limit.requests  # one request's cost
         self._tolerance = limit.period_seconds - self._interval  # how far TAT may run ahead
-        self._tat: dict[str, float] = {}
+        # Per key, its theoretical arrival time; the keys in the order of their last allowed
+        # request, so the ones whose buckets are full again are at the front.
+        self._tat: OrderedDict[str, float] = OrderedDict()
         self._since_prune = 0
 
     def __len__(self) -> int:
@@ -90,13 +93,24 @@ class GcraLimiter:
             return Decision(False, 0, tat - now, wait)
         new_tat = tat + self._interval
         self._tat[key] = new_tat
+        self._tat.move_to_end(key)
         ahead = new_tat - now
         remaining = int((self.limit.period_seconds - ahead + _EPS) / self._interval)
         return Decision(True, max(remaining, 0), ahead, 0.0)
 
     def _prune(self, now: float) -> None:
+        """Forget the keys whose buckets are full again (their TAT is past), from the front of
+        the log up to the first key whose TAT is still ahead: the work is the keys forgotten,
+        not every key kept. A key's TAT is at most one period after its last allowed request,
+        so a full bucket behind a fuller one waits at most a period for its turn; it still
+        answers as its TAT says."""
         self._since_prune = 0
-        self._tat = {k: t for k, t in self._tat.items() if t > now}
+        tat = self._tat
+        while tat:
+            key = next(iter(tat))
+            if tat[key] > now:
+                break
+            del tat[key]
 
     # -- header fields -------------------------------------------------------------------------
 

@@ -2,6 +2,7 @@
 
 import pytest
 
+from edge import ratelimit
 from edge.errors import TooManyRequests
 from edge.ratelimit import GcraLimiter, RateLimits
 from edge.settings import RateLimit, Settings
@@ -83,6 +84,25 @@ def test_full_buckets_are_pruned_so_memory_stays_bounded():
         limiter.check(f"key-{i}")
     clock.advance(2)
     for _ in range(1100):
+        limiter.check("busy")
+    assert len(limiter) == 1
+
+
+def test_the_sweep_forgets_full_buckets_in_order_of_last_request(monkeypatch):
+    monkeypatch.setattr(ratelimit, "_PRUNE_EVERY", 4)
+    clock = FakeClock()
+    limiter = GcraLimiter("ugc", RateLimit(10, 1.0), clock)  # a request costs 0.1 s
+    limiter.check("early")  # TAT 0.1
+    clock.advance(0.05)
+    limiter.check("idle")  # TAT 0.15
+    clock.advance(0.45)
+    limiter.check("early")  # first seen first, but active since: TAT 0.6
+    clock.advance(0.05)  # now 0.55: idle's bucket is full again, early's is not
+    limiter.check("other")  # the fourth decision sweeps before it counts
+    assert len(limiter) == 2  # idle forgotten; early and other kept
+    assert limiter.check("early").remaining == 8  # early's bucket as its TAT says
+    clock.advance(5)
+    for _ in range(4):
         limiter.check("busy")
     assert len(limiter) == 1
 
