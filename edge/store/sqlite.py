@@ -299,6 +299,34 @@ class _Writer(threading.Thread):
         batch saved, measured); the first run is undone by rolling back the transaction.
         """
         conn = self._conn
+
+        def begin_again() -> None:
+            conn.execute("ROLLBACK")
+            conn.execute("BEGIN IMMEDIATE")
+
+        return self._batched_run(run, outcomes, begin_again)
+
+    def _saved_run(
+        self, run: list[_Job], outcomes: list[tuple[_Job, Any, BaseException | None]]
+    ) -> bool:
+        """A later run of one function's jobs through its batched forms, in one savepoint
+        (the jobs one by one would each take their own); False (nothing kept) when every
+        form failed, and the caller then runs the jobs one by one."""
+        conn = self._conn
+        conn.execute("SAVEPOINT run")
+        kept = self._batched_run(run, outcomes, lambda: conn.execute("ROLLBACK TO run"))
+        conn.execute("RELEASE run")
+        return kept
+
+    def _batched_run(
+        self,
+        run: list[_Job],
+        outcomes: list[tuple[_Job, Any, BaseException | None]],
+        undo: Callable[[], object],
+    ) -> bool:
+        """``run`` through its function's batched forms, in order, until one writes it whole;
+        ``undo`` takes back what a failed form wrote. False when none did."""
+        conn = self._conn
         args = [job.args for job in run]
         for many in BATCHED.get(run[0].fn, ()):
             mark = conn.deferred_counts.mark()
@@ -309,39 +337,11 @@ class _Writer(threading.Thread):
             except Exception as exc:
                 log.debug("a batch of %d writes failed (%s); trying without it", len(run), exc)
                 conn.deferred_counts.drop_since(mark)
-                conn.execute("ROLLBACK")
-                conn.execute("BEGIN IMMEDIATE")
+                undo()
                 continue
             outcomes.extend((job, result, None) for job, result in zip(run, results, strict=True))
             self.batched += len(run)
             return True
-        return False
-
-    def _saved_run(
-        self, run: list[_Job], outcomes: list[tuple[_Job, Any, BaseException | None]]
-    ) -> bool:
-        """A later run of one function's jobs through its batched forms, in one savepoint
-        (the jobs one by one would each take their own); False (nothing kept) when every
-        form failed, and the caller then runs the jobs one by one."""
-        conn = self._conn
-        args = [job.args for job in run]
-        conn.execute("SAVEPOINT run")
-        for many in BATCHED[run[0].fn]:
-            mark = conn.deferred_counts.mark()
-            try:
-                results = many(conn, args)
-                if len(results) != len(run):
-                    raise ValueError(f"{len(results)} results for {len(run)} jobs")
-            except Exception as exc:
-                log.debug("a batch of %d writes failed (%s); trying without it", len(run), exc)
-                conn.deferred_counts.drop_since(mark)
-                conn.execute("ROLLBACK TO run")
-                continue
-            conn.execute("RELEASE run")
-            outcomes.extend((job, result, None) for job, result in zip(run, results, strict=True))
-            self.batched += len(run)
-            return True
-        conn.execute("RELEASE run")
         return False
 
     @staticmethod
