@@ -233,6 +233,22 @@ def _burst():
     ]
 
 
+def _batched_and_one_by_one(tmp_path, stored_keys):
+    """Two writers on fresh stores that hold one impression with ``stored_keys``: the first
+    to take a burst as one batch, the second to take it one job at a time."""
+    from edge.store.events import CountingConnection
+    from edge.store.sqlite import _Writer, connect
+
+    writers = []
+    for name in ("batched", "one-by-one"):
+        conn = connect(tmp_path / f"{name}.db", factory=CountingConnection)
+        apply_migrations(conn)
+        writer = _Writer(conn)
+        writer._commit([_impression_job(_impression(stored_keys))])
+        writers.append(writer)
+    return writers
+
+
 def _outcome(job):
     exc = job.future.exception()
     return type(exc).__name__ if exc is not None else job.future.result()
@@ -248,19 +264,10 @@ def _tables(conn):
 def test_a_run_of_impressions_is_written_batched_with_the_outcome_of_one_by_one(tmp_path):
     """The writer's batched form for the run of impressions that opens a group commit (one
     lookup, one executemany per table) leaves exactly the rows, ids, answers and counters
-    of running the same jobs one per transaction; later runs go one by one, so a job the
-    table refuses fails alone."""
-    from edge.store.events import CountingConnection
-    from edge.store.sqlite import _Writer, connect
+    of running the same jobs one per transaction; a later run that holds a job the table
+    refuses fails its batched form and goes one by one, so that job fails alone."""
 
-    writers = []
-    for name in ("batched", "one-by-one"):
-        conn = connect(tmp_path / f"{name}.db", factory=CountingConnection)
-        apply_migrations(conn)
-        writer = _Writer(conn)
-        writer._commit([_impression_job(_impression(("tok:0",)))])  # stored before the burst
-        writers.append(writer)
-    batched, single = writers
+    batched, single = _batched_and_one_by_one(tmp_path, ("tok:0",))  # stored before the burst
     jobs_a, jobs_b = _burst(), _burst()
     batched._commit(jobs_a)
     for job in jobs_b:
@@ -437,8 +444,6 @@ def test_every_run_of_impressions_is_written_batched_not_only_the_first(tmp_path
     through the batched forms too, in its own savepoint: a stored key makes the first form
     fail and the second write it, a refused job undoes only its run's try, and the rows,
     answers and counters are those of one job per transaction."""
-    from edge.store.events import CountingConnection
-    from edge.store.sqlite import _Writer, connect
 
     def jobs():
         return [
@@ -454,14 +459,7 @@ def test_every_run_of_impressions_is_written_batched_not_only_the_first(tmp_path
             _impression_job(_impression(("tok:7", "iid:7"))),
         ]
 
-    writers = []
-    for name in ("batched", "one-by-one"):
-        conn = connect(tmp_path / f"{name}.db", factory=CountingConnection)
-        apply_migrations(conn)
-        writer = _Writer(conn)
-        writer._commit([_impression_job(_impression(("tok:0", "iid:0")))])
-        writers.append(writer)
-    batched, single = writers
+    batched, single = _batched_and_one_by_one(tmp_path, ("tok:0", "iid:0"))
     jobs_a, jobs_b = jobs(), jobs()
     batched._commit(jobs_a)
     for job in jobs_b:
