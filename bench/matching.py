@@ -16,7 +16,7 @@ from bench.report import Section, Table
 from bench.stats import Spread, ratios
 from matcher.index import IVF_MIN_ROWS
 from matcher.safety import CLASSES
-from matcher.safety_train import default_check, evaluate, everyday
+from matcher.safety_train import NOT_YET_FITTED, default_check, evaluate, everyday
 
 AIMS = {10_000: 1.3, 100_000: 1.5}  # issue 3: matcher p50 within this many floors
 
@@ -182,9 +182,6 @@ PREVIOUS_SAFETY: dict[str, dict[str, float]] = {
 }
 
 
-# The newest labelled batch, reported apart from the earlier held-out rows (those are the
-# rows the "previous model" figures were taken on).
-LATEST_ORIGIN = "v6"
 # The everyday check: ordinary 40-word hobby and product posts from the bench's generator, a
 # source no labelled row was written from and that never enters training or a threshold
 # choice. 500 posts from each seed; the seeds are used nowhere else in the bench.
@@ -204,9 +201,9 @@ def _safety(section: Section) -> None:
     progress("matcher: brand-safety figures on the held-out split, the independent and stress sets")
     check = default_check()
     reports = {
-        "held-out": evaluate(check, select=lambda r: r.origin != LATEST_ORIGIN),
-        f"held-out, {LATEST_ORIGIN} rows": evaluate(
-            check, select=lambda r: r.origin == LATEST_ORIGIN
+        "held-out": evaluate(check, select=lambda r: r.origin not in NOT_YET_FITTED),
+        f"held-out, {', '.join(sorted(NOT_YET_FITTED))} rows": evaluate(
+            check, select=lambda r: r.origin in NOT_YET_FITTED
         ),
         "independent": evaluate(check, split="independent"),
         "stress": evaluate(check, split="stress"),

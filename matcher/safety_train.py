@@ -67,6 +67,9 @@ INDEPENDENT = DATA / "safety_independent.jsonl"
 # of traffic: its safe rows are chosen to be hard, so their share blocked is not held to 3%.
 STRESS = DATA / "safety_stress.jsonl"
 FOLDS = 5
+# Batches of labelled rows (by origin) appended after the shipped model was fitted: in the
+# set, and scored apart when held out, but in no fit until a refit with them ships.
+NOT_YET_FITTED = frozenset({"v6"})
 OOF_DUMP = Path(__file__).resolve().parents[1] / "var" / "safety_oof.pickle"  # for tuning only
 # MiniLM outputs of the rows (vector, sentences, their vectors and peaks) by text hash, so a
 # refit only refits the heads; the file name carries the model's and the sentence split's
