@@ -27,9 +27,12 @@ Three checks, any one blocks:
    deal" stay apart however close their meanings average out). The token states come from
    the one forward pass the matcher already runs for relevance. A class blocks when its
    probability on the text or on any one sentence reaches that class's threshold, so one
-   unsafe sentence in a long post is found. Weights and thresholds come from
-   ``matcher.safety_train`` and ship in ``data/safety_model.npz`` with the hash of the rows
-   they were fitted on.
+   unsafe sentence in a long post is found. Each kind of unit may have thresholds of its
+   own (``limits``): the whole text, a sentence as it reads in the text, a sentence encoded
+   alone by the second pass; the training recipe sets them apart where that does better out
+   of fold (a sentence's vector in context is diluted by its neighbours both ways). Weights
+   and thresholds come from ``matcher.safety_train`` and ship in ``data/safety_model.npz``
+   with the hash of the rows they were fitted on.
 3. A nearest-neighbour margin for self-harm (``knn_margin``): per unit, how much closer its
    MiniLM vector is to labelled self-harm exemplars than to safe ones. It reads intent from
    meaning alone, so an oblique wording whose words the MLPs never saw ("handing my things
@@ -79,6 +82,12 @@ UNSAFE_CLASSES = CLASSES[1:]
 # The second pass's suspicion levels (threshold names): self-harm probability and margin.
 SUSPECT_SELF_HARM = "suspect_self_harm"
 SUSPECT_KNN = "suspect_knn"
+# What a threshold is set on: P(any unsafe class), each unsafe class's probability, and the
+# self-harm margin. Each may be set apart for a sentence as it reads in context
+# (``name@sentence``) and for one encoded alone (``name@alone``).
+NAMES = ("unsafe", *UNSAFE_CLASSES, "self_harm_knn")
+SENTENCE = "sentence"
+ALONE = "alone"
 # The second pass encodes at most this many sentences of a text: the ones with the most
 # self-harm evidence in context (``alone_order``). Encoded alone, one short sentence costs
 # about 45% of a 40-word post's forward pass, two about 65%, three about 80%. Out of fold and
@@ -442,6 +451,22 @@ class SafetyClassifier:
             text, texts, features, self.probabilities(features), self.knn_margin(features)
         )
 
+    def _limits(self, n: int, first: int | None) -> np.ndarray:
+        """(n, len(NAMES)) each unit's thresholds (``limits``): row 0 the whole text's, then
+        the sentences' in context, then, from ``first`` on, the sentences' encoded alone."""
+        kinds = np.ones(n, np.int64)
+        kinds[0] = 0
+        if first is not None:
+            kinds[first:] = 2
+        out: np.ndarray = limits(self.thresholds)[kinds]
+        return out
+
+    @staticmethod
+    def _scores(probs: np.ndarray, margin: np.ndarray) -> np.ndarray:
+        """(units, len(NAMES)): P(any unsafe class), each unsafe class's probability, and
+        the self-harm margin."""
+        return np.column_stack([1.0 - probs[:, 0], probs[:, 1:], margin])
+
     def _verdict(self, u: _Units) -> SafetyVerdict:
         probs, margin, text = u.probs, u.margin, u.text
         best_unit = probs.argmax(axis=0)
@@ -453,17 +478,19 @@ class SafetyClassifier:
         if hit is not None:
             cls, phrase, (a, _) = hit
             return SafetyVerdict(False, top, phrase, cls, _sentence_at(text, a), scores)
+        # Each unit's scores over its own type's thresholds: the whole text, a sentence as it
+        # reads in the text's forward pass, or a sentence encoded alone (second pass).
+        ratio = self._scores(probs, margin) / self._limits(len(probs), u.first)
         fired = [
-            (scores[c] / self.thresholds[c], c)
-            for c in UNSAFE_CLASSES
-            if c in self.thresholds and scores[c] >= self.thresholds[c]
+            (float(ratio[:, 1 + j].max()), c)
+            for j, c in enumerate(UNSAFE_CLASSES)
+            if ratio[:, 1 + j].max() >= 1.0
         ]
-        if scores["self_harm_knn"] >= self.thresholds.get("self_harm_knn", 2.0):
-            fired.append((scores["self_harm_knn"] / self.thresholds["self_harm_knn"], "self_harm"))
-        p_unsafe = 1.0 - probs[:, 0]
-        if not fired and p_unsafe.max() >= self.thresholds.get("unsafe", 2.0):
+        if ratio[:, -1].max() >= 1.0:
+            fired.append((float(ratio[:, -1].max()), "self_harm"))
+        if not fired and ratio[:, 0].max() >= 1.0:
             # No single class is sure, but the text is unsafe: name the likeliest class.
-            unit = int(p_unsafe.argmax())
+            unit = int(ratio[:, 0].argmax())
             fired = [(1.0, UNSAFE_CLASSES[int(probs[unit, 1:].argmax())])]
         if not fired:
             return SafetyVerdict(True, top, None, None, None, scores, second_pass=second)
@@ -472,17 +499,34 @@ class SafetyClassifier:
         sentence = text
         alone = False
         if len(u.texts) > 1:
-            # The sentence the MLPs rate highest for the class, or, when only the margin
-            # fired, the sentence nearest to the self-harm exemplars; a sentence judged
-            # alone (second pass) is named as such.
-            by_margin = cls == "self_harm" and scores[cls] < self.thresholds.get(cls, 2.0)
-            by = margin[1:] if by_margin else probs[1:, k]
+            # The sentence whose score for the class stands highest over its threshold, or,
+            # when only the margin fired, the one nearest to the self-harm exemplars; a
+            # sentence judged alone (second pass) is named as such.
+            by_margin = cls == "self_harm" and ratio[:, k].max() < 1.0
+            by = ratio[1:, -1] if by_margin else ratio[1:, k]
             unit = 1 + int(by.argmax())
             sentence = u.texts[unit]
             alone = u.first is not None and unit >= u.first
         return SafetyVerdict(
             False, top, None, cls, sentence, scores, second_pass=second, sentence_alone=alone
         )
+
+
+def limits(thresholds: dict[str, float]) -> np.ndarray:
+    """(3, len(NAMES)) the thresholds of a whole text (``name``), of a sentence as it reads in
+    the text (``name@sentence``) and of one encoded alone (``name@alone``). A sentence's
+    threshold falls back to the whole text's, and a name with none never fires (2.0)."""
+    whole = [thresholds.get(c, 2.0) for c in NAMES]
+    return np.array(
+        [
+            whole,
+            *(
+                [thresholds.get(f"{c}@{kind}", w) for c, w in zip(NAMES, whole, strict=True)]
+                for kind in (SENTENCE, ALONE)
+            ),
+        ],
+        np.float32,
+    )
 
 
 def alone_order(p_self_harm: np.ndarray, margin: np.ndarray, level: float, knn: float) -> list[int]:

@@ -17,7 +17,9 @@ learning: at least one sentence carries the class, we do not know which).
 Thresholds: a text is blocked when any class reaches its threshold. Thresholds are lowered
 greedily from out-of-fold scores towards each class's recall target (self-harm 1.00, other
 classes 0.99), self-harm weighted first, as far as out-of-fold safe texts blocked stay within
-``MAX_SAFE_BLOCKED`` (see ``choose_thresholds``).
+``MAX_SAFE_BLOCKED`` (see ``choose_thresholds``). A kind of unit (the whole text, a sentence as
+it reads in the text, a sentence encoded alone by the second pass) may get thresholds of its
+own, where that does better out of fold (``choose_kind_thresholds``).
 """
 
 from __future__ import annotations
@@ -40,12 +42,15 @@ import orjson
 
 from matcher.embeddings import Sentences, split_sentences
 from matcher.safety import (
+    ALONE,
     CLASSES,
     DIM,
     EXEMPLAR_FILE,
     FEATURES,
     KNN_K,
     MODEL_FILE,
+    NAMES,
+    SENTENCE,
     SUSPECT_KNN,
     SUSPECT_SELF_HARM,
     UNSAFE_CLASSES,
@@ -53,6 +58,7 @@ from matcher.safety import (
     SafetyClassifier,
     SafetyVerdict,
     alone_order,
+    limits,
     scored_sentences,
     text_features,
     unit_features,
@@ -77,7 +83,10 @@ OOF_DUMP = Path(__file__).resolve().parents[1] / "var" / "safety_oof.pickle"  # 
 ENCODE_CACHE = Path(__file__).resolve().parents[1] / "var" / "safety_encode"
 SEED = 20261123
 RECALL_TARGET = {c: (1.0 if c == "self_harm" else 0.99) for c in UNSAFE_CLASSES}
-MAX_SAFE_BLOCKED = 0.03  # out of fold, as the aim on unseen text
+# Out of fold. The aim is at most 3% on unseen text, and unseen text runs above the
+# out-of-fold figure: the model shipped with a 3% budget blocked 2.9% of safe texts out of
+# fold and 3.9% of the held-out ones, so the budget sits a point below the aim.
+MAX_SAFE_BLOCKED = 0.02
 GRID = ((64, 1e-4),)  # (hidden units, weight decay); more cost minutes per entry
 EPOCHS = 40
 # How many times stronger the weight decay is on the hashed n-grams' first-layer rows than on
@@ -96,6 +105,8 @@ SELF_HARM_WEIGHTS = (1.0, 2.0, 3.0, 5.0)
 # small product per unit against all exemplars).
 MAX_SAFE_EXEMPLARS = 1800
 KNN = "self_harm_knn"  # the margin's threshold name; its score column follows the classes
+# How thresholds may apply to the kinds of unit (``choose_kind_thresholds``).
+LAYOUTS = ("shared", "per kind", "no sentence")
 # Context augmentation: posts glued from short training texts, so that a sentence is also
 # learnt as it reads inside a post (its token states mixed with its neighbours'), not only
 # alone. ``CONTEXT_SAFE`` posts of 2-6 safe texts (every sentence a safe unit in context) and,
@@ -343,15 +354,25 @@ def choose_suspicion(susp: np.ndarray, y: np.ndarray, multi: np.ndarray) -> dict
 class PassScores:
     """Out-of-fold scores of both passes, per training text.
 
-    ``first``: ``_class_scores`` of the first pass; ``evidence[i]``: (sentences, 2), each
-    scored sentence's self-harm probability and margin in context (``susp``: the highest of
-    each over all first-pass units); ``alone[i]``: (sentences, classes + 1), the same
-    sentences' ``_unit_scores`` when encoded alone (empty for texts with fewer than two)."""
+    ``whole``: ``_unit_scores`` of the whole-text unit; ``sentence``: the highest of each
+    column over its scored sentences as they read in the text (zero for a text without
+    any); ``evidence[i]``: (sentences, 2), each scored sentence's self-harm probability and
+    margin in context (``susp``: the highest of each over all first-pass units);
+    ``alone[i]``: (sentences, classes + 1), the same sentences' ``_unit_scores`` when encoded
+    alone (empty for texts with fewer than two)."""
 
-    first: np.ndarray
+    whole: np.ndarray
+    sentence: np.ndarray
     susp: np.ndarray
     evidence: list[np.ndarray]
     alone: list[np.ndarray]
+
+    @property
+    def first(self) -> np.ndarray:
+        """``_class_scores`` of the first pass: the higher of the whole text's and its
+        sentences' in context."""
+        out: np.ndarray = np.maximum(self.whole, self.sentence)
+        return out
 
     @property
     def multi(self) -> np.ndarray:
@@ -364,16 +385,20 @@ class PassScores:
         out: np.ndarray = self.multi & over
         return out
 
-    def combined(self, levels: dict[str, float]) -> np.ndarray:
-        """Class scores after the second pass, as ``SafetyClassifier.judge`` computes them:
-        where it triggers, each column's higher of the first pass's and its chosen lone
-        sentences' scores."""
-        out = self.first.copy()
+    def by_kind(self, levels: dict[str, float]) -> np.ndarray:
+        """(n, 3, classes + 1): per text, the highest scores of its whole-text unit, of its
+        sentences in context, and of the sentences the second pass reads alone where it
+        runs, as ``SafetyClassifier.judge`` computes them (zero where it does not run)."""
+        lone = np.zeros_like(self.whole)
         a, b = levels[SUSPECT_SELF_HARM], levels[SUSPECT_KNN]
         for i in np.flatnonzero(self.triggered(levels)):
             ev = self.evidence[i]
-            chosen = alone_order(ev[:, 0], ev[:, 1], a, b)
-            out[i] = np.maximum(out[i], self.alone[i][chosen].max(axis=0))
+            lone[i] = self.alone[i][alone_order(ev[:, 0], ev[:, 1], a, b)].max(axis=0)
+        return np.stack([self.whole, self.sentence, lone], axis=1)
+
+    def combined(self, levels: dict[str, float]) -> np.ndarray:
+        """Class scores after the second pass: each column's highest over every unit judged."""
+        out: np.ndarray = self.by_kind(levels).max(axis=1)
         return out
 
 
@@ -384,8 +409,10 @@ def pass_scores(
     scored sentences encoded alone, ``alone_units``)."""
     sh = CLASSES.index("self_harm")
     per_unit = [_unit_scores(clf, u) for u in units]
+    none = np.zeros(len(CLASSES) + 1, np.float32)
     return PassScores(
-        np.stack([s.max(axis=0) for s in per_unit]),
+        np.stack([s[0] for s in per_unit]),
+        np.stack([s[1:].max(axis=0) if len(s) > 1 else none for s in per_unit]),
         np.array([[s[:, sh].max(), s[:, -1].max()] for s in per_unit], np.float32),
         [s[1:][:, [sh, -1]] for s in per_unit],
         [_unit_scores(clf, a) for a in alone],
@@ -394,15 +421,16 @@ def pass_scores(
 
 def _gather(parts: Sequence[tuple[np.ndarray, PassScores]], n: int) -> PassScores:
     """One ``PassScores`` for all n texts from each fold's (indices, scores)."""
-    first = np.empty((n, len(CLASSES) + 1), np.float32)
+    whole = np.empty((n, len(CLASSES) + 1), np.float32)
+    sentence = np.empty((n, len(CLASSES) + 1), np.float32)
     susp = np.empty((n, 2), np.float32)
     evidence: list[np.ndarray] = [np.empty((0, 2), np.float32)] * n
     alone: list[np.ndarray] = [np.empty((0, len(CLASSES) + 1), np.float32)] * n
     for idx, ps in parts:
-        first[idx], susp[idx] = ps.first, ps.susp
+        whole[idx], sentence[idx], susp[idx] = ps.whole, ps.sentence, ps.susp
         for j, i in enumerate(idx):
             evidence[i], alone[i] = ps.evidence[j], ps.alone[j]
-    return PassScores(first, susp, evidence, alone)
+    return PassScores(whole, sentence, susp, evidence, alone)
 
 
 def _unit_vectors(u: np.ndarray) -> np.ndarray:
@@ -543,55 +571,102 @@ def choose_thresholds(scores: np.ndarray, y: np.ndarray) -> dict[str, float]:
 def greedy_thresholds(
     scores: np.ndarray, y: np.ndarray, self_harm_weight: float
 ) -> dict[str, float]:
-    """Per-class thresholds from out-of-fold class scores, one greedy path.
+    """Per-class thresholds from out-of-fold class scores (columns in ``NAMES`` order), one
+    greedy path (``_greedy``)."""
+    t = _greedy(scores, NAMES, y, self_harm_weight)
+    return {c: round(float(v), 4) for c, v in zip(NAMES, t, strict=True)}
 
-    Thresholds: one per unsafe class on its probability, and ``unsafe`` on 1 - P(safe) (a
-    text split between two unsafe classes). Every threshold starts at ``START_THRESHOLD``.
-    Then, step by step, the one threshold that, lowered to catch its next missed unsafe
-    text, buys the most (weighted unsafe
-    texts caught per safe text newly blocked; self-harm counts ``self_harm_weight`` times)
-    takes that step, until every class meets its recall target or the next step would block
-    more than ``MAX_SAFE_BLOCKED`` of the safe texts. ``self_harm_knn`` (last column, the
-    nearest-neighbour margin) is one more threshold, lowered for self-harm texts only.
+
+def _greedy(
+    scores: np.ndarray, names: Sequence[str], y: np.ndarray, self_harm_weight: float
+) -> np.ndarray:
+    """One threshold per column of ``scores`` (column j scores ``names[j]``, one of
+    ``NAMES``), one greedy path.
+
+    Thresholds: on each unsafe class's probability, and ``unsafe`` on 1 - P(safe) (a text
+    split between two unsafe classes). Every threshold starts at ``START_THRESHOLD``. Then,
+    step by step, the one threshold that, lowered to catch its next missed unsafe text, buys
+    the most (weighted unsafe texts caught per safe text newly blocked; self-harm counts
+    ``self_harm_weight`` times) takes that step, until every class meets its recall target
+    or the next step would block more than ``MAX_SAFE_BLOCKED`` of the safe texts.
+    ``self_harm_knn`` (the nearest-neighbour margin) is lowered for self-harm texts only.
     """
-    names = ("unsafe", *UNSAFE_CLASSES, KNN)
-    col = {"unsafe": 0, **{c: CLASSES.index(c) for c in UNSAFE_CLASSES}, KNN: len(CLASSES)}
-    t = {c: START_THRESHOLD for c in names}
+    t = np.full(scores.shape[1], START_THRESHOLD)
     safe, unsafe = y == 0, y != 0
-    weight = np.where(y == CLASSES.index("self_harm"), self_harm_weight, 1.0)
-    cols = [col[c] for c in names]
-
-    def blocked(th: dict[str, float]) -> np.ndarray:
-        hit: np.ndarray = np.asarray(scores[:, cols] >= np.array([th[c] for c in names]))
-        any_hit: np.ndarray = np.asarray(hit.any(axis=1))
-        return any_hit
+    harm = y == CLASSES.index("self_harm")
+    weight = np.where(harm, self_harm_weight, 1.0)
 
     def short(b: np.ndarray) -> bool:
         return any(b[y == CLASSES.index(c)].mean() < RECALL_TARGET[c] for c in UNSAFE_CLASSES)
 
-    b = blocked(t)
+    b: np.ndarray = np.asarray((scores >= t).any(axis=1))
     while short(b):
-        best: tuple[float, str, float] | None = None
-        for c in names:
-            k = col[c]
+        best: tuple[float, int, float] | None = None
+        for j, c in enumerate(names):
             # The margin is a self-harm signal: it is lowered only for self-harm texts.
-            target = y == CLASSES.index("self_harm") if c == KNN else unsafe
-            missed = target & ~b & (scores[:, k] < t[c])
+            target = harm if c == KNN else unsafe
+            missed = target & ~b & (scores[:, j] < t[j])
             if not missed.any():
                 continue
-            cand = max(MIN_THRESHOLD, float(scores[missed, k].max()) * 0.999)
-            nb = blocked({**t, c: cand})
+            cand = max(MIN_THRESHOLD, float(scores[missed, j].max()) * 0.999)
+            nb = b | (scores[:, j] >= cand)
             gain = float(weight[nb & ~b].sum())
             cost = float((nb & ~b & safe).sum())
             if nb[safe].mean() > MAX_SAFE_BLOCKED or gain == 0:
                 continue
             if best is None or gain / (cost + 0.5) > best[0]:
-                best = (gain / (cost + 0.5), c, cand)
+                best = (gain / (cost + 0.5), j, cand)
         if best is None:
             break
         t[best[1]] = best[2]
-        b = blocked(t)
-    return {c: round(v, 4) for c, v in t.items()}
+        b = np.asarray((scores >= t).any(axis=1))
+    return t
+
+
+def choose_kind_thresholds(kinds: np.ndarray, y: np.ndarray) -> dict[str, float]:
+    """Thresholds from out-of-fold scores per unit kind (``PassScores.by_kind``: whole text,
+    sentences in context, sentences alone), in the layout that does best out of fold.
+
+    Layouts (``LAYOUTS``): one threshold per name for every kind of unit; one per name and
+    kind (``name@sentence``, ``name@alone``); or none for a sentence as it reads in context,
+    whose vector its neighbours dilute both ways (a self-harm line after a shopping question
+    scores low, an everyday line among casual ones can score high), so that it only decides
+    what the second pass reads alone. Each layout takes every ``SELF_HARM_WEIGHTS`` path
+    (``_greedy``); the best self-harm recall wins, then recall on all unsafe text, then the
+    fewest safe texts blocked, and an earlier layout on a tie.
+    """
+    n = len(y)
+    harm, safe, unsafe = y == CLASSES.index("self_harm"), y == 0, y != 0
+    best: tuple[tuple[float, float, float], dict[str, float]] | None = None
+    fixed: dict[str, float]
+    for layout in LAYOUTS:
+        if layout == "shared":
+            cols, keys, fixed = kinds.max(axis=1), list(NAMES), {}
+        elif layout == "per kind":
+            cols = kinds.reshape(n, -1)
+            keys = [*NAMES, *(f"{c}@{SENTENCE}" for c in NAMES), *(f"{c}@{ALONE}" for c in NAMES)]
+            fixed = {}
+        else:
+            cols = kinds[:, [0, 2]].reshape(n, -1)
+            keys = [*NAMES, *(f"{c}@{ALONE}" for c in NAMES)]
+            fixed = {f"{c}@{SENTENCE}": 2.0 for c in NAMES}
+        names = [k.split("@")[0] for k in keys]
+        for w in SELF_HARM_WEIGHTS:
+            t = np.round(_greedy(cols, names, y, w), 4)
+            b = (cols >= t).any(axis=1)
+            key = (float(b[harm].mean()), float(b[unsafe].mean()), -float(b[safe].mean()))
+            if best is None or key > best[0]:
+                chosen = {k: round(float(v), 4) for k, v in zip(keys, t, strict=True)}
+                best = (key, {**chosen, **fixed})
+    assert best is not None
+    return best[1]
+
+
+def blocked_by_kinds(kinds: np.ndarray, thresholds: dict[str, float]) -> np.ndarray:
+    """Texts whose scores per unit kind (``PassScores.by_kind``) reach their kind's
+    threshold (``matcher.safety.limits``)."""
+    out: np.ndarray = np.asarray((kinds >= limits(thresholds)[None]).any(axis=(1, 2)))
+    return out
 
 
 def blocked_by(scores: np.ndarray, thresholds: dict[str, float]) -> np.ndarray:
@@ -754,16 +829,17 @@ def train(
             )
         scores = _gather(parts, len(y))
         levels = choose_suspicion(scores.susp, y, multi)
-        oof = scores.combined(levels)
-        t = choose_thresholds(oof, y)
+        kinds = scores.by_kind(levels)
+        t = choose_kind_thresholds(kinds, y)
         if OOF_DUMP.parent.is_dir():
             with OOF_DUMP.open("wb") as fh:
                 pickle.dump((scores, y), fh)
-        blocked = blocked_by(oof, t)
+        blocked = blocked_by_kinds(kinds, t)
         rep = summary(blocked, train_rows)
         trig = scores.triggered(levels)
-        first = scores.first
-        one_pass = summary(blocked_by(first, choose_thresholds(first, y)), train_rows)
+        first = kinds.copy()
+        first[:, 2] = 0.0  # the first pass alone: no sentence read on its own
+        one_pass = summary(blocked_by_kinds(first, choose_kind_thresholds(first, y)), train_rows)
         rep["second_pass"] = {
             "levels": levels,
             "safe_multi_triggered": round(float(trig[multi & (y == 0)].mean()), 4),

@@ -654,11 +654,91 @@ def test_second_pass_out_of_fold_takes_the_most_suspicious_sentences_alone():
     lone[3, 2] = 0.95  # least suspicious in context: beyond the two taken alone
     alone = [lone, lone, np.empty((0, k), np.float32)]
     susp = np.array([[0.55, 0.59], [0.4, 0.5], [0.9, 0.9]], np.float32)
-    scores = safety_train.PassScores(first, susp, evidence, alone)
+    scores = safety_train.PassScores(first, np.zeros_like(first), susp, evidence, alone)
     assert scores.triggered(levels).tolist() == [True, False, False]
     out = scores.combined(levels)
     assert out[0, 1] == pytest.approx(0.9) and out[0, 2] == 0.0
     assert np.all(out[1:] == 0.0)
+    # By kind of unit, the sentence read alone is the third kind, and only where it ran.
+    kinds = scores.by_kind(levels)
+    assert kinds[0, 2, 1] == pytest.approx(0.9) and not kinds[1:, 2].any()
+    assert np.array_equal(kinds.max(axis=1), out)
+
+
+def _units(probs: list[list[float]], margin: list[float], first: int | None) -> safety._Units:
+    texts = ("whole text", "a sentence in context", "another sentence", "a sentence alone")
+    n = len(probs)
+    return safety._Units(
+        texts[0],
+        texts[:n],
+        np.zeros((n, FEATURES), np.float32),
+        np.array(probs, np.float32),
+        np.array(margin, np.float32),
+        first,
+    )
+
+
+def test_a_threshold_set_for_one_kind_of_unit_applies_to_that_kind_only():
+    # Whole text at 0.1 self-harm; its first sentence reads 0.9 in context and 0.6 alone.
+    units = _units(
+        [
+            [0.9, 0.1, 0, 0, 0, 0],
+            [0.1, 0.9, 0, 0, 0, 0],
+            [1, 0, 0, 0, 0, 0],
+            [0.4, 0.6, 0, 0, 0, 0],
+        ],
+        [0.4, 0.4, 0.4, 0.4],
+        first=3,
+    )
+    shared = SafetyClassifier(None, {"self_harm": 0.8})
+    verdict = shared._verdict(units)
+    assert not verdict.safe and verdict.sentence == "a sentence in context"
+    assert not verdict.sentence_alone
+    # In context, a sentence never blocks; alone, it blocks from 0.5.
+    kinds = SafetyClassifier(
+        None, {"self_harm": 0.8, "self_harm@sentence": 2.0, "self_harm@alone": 0.5}
+    )
+    verdict = kinds._verdict(units)
+    assert (verdict.safe, verdict.category) == (False, "self_harm")
+    assert verdict.sentence == "a sentence alone" and verdict.sentence_alone
+    kinds.thresholds["self_harm@alone"] = 0.7
+    assert kinds._verdict(units).safe
+    # Without a second pass there is no sentence alone: its threshold does not apply.
+    assert kinds._verdict(
+        _units([[0.9, 0.1, 0, 0, 0, 0], [0.4, 0.6, 0, 0, 0, 0]], [0.4, 0.4], None)
+    ).safe
+
+
+def test_each_kind_of_unit_falls_back_to_the_whole_texts_threshold():
+    got = safety.limits({"self_harm": 0.8, "self_harm@alone": 0.9, "unsafe@sentence": 0.7})
+    sh, unsafe = safety.NAMES.index("self_harm"), safety.NAMES.index("unsafe")
+    assert got[:, sh].tolist() == pytest.approx([0.8, 0.8, 0.9])
+    assert got[:, unsafe].tolist() == pytest.approx([2.0, 0.7, 2.0])
+    assert got[:, safety.NAMES.index("news")].tolist() == [2.0, 2.0, 2.0]  # never fires
+
+
+def test_thresholds_per_kind_of_unit_are_chosen_when_they_do_better_out_of_fold():
+    # Safe texts read 0.9 self-harm in context (a filler-laden everyday line) and self-harm
+    # texts 0.3 in context but 0.8 alone. One threshold per name for every kind cannot catch
+    # the self-harm texts without blocking every safe one; per kind it catches them all.
+    k = len(CLASSES) + 1
+    n, sh = 100, CLASSES.index("self_harm")
+    y = np.zeros(n, np.int64)
+    y[80:] = sh
+    kinds = np.full((n, 3, k), 0.1, np.float32)
+    kinds[:80, 1, sh] = 0.9
+    for row, c in enumerate(CLASSES[2:], start=76):  # one text of each other class, clear
+        y[row] = CLASSES.index(c)
+        kinds[row, 0, CLASSES.index(c)] = 0.99
+    kinds[80:, 1, sh] = 0.3
+    kinds[80:, 2, sh] = 0.8
+    t = safety_train.choose_kind_thresholds(kinds, y)
+    assert t["self_harm@alone"] <= 0.8 < 0.9 < t.get("self_harm@sentence", t["self_harm"])
+    blocked = safety_train.blocked_by_kinds(kinds, t)
+    assert blocked[76:].all() and not blocked[:76].any()
+    # The shared layout alone, as before: nothing to gain within the budget.
+    shared = safety_train.choose_thresholds(kinds.max(axis=1), y)
+    assert not safety_train.blocked_by(kinds.max(axis=1), shared)[80:].any()
 
 
 def test_suspicion_levels_keep_within_the_budget_on_safe_texts():
