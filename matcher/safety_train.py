@@ -781,12 +781,19 @@ def context_posts(
     return out
 
 
+def training_rows(rows: Sequence[Row]) -> list[Row]:
+    """The rows a refit fits on: the ``train`` split, less the batches not yet fitted
+    (``NOT_YET_FITTED``), so that the recipe refits the shipped model until a refit with
+    them is chosen and the set is emptied."""
+    return [r for r in rows if r.split == "train" and r.origin not in NOT_YET_FITTED]
+
+
 def train(
     encode: Encode, rows: Sequence[Row], log: Callable[[str], None] = print
 ) -> tuple[bytes, bytes]:
-    """The model file's and the exemplar file's bytes, fitted and calibrated on the ``train``
-    rows only."""
-    train_rows = [r for r in rows if r.split == "train"]
+    """The model file's and the exemplar file's bytes, fitted and calibrated on the
+    ``training_rows`` only."""
+    train_rows = training_rows(rows)
     vectors, sents = encode([r.text for r in train_rows])
     units = [unit_features(r.text, vectors[i], sents[i]) for i, r in enumerate(train_rows)]
     y = np.array([CLASSES.index(r.cls) for r in train_rows], np.int64)

@@ -74,6 +74,8 @@ def test_shipped_model_was_trained_on_this_labelled_set():
     fitted = _fitted_train_rows(clf)
     assert clf.meta["trained_on"]["sha256"] == safety_train.rows_hash(fitted)
     assert {r.origin for r in train_rows[len(fitted) :]} <= NOT_YET_FITTED
+    # The recipe fits those same rows: a refit leaves the batches not yet fitted out.
+    assert safety_train.training_rows(ROWS) == fitted
     assert set(clf.thresholds) >= {*CLASSES[1:], "self_harm_knn"}
 
 
