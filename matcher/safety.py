@@ -29,8 +29,8 @@ Three checks, any one blocks:
    probability on the text or on any one sentence reaches that class's threshold, so one
    unsafe sentence in a long post is found. Each kind of unit may have thresholds of its
    own (``limits``): the whole text, a sentence as it reads in the text, a sentence encoded
-   alone by the second pass; the training recipe sets them apart where that does better out
-   of fold (a sentence's vector in context is diluted by its neighbours both ways). Weights
+   alone by the second pass (a sentence's vector in context is diluted by its neighbours
+   both ways). The shipped thresholds are one per name for all kinds. Weights
    and thresholds come from ``matcher.safety_train`` and ship in ``data/safety_model.npz``
    with the hash of the rows they were fitted on.
 3. A nearest-neighbour margin for self-harm (``knn_margin``): per unit, how much closer its

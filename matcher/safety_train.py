@@ -19,7 +19,8 @@ greedily from out-of-fold scores towards each class's recall target (self-harm 1
 classes 0.99), self-harm weighted first, as far as out-of-fold safe texts blocked stay within
 ``MAX_SAFE_BLOCKED`` (see ``choose_thresholds``). A kind of unit (the whole text, a sentence as
 it reads in the text, a sentence encoded alone by the second pass) may get thresholds of its
-own, where that does better out of fold (``choose_kind_thresholds``).
+own where that does better out of fold, in the layouts ``LAYOUTS`` allows
+(``choose_kind_thresholds``; the shipped recipe allows one threshold per name for all).
 """
 
 from __future__ import annotations
@@ -83,10 +84,7 @@ OOF_DUMP = Path(__file__).resolve().parents[1] / "var" / "safety_oof.pickle"  # 
 ENCODE_CACHE = Path(__file__).resolve().parents[1] / "var" / "safety_encode"
 SEED = 20261123
 RECALL_TARGET = {c: (1.0 if c == "self_harm" else 0.99) for c in UNSAFE_CLASSES}
-# Out of fold. The aim is at most 3% on unseen text, and unseen text runs above the
-# out-of-fold figure: the model shipped with a 3% budget blocked 2.9% of safe texts out of
-# fold and 3.9% of the held-out ones, so the budget sits a point below the aim.
-MAX_SAFE_BLOCKED = 0.02
+MAX_SAFE_BLOCKED = 0.03  # out of fold, as the aim on unseen text
 GRID = ((64, 1e-4),)  # (hidden units, weight decay); more cost minutes per entry
 EPOCHS = 40
 # How many times stronger the weight decay is on the hashed n-grams' first-layer rows than on
@@ -105,8 +103,11 @@ SELF_HARM_WEIGHTS = (1.0, 2.0, 3.0, 5.0)
 # small product per unit against all exemplars).
 MAX_SAFE_EXEMPLARS = 1800
 KNN = "self_harm_knn"  # the margin's threshold name; its score column follows the classes
-# How thresholds may apply to the kinds of unit (``choose_kind_thresholds``).
-LAYOUTS = ("shared", "per kind", "no sentence")
+# How thresholds may apply to the kinds of unit (``choose_kind_thresholds``): "shared" (one
+# per name for every kind), "per kind" (``name@sentence``, ``name@alone`` as well) and "no
+# sentence" (a sentence in context never blocks). The shipped recipe keeps one layout: the
+# other two did better out of fold and worse held out (docs/decisions.md, "Brand safety").
+LAYOUTS: tuple[str, ...] = ("shared",)
 # Context augmentation: posts glued from short training texts, so that a sentence is also
 # learnt as it reads inside a post (its token states mixed with its neighbours'), not only
 # alone. ``CONTEXT_SAFE`` posts of 2-6 safe texts (every sentence a safe unit in context) and,

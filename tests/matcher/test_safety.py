@@ -719,7 +719,7 @@ def test_each_kind_of_unit_falls_back_to_the_whole_texts_threshold():
     assert got[:, safety.NAMES.index("news")].tolist() == [2.0, 2.0, 2.0]  # never fires
 
 
-def test_thresholds_per_kind_of_unit_are_chosen_when_they_do_better_out_of_fold():
+def test_thresholds_per_kind_of_unit_are_chosen_when_they_do_better_out_of_fold(monkeypatch):
     # Safe texts read 0.9 self-harm in context (a filler-laden everyday line) and self-harm
     # texts 0.3 in context but 0.8 alone. One threshold per name for every kind cannot catch
     # the self-harm texts without blocking every safe one; per kind it catches them all.
@@ -734,13 +734,17 @@ def test_thresholds_per_kind_of_unit_are_chosen_when_they_do_better_out_of_fold(
         kinds[row, 0, CLASSES.index(c)] = 0.99
     kinds[80:, 1, sh] = 0.3
     kinds[80:, 2, sh] = 0.8
+    monkeypatch.setattr(safety_train, "LAYOUTS", ("shared", "per kind", "no sentence"))
     t = safety_train.choose_kind_thresholds(kinds, y)
     assert t["self_harm@alone"] <= 0.8 < 0.9 < t.get("self_harm@sentence", t["self_harm"])
     blocked = safety_train.blocked_by_kinds(kinds, t)
     assert blocked[76:].all() and not blocked[:76].any()
-    # The shared layout alone, as before: nothing to gain within the budget.
-    shared = safety_train.choose_thresholds(kinds.max(axis=1), y)
-    assert not safety_train.blocked_by(kinds.max(axis=1), shared)[80:].any()
+    # The shared layout alone (the shipped recipe's): nothing to gain within the budget.
+    monkeypatch.setattr(safety_train, "LAYOUTS", ("shared",))
+    shared = safety_train.choose_kind_thresholds(kinds, y)
+    assert not any("@" in name for name in shared)
+    assert shared == safety_train.choose_thresholds(kinds.max(axis=1), y)
+    assert not safety_train.blocked_by_kinds(kinds, shared)[80:].any()
 
 
 def test_suspicion_levels_keep_within_the_budget_on_safe_texts():
