@@ -119,7 +119,12 @@ _LEXICON: tuple[tuple[str, str], ...] = (
         r"(?:to|gonna|wanna) off myself|offing myself|"
         r"(?:do ?n[o']?t|dont|no longer) want to (?:be alive|exist any ?more|live any ?more)|"
         r"(?:i'?d|i would|i'?m|im|i am) (?:be )?better off dead|"
-        r"(?:hope|wish|pray(?:ing)?) (?:that )?i (?:never|don'?t|won'?t) wake up",
+        # Hoping not to wake up, said to the end of its clause: "... wake up the baby", "...
+        # wake up in pain" and "... wake up tomorrow with a headache" are everyday worries.
+        r"(?:hop(?:e|ing)|wish(?:ing)?|pray(?:ing)?) (?:that )?i "
+        r"(?:never|don'?t|do not|won'?t|will not|wouldn'?t|would not) wake up"
+        r"(?: +(?:tomorrow|again|ever again|ever|any ?more|in the morning|one day|this time|"
+        r"at all))?(?= *(?:[.!?,;:)]|$|(?:and|or|but|so|because|cause|cuz)\b))",
     ),
     ("disaster_war", r"death toll|killed in (?:a|an|the) (?:crash|fire|attack|blast|explosion)"),
     (

@@ -531,6 +531,12 @@ def test_encode_cache_file_changes_with_the_model(monkeypatch):
         ("this finale is going to end it all, no spoilers please", False),
         ("i don't want to live in the city anymore, which suburbs have good schools?", False),
         ("took the tag off myself, can i still return the jacket?", False),
+        ("every night I go to sleep hoping I won't wake up. is a weighted blanket worth it", True),
+        ("wish I wouldn't wake up at all, anyway which alarm clock", True),
+        ("i pray i never wake up again and that's the truth", True),
+        ("I hope I don't wake up the baby with this blender, which one is quietest?", False),
+        ("hope i don't wake up tomorrow with a headache, which electrolyte mix works", False),
+        ("hoping I won't wake up in pain again after switching mattresses", False),
     ],
 )
 def test_lexicon_reads_first_person_slang_and_leaves_everyday_senses(text, unsafe):
