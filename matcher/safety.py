@@ -269,6 +269,9 @@ class SafetyClassifier:
             ]
         )
         self.thresholds = dict(thresholds or {})
+        # ``limits(self.thresholds)`` and the thresholds it was built from (rebuilt when they
+        # change: a verdict reads it, and building it costs more than the verdict's product).
+        self._limits_of: tuple[tuple[tuple[str, float], ...], np.ndarray] | None = None
         self.meta = dict(meta or {})
         # Both sides' exemplars as the rows of one float32 matrix (self-harm first), and as
         # int8 codes for the approximate products that pick, per unit, the few exemplars
@@ -459,18 +462,26 @@ class SafetyClassifier:
     def _limits(self, n: int, first: int | None) -> np.ndarray:
         """(n, len(NAMES)) each unit's thresholds (``limits``): row 0 the whole text's, then
         the sentences' in context, then, from ``first`` on, the sentences' encoded alone."""
-        kinds = np.ones(n, np.int64)
-        kinds[0] = 0
+        key = tuple(self.thresholds.items())
+        if self._limits_of is None or self._limits_of[0] != key:
+            self._limits_of = (key, limits(self.thresholds))
+        each = self._limits_of[1]
+        out = np.empty((n, len(NAMES)), np.float32)
+        out[0] = each[0]
+        out[1:] = each[1]
         if first is not None:
-            kinds[first:] = 2
-        out: np.ndarray = limits(self.thresholds)[kinds]
+            out[first:] = each[2]
         return out
 
     @staticmethod
     def _scores(probs: np.ndarray, margin: np.ndarray) -> np.ndarray:
         """(units, len(NAMES)): P(any unsafe class), each unsafe class's probability, and
         the self-harm margin."""
-        return np.column_stack([1.0 - probs[:, 0], probs[:, 1:], margin])
+        out = np.empty((len(probs), len(NAMES)), np.float32)
+        out[:, 0] = 1.0 - probs[:, 0]
+        out[:, 1:-1] = probs[:, 1:]
+        out[:, -1] = margin
+        return out
 
     def _verdict(self, u: _Units) -> SafetyVerdict:
         probs, margin, text = u.probs, u.margin, u.text
@@ -486,14 +497,11 @@ class SafetyClassifier:
         # Each unit's scores over its own type's thresholds: the whole text, a sentence as it
         # reads in the text's forward pass, or a sentence encoded alone (second pass).
         ratio = self._scores(probs, margin) / self._limits(len(probs), u.first)
-        fired = [
-            (float(ratio[:, 1 + j].max()), c)
-            for j, c in enumerate(UNSAFE_CLASSES)
-            if ratio[:, 1 + j].max() >= 1.0
-        ]
-        if ratio[:, -1].max() >= 1.0:
-            fired.append((float(ratio[:, -1].max()), "self_harm"))
-        if not fired and ratio[:, 0].max() >= 1.0:
+        peak = ratio.max(axis=0).tolist()
+        fired = [(peak[1 + j], c) for j, c in enumerate(UNSAFE_CLASSES) if peak[1 + j] >= 1.0]
+        if peak[-1] >= 1.0:
+            fired.append((peak[-1], "self_harm"))
+        if not fired and peak[0] >= 1.0:
             # No single class is sure, but the text is unsafe: name the likeliest class.
             unit = int(ratio[:, 0].argmax())
             fired = [(1.0, UNSAFE_CLASSES[int(probs[unit, 1:].argmax())])]
@@ -507,7 +515,7 @@ class SafetyClassifier:
             # The sentence whose score for the class stands highest over its threshold, or,
             # when only the margin fired, the one nearest to the self-harm exemplars; a
             # sentence judged alone (second pass) is named as such.
-            by_margin = cls == "self_harm" and ratio[:, k].max() < 1.0
+            by_margin = cls == "self_harm" and peak[k] < 1.0
             by = ratio[1:, -1] if by_margin else ratio[1:, k]
             unit = 1 + int(by.argmax())
             sentence = u.texts[unit]
