@@ -554,28 +554,31 @@ def _weights(y: np.ndarray) -> np.ndarray:
 
 
 def choose_thresholds(scores: np.ndarray, y: np.ndarray) -> dict[str, float]:
-    """Per-class thresholds from out-of-fold class scores: ``greedy_thresholds`` for each of
-    ``SELF_HARM_WEIGHTS``, keeping the one with the best self-harm recall, then the best
-    recall on all unsafe text, then the fewest safe texts blocked (all out of fold)."""
+    """Per-class thresholds from out-of-fold class scores (columns in ``NAMES`` order), one
+    per name whatever the kind of unit: ``_best_path`` of that one layout."""
+    return _best_path([(scores, list(NAMES), {})], y)
+
+
+def _best_path(
+    layouts: Sequence[tuple[np.ndarray, list[str], dict[str, float]]], y: np.ndarray
+) -> dict[str, float]:
+    """Of the greedy paths (``_greedy``) for each of ``SELF_HARM_WEIGHTS`` over each layout
+    (its score columns, each column's threshold name, and thresholds it fixes), the one with
+    the best self-harm recall, then the best recall on all unsafe text, then the fewest safe
+    texts blocked (all out of fold); the earlier one on a tie."""
+    harm, safe, unsafe = y == CLASSES.index("self_harm"), y == 0, y != 0
     best: tuple[tuple[float, float, float], dict[str, float]] | None = None
-    sh, safe, unsafe = y == CLASSES.index("self_harm"), y == 0, y != 0
-    for w in SELF_HARM_WEIGHTS:
-        t = greedy_thresholds(scores, y, w)
-        b = blocked_by(scores, t)
-        key = (float(b[sh].mean()), float(b[unsafe].mean()), -float(b[safe].mean()))
-        if best is None or key > best[0]:
-            best = (key, t)
+    for cols, keys, fixed in layouts:
+        names = [k.split("@")[0] for k in keys]
+        for w in SELF_HARM_WEIGHTS:
+            t = np.round(_greedy(cols, names, y, w), 4)
+            b = np.asarray((cols >= t).any(axis=1))
+            key = (float(b[harm].mean()), float(b[unsafe].mean()), -float(b[safe].mean()))
+            if best is None or key > best[0]:
+                chosen = {k: round(float(v), 4) for k, v in zip(keys, t, strict=True)}
+                best = (key, {**chosen, **fixed})
     assert best is not None
     return best[1]
-
-
-def greedy_thresholds(
-    scores: np.ndarray, y: np.ndarray, self_harm_weight: float
-) -> dict[str, float]:
-    """Per-class thresholds from out-of-fold class scores (columns in ``NAMES`` order), one
-    greedy path (``_greedy``)."""
-    t = _greedy(scores, NAMES, y, self_harm_weight)
-    return {c: round(float(v), 4) for c, v in zip(NAMES, t, strict=True)}
 
 
 def _greedy(
@@ -637,30 +640,18 @@ def choose_kind_thresholds(kinds: np.ndarray, y: np.ndarray) -> dict[str, float]
     fewest safe texts blocked, and an earlier layout on a tie.
     """
     n = len(y)
-    harm, safe, unsafe = y == CLASSES.index("self_harm"), y == 0, y != 0
-    best: tuple[tuple[float, float, float], dict[str, float]] | None = None
-    fixed: dict[str, float]
+    layouts: list[tuple[np.ndarray, list[str], dict[str, float]]] = []
     for layout in LAYOUTS:
         if layout == "shared":
-            cols, keys, fixed = kinds.max(axis=1), list(NAMES), {}
+            layouts.append((kinds.max(axis=1), list(NAMES), {}))
         elif layout == "per kind":
-            cols = kinds.reshape(n, -1)
             keys = [*NAMES, *(f"{c}@{SENTENCE}" for c in NAMES), *(f"{c}@{ALONE}" for c in NAMES)]
-            fixed = {}
+            layouts.append((kinds.reshape(n, -1), keys, {}))
         else:
-            cols = kinds[:, [0, 2]].reshape(n, -1)
             keys = [*NAMES, *(f"{c}@{ALONE}" for c in NAMES)]
-            fixed = {f"{c}@{SENTENCE}": 2.0 for c in NAMES}
-        names = [k.split("@")[0] for k in keys]
-        for w in SELF_HARM_WEIGHTS:
-            t = np.round(_greedy(cols, names, y, w), 4)
-            b = (cols >= t).any(axis=1)
-            key = (float(b[harm].mean()), float(b[unsafe].mean()), -float(b[safe].mean()))
-            if best is None or key > best[0]:
-                chosen = {k: round(float(v), 4) for k, v in zip(keys, t, strict=True)}
-                best = (key, {**chosen, **fixed})
-    assert best is not None
-    return best[1]
+            never = {f"{c}@{SENTENCE}": 2.0 for c in NAMES}
+            layouts.append((kinds[:, [0, 2]].reshape(n, -1), keys, never))
+    return _best_path(layouts, y)
 
 
 def blocked_by_kinds(kinds: np.ndarray, thresholds: dict[str, float]) -> np.ndarray:
