@@ -530,16 +530,10 @@ def limits(thresholds: dict[str, float]) -> np.ndarray:
     the text (``name@sentence``) and of one encoded alone (``name@alone``). A sentence's
     threshold falls back to the whole text's, and a name with none never fires (2.0)."""
     whole = [thresholds.get(c, 2.0) for c in NAMES]
-    return np.array(
-        [
-            whole,
-            *(
-                [thresholds.get(f"{c}@{kind}", w) for c, w in zip(NAMES, whole, strict=True)]
-                for kind in (SENTENCE, ALONE)
-            ),
-        ],
-        np.float32,
-    )
+    rows = [whole]
+    for kind in (SENTENCE, ALONE):
+        rows.append([thresholds.get(f"{c}@{kind}", w) for c, w in zip(NAMES, whole, strict=True)])
+    return np.array(rows, np.float32)
 
 
 def alone_order(p_self_harm: np.ndarray, margin: np.ndarray, level: float, knn: float) -> list[int]:

@@ -662,11 +662,9 @@ def blocked_by_kinds(kinds: np.ndarray, thresholds: dict[str, float]) -> np.ndar
 
 
 def blocked_by(scores: np.ndarray, thresholds: dict[str, float]) -> np.ndarray:
-    """Texts whose class scores (``_class_scores``) reach any threshold."""
-    out = np.zeros(len(scores), bool)
-    for c, t in thresholds.items():
-        k = 0 if c == "unsafe" else len(CLASSES) if c == KNN else CLASSES.index(c)
-        out |= scores[:, k] >= t
+    """Texts whose class scores (``_class_scores``, columns in ``NAMES`` order) reach any
+    whole-text threshold (``matcher.safety.limits``)."""
+    out: np.ndarray = np.asarray((scores >= limits(thresholds)[0]).any(axis=1))
     return out
 
 
