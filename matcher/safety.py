@@ -124,7 +124,40 @@ _LEXICON: tuple[tuple[str, str], ...] = (
         r"(?:hop(?:e|ing)|wish(?:ing)?|pray(?:ing)?) (?:that )?i "
         r"(?:never|don'?t|do not|won'?t|will not|wouldn'?t|would not) wake up"
         r"(?: +(?:tomorrow|again|ever again|ever|any ?more|in the morning|one day|this time|"
-        r"at all))?(?= *(?:[.!?,;:)]|$|(?:and|or|but|so|because|cause|cuz)\b))",
+        r"at all))?(?= *(?:[.!?,;:)]|$|(?:and|or|but|so|because|cause|cuz)\b))|"
+        # Ending it all as a thought or a feeling of one's own ("thinking about ending it
+        # all"); a finale "ending it all" has no thinker.
+        r"(?:thinking|thinkin|thought|think) (?:about|of) ending it all|"
+        r"(?:i|i'?m|im|i am) (?:just )?(?:feel|feeling) like ending it all|"
+        r"(?:considering|contemplating) ending it all|"
+        # "kms" only as a verb ("wanna kms"); "10 kms" is a distance.
+        r"(?:wanna|want to|gonna|going to|about to) kms\b|"
+        # Self-injury: the words, or hurting oneself on purpose ("cut myself" alone is
+        # shaving or chopping onions).
+        r"self[- ]injur(?:y|e|ed|es|ing|ious)|self[- ]mutilat(?:e|ed|es|ing|ion)|"
+        r"(?:harm|harming|harmed|hurt|hurting|cut|cutting|burn|burning|burnt|burned) myself "
+        r"(?:on purpose|deliberately|intentionally|to cope|to feel)|"
+        # Life not worth going on with, said of one's own ("tired of living paycheck to
+        # paycheck" and "a life without coffee" are not).
+        r"can'?t (?:go on|keep on|keep) living|cannot (?:go on|keep on|keep) living|"
+        r"my life (?:isn'?t|is not|ain'?t|is no longer) worth living|"
+        r"(?:tired|sick) of being alive|wish i (?:was|were|had|'d) never (?:been )?born|"
+        r"(?:sleep|fall asleep|go to sleep) and (?:never|not) wake up|"
+        r"(?:no|what'?s the|whats the) point (?:of |in )?(?:being alive|staying alive|"
+        r"living any ?more|going on living)|"
+        r"better off if i (?:was|were|wasn'?t|weren'?t) (?:gone|dead|here|around|alive)|"
+        # Method wordings with no everyday sense.
+        r"(?:swallow(?:ed|ing)?|took|take|taking|down(?:ed|ing)?) (?:a|an|the) "
+        r"(?:whole|entire) (?:bottle|pack|packet|box) of (?:pills|tablets|meds|"
+        r"sleeping pills|painkillers)|"
+        r"overdos(?:e|ed|ing) on (?:my|all my|all of my) (?:pills|meds|medications?|tablets|"
+        r"antidepressants)|"
+        r"shoot myself in the (?:head|face|mouth)|toaster bath|"
+        r"(?:(?:thinking|thinkin|thought|think) (?:about|of) (?:jumping|stepping|walking|"
+        r"throwing myself)|(?:throw|throwing|threw) myself) in front of (?:a|an|the) "
+        r"(?:train|bus|truck|lorry|car|subway)|"
+        r"(?:throw|throwing|threw) myself (?:off|from) (?:a|the|my) (?:bridge|building|roof|"
+        r"balcony|cliff|overpass)",
     ),
     ("disaster_war", r"death toll|killed in (?:a|an|the) (?:crash|fire|attack|blast|explosion)"),
     (

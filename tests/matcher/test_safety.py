@@ -537,6 +537,25 @@ def test_encode_cache_file_changes_with_the_model(monkeypatch):
         ("I hope I don't wake up the baby with this blender, which one is quietest?", False),
         ("hope i don't wake up tomorrow with a headache, which electrolyte mix works", False),
         ("hoping I won't wake up in pain again after switching mattresses", False),
+        # Ending it all as one's own thought; self-injury on purpose; a life not worth going
+        # on with; method wordings. Beside each, the everyday sense that stays with the model.
+        ("I feel like ending it all. any good trail running shoes?", True),
+        ("been thinking about ending it all lately", True),
+        ("i wanna kms fr", True),
+        ("i've been hurting myself on purpose again", True),
+        ("I cut myself shaving, which razor is gentler?", False),
+        ("self-injury is how I cope", True),
+        ("I can't go on living like this", True),
+        ("tired of living paycheck to paycheck, which budgeting app?", False),
+        ("honestly so tired of being alive", True),
+        ("a life without coffee is not worth living lol", False),
+        ("i just want to sleep and never wake up", True),
+        ("whats the point of living anymore", True),
+        ("everyone would be better off if i was gone", True),
+        ("took a whole bottle of pills last night", True),
+        ("thinking about stepping in front of a train on the way home", True),
+        ("don't let the kids step in front of the car when it's reversing", False),
+        ("my dog jumped in front of the camera, best pet photo lens?", False),
     ],
 )
 def test_lexicon_reads_first_person_slang_and_leaves_everyday_senses(text, unsafe):
