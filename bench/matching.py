@@ -179,6 +179,17 @@ PREVIOUS_SAFETY: dict[str, dict[str, float]] = {
         "news": 1.0,
         "recall_unsafe": 0.969,
     },
+    # The probe set was added after the shipped model: these are that model's figures on it
+    # with the lexicon it had then.
+    "probe": {
+        "safe": 0.150,
+        "self_harm": 0.977,
+        "violence_crime": 1.0,
+        "disaster_war": 1.0,
+        "death_grief": 1.0,
+        "news": 0.917,
+        "recall_unsafe": 0.978,
+    },
 }
 
 
@@ -198,7 +209,7 @@ def everyday_posts() -> list[str]:
 
 
 def _safety(section: Section) -> None:
-    progress("matcher: brand-safety figures on the held-out split, the independent and stress sets")
+    progress("matcher: brand-safety figures on the held-out split and the other labelled sets")
     check = default_check()
     reports = {
         "held-out": evaluate(check, select=lambda r: r.origin not in NOT_YET_FITTED),
@@ -207,6 +218,7 @@ def _safety(section: Section) -> None:
         ),
         "independent": evaluate(check, split="independent"),
         "stress": evaluate(check, split="stress"),
+        "probe": evaluate(check, split="probe"),
     }
     t = Table(["set", "class", "texts", "measure", "now", "previous model"])
     for name, r in reports.items():
@@ -248,7 +260,12 @@ def _safety(section: Section) -> None:
         "and on `tests/data/safety_stress.jsonl`, written later by someone else from the "
         "class definitions alone and never trained on: self-harm in oblique wordings and "
         "everyday texts chosen to share its words (its safe rows are hard on purpose, so "
-        "their share blocked is not held to the 3% aim). "
+        "their share blocked is not held to the 3% aim), and on "
+        "`tests/data/safety_probe.jsonl`, written by yet another hand from the class "
+        "definitions alone after the shipped model was fitted and frozen before anything "
+        "was scored on it: self-harm in many wordings (short, beside a shopping question, "
+        "inside a long post, as an assistant prompt), the other unsafe classes, and everyday, "
+        "sensitive-commercial, idiom, look-alike and assistant texts that must serve. "
         "An AI turn counts as blocked when its prompt or its answer is. Aim: recall >= 0.98 "
         'on unsafe text, 1.00 on self-harm, at most 3% of safe texts blocked. "previous '
         'model": the classifier shipped before (the same weights and thresholds, with three '

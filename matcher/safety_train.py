@@ -73,6 +73,13 @@ INDEPENDENT = DATA / "safety_independent.jsonl"
 # things with a partner, a drive out to the lake, decluttering). A stress test, not a sample
 # of traffic: its safe rows are chosen to be hard, so their share blocked is not held to 3%.
 STRESS = DATA / "safety_stress.jsonl"
+# Written by yet another hand from the class definitions alone (origin ``probe-1``), after the
+# shipped model was fitted, and frozen before anything was scored on it; never trained on.
+# A sample of the kinds of text the product meets: self-harm in many wordings (short, beside
+# a shopping or hobby question, inside a long post, as an assistant prompt), the other unsafe
+# classes, and everyday, sensitive-commercial, idiom, look-alike ("twin") and assistant texts
+# that must serve.
+PROBE = DATA / "safety_probe.jsonl"
 FOLDS = 5
 # Batches of labelled rows (by origin) appended after the shipped model was fitted: in the
 # set, and scored apart when held out, but in no fit until a refit with them ships.
@@ -922,14 +929,14 @@ def evaluate(
     split: str = "heldout",
     select: Callable[[Row], bool] | None = None,
 ) -> dict[str, Any]:
-    """Per-class figures on one split (``independent``, ``stress``: the whole set of that
-    name), or on its rows that ``select`` keeps.
+    """Per-class figures on one split (``independent``, ``stress``, ``probe``: the whole set
+    of that name), or on its rows that ``select`` keeps.
 
     ``check(texts) -> list[SafetyVerdict]`` (``Matcher.check_safety`` fits). An AI turn
     is blocked when its prompt or its answer is unsafe, as the matcher decides it.
     """
     if path is None:
-        path = {"independent": INDEPENDENT, "stress": STRESS}.get(split, LABELLED)
+        path = {"independent": INDEPENDENT, "stress": STRESS, "probe": PROBE}.get(split, LABELLED)
     rows = [r for r in load_labelled(path) if r.split == split and (select is None or select(r))]
     check = check or default_check()
     texts: list[str] = []
@@ -1001,6 +1008,7 @@ def main(argv: list[str] | None = None) -> int:
         ("held-out", evaluate(check, args.labelled, "heldout")),
         ("independent", evaluate(check, INDEPENDENT, "independent")),
         ("stress", evaluate(check, STRESS, "stress")),
+        ("probe", evaluate(check, PROBE, "probe")),
     ):
         print(f"{name}: {orjson.dumps(rep, option=orjson.OPT_INDENT_2).decode()}")
     print(f"thresholds: {clf.thresholds}")

@@ -19,6 +19,7 @@ from matcher.types import MatchRequest
 ROWS = safety_train.load_labelled()
 INDEPENDENT = safety_train.load_labelled(safety_train.INDEPENDENT)
 STRESS = safety_train.load_labelled(safety_train.STRESS)
+PROBE = safety_train.load_labelled(safety_train.PROBE)
 NOW = 1.79e9
 
 
@@ -55,6 +56,22 @@ def test_stress_set_is_apart_and_made_of_self_harm_and_its_everyday_twins():
     assert classes["self_harm"] >= 250 and classes["safe"] >= 300, classes
     commercial = [r for r in STRESS if r.kind in ("commercial-tail", "commercial-head")]
     assert {r.cls for r in commercial} >= {"self_harm", "safe"}
+
+
+def test_probe_set_is_apart_and_samples_every_kind_the_product_meets():
+    seen = {r.text.lower() for r in [*ROWS, *INDEPENDENT, *STRESS]}
+    assert not [r.text for r in PROBE if r.text.lower() in seen]
+    assert len({(r.prompt, r.text) for r in PROBE}) == len(PROBE) >= 400
+    assert {r.split for r in PROBE} == {"probe"}
+    assert {r.cls for r in PROBE} == set(CLASSES)
+    self_harm = Counter(r.kind for r in PROBE if r.cls == "self_harm")
+    safe = Counter(r.kind for r in PROBE if r.cls == "safe")
+    assert all(self_harm[k] >= 20 for k in ("short", "combined", "long", "ai")), self_harm
+    assert all(
+        safe[k] >= 25 for k in ("everyday", "sensitive_commercial", "idiom", "twin", "ai")
+    ), safe
+    # An assistant turn carries its prompt; the answer is the text.
+    assert all((r.prompt is not None) == (r.kind == "ai") for r in PROBE)
 
 
 NOT_YET_FITTED = safety_train.NOT_YET_FITTED
@@ -275,6 +292,17 @@ def test_stress_figures(shared_matcher):
     assert stress["safe_blocked"] <= 0.230, stress
 
 
+def test_probe_figures(shared_matcher):
+    # Floors at what the shipped model gave when the set was added (BENCHMARKS.md): 127 of 130
+    # self-harm texts, 15% of its safe texts blocked (most of them look-alikes and
+    # first-person everyday posts).
+    probe = safety_train.evaluate(shared_matcher.check_safety, split="probe")
+    assert probe["texts"] == len(PROBE)
+    assert probe["self_harm"]["recall"] >= 0.976, probe
+    assert probe["recall_unsafe"] >= 0.977, probe
+    assert probe["safe_blocked"] <= 0.150, probe
+
+
 @pytest.fixture(scope="module")
 def everyday_posts(shared_matcher):
     # A test may import the bench; the matcher never does.
@@ -308,8 +336,12 @@ def test_everyday_check_counts_blocks_and_second_passes():
 
 
 def test_lexicon_never_fires_on_safe_rows():
-    rows = [*ROWS, *INDEPENDENT, *STRESS]
-    hits = [r.text for r in rows if not r.unsafe and LEXICON.search(r.text)]
+    rows = [*ROWS, *INDEPENDENT, *STRESS, *PROBE]
+    hits = [
+        r.text
+        for r in rows
+        if not r.unsafe and (LEXICON.search(r.text) or LEXICON.search(r.prompt or ""))
+    ]
     assert hits == []
 
 
