@@ -361,7 +361,8 @@ class Matcher:
         answer says, and each verdict names its part for the explanation."""
         assert self.safety is not None
         parts = ["content"] if len(texts) == 1 else ["prompt", "answer"]
-        verdicts = self.safety.judge(texts, vectors, sentences, self._encode)
+        turns = None if len(texts) == 1 else {1: 0}
+        verdicts = self.safety.judge(texts, vectors, sentences, self._encode, turns)
         return [replace(v, part=parts[i]) for i, v in enumerate(verdicts)]
 
     def _encode(self, texts: Sequence[str]) -> tuple[np.ndarray, list[Sentences]]:
@@ -472,12 +473,15 @@ class Matcher:
             return "frequency_capped"
         return self.pacer.gate(p.campaign, spend, now)
 
-    def check_safety(self, texts: list[str]) -> list[SafetyVerdict]:
-        """Safety verdicts for texts alone (the bench's precision/recall uses this)."""
+    def check_safety(
+        self, texts: list[str], turns: Mapping[int, int] | None = None
+    ) -> list[SafetyVerdict]:
+        """Safety verdicts for texts (the bench's precision/recall uses this); ``turns``: an
+        AI turn's answer index -> its prompt's, judged together as ``decide`` does."""
         if self.safety is None:
             raise RuntimeError("this matcher was built without a safety classifier")
         vectors, sentences = encode_texts(self.embedder, texts)
-        return self.safety.judge(texts, vectors, sentences, self._encode)
+        return self.safety.judge(texts, vectors, sentences, self._encode, turns)
 
 
 Encoded = tuple[np.ndarray, list[Sentences]]  # vectors and sentences of a request's texts

@@ -57,7 +57,7 @@ from __future__ import annotations
 import itertools
 import re
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from io import BytesIO
@@ -86,6 +86,7 @@ SUSPECT_KNN = "suspect_knn"
 # self-harm margin. Each may be set apart for a sentence as it reads in context
 # (``name@sentence``) and for one encoded alone (``name@alone``).
 NAMES = ("unsafe", *UNSAFE_CLASSES, "self_harm_knn")
+_SELF_HARM = NAMES.index("self_harm")
 SENTENCE = "sentence"
 ALONE = "alone"
 # The second pass encodes at most this many sentences of a text: the ones with the most
@@ -425,8 +426,17 @@ class SafetyClassifier:
         vectors: np.ndarray,
         sentences: Sequence[Sentences | None],
         encode: Encode,
+        turns: Mapping[int, int] | None = None,
     ) -> list[SafetyVerdict]:
         """One verdict per text, with the second pass where the first one is suspicious.
+
+        ``turns``: for an AI turn's answer, answer index -> its prompt's index. Self-harm is
+        the thoughts of the person writing, and in a turn that is the user: the answer can
+        only echo the prompt. So an answer is read for self-harm (the MLPs' probability, the
+        margin, and their share of P(any unsafe class)) only when its prompt shows some
+        self-harm evidence itself (``self_harm_evidence``); otherwise a factual answer about
+        pain, doses or debt is judged on the other classes alone. The lexicon reads every
+        text whole either way.
 
         The first pass reads each sentence from the text's own forward pass, where its token
         states are mixed with the rest of the text: a self-harm line followed by a shopping
@@ -438,8 +448,13 @@ class SafetyClassifier:
         own with the same models and thresholds; any such unit reaching a threshold blocks.
         """
         firsts = [self._first_units(t, vectors[i], sentences[i]) for i, t in enumerate(texts)]
-        verdicts = [self._verdict(u) for u in firsts]
-        due = [i for i, u in enumerate(firsts) if verdicts[i].safe and self.suspicious(u)]
+        unread = {a for a, p in (turns or {}).items() if not self.self_harm_evidence(firsts[p])}
+        verdicts = [self._verdict(u, i not in unread) for i, u in enumerate(firsts)]
+        due = [
+            i
+            for i, u in enumerate(firsts)
+            if verdicts[i].safe and i not in unread and self.suspicious(u)
+        ]
         if not due:
             return verdicts
         chosen = {i: [firsts[i].texts[1 + j] for j in self.alone_order(firsts[i])] for i in due}
@@ -463,9 +478,14 @@ class SafetyClassifier:
         return verdicts
 
     def suspicious(self, units: _Units) -> bool:
-        """Whether a text is due for the second pass: two or more scored sentences and a
-        unit whose self-harm probability or margin reaches its suspicion level."""
-        if len(units.texts) < 3 or self.models is None:
+        """Whether a text is due for the second pass: two or more scored sentences and
+        ``self_harm_evidence``."""
+        return len(units.texts) >= 3 and self.self_harm_evidence(units)
+
+    def self_harm_evidence(self, units: _Units) -> bool:
+        """Whether any unit's self-harm probability or margin reaches its suspicion level
+        (``suspect_self_harm``, ``suspect_knn``)."""
+        if self.models is None:
             return False
         sh = CLASSES.index("self_harm")
         return bool(
@@ -507,16 +527,21 @@ class SafetyClassifier:
         return out
 
     @staticmethod
-    def _scores(probs: np.ndarray, margin: np.ndarray) -> np.ndarray:
+    def _scores(probs: np.ndarray, margin: np.ndarray, harm: bool = True) -> np.ndarray:
         """(units, len(NAMES)): P(any unsafe class), each unsafe class's probability, and
-        the self-harm margin."""
+        the self-harm margin; ``harm`` False: without self-harm (its probability, its share
+        of P(any unsafe class) and the margin count as zero)."""
         out = np.empty((len(probs), len(NAMES)), np.float32)
         out[:, 0] = 1.0 - probs[:, 0]
         out[:, 1:-1] = probs[:, 1:]
         out[:, -1] = margin
+        if not harm:
+            out[:, 0] -= out[:, _SELF_HARM]
+            out[:, _SELF_HARM] = 0.0
+            out[:, -1] = 0.0
         return out
 
-    def _verdict(self, u: _Units) -> SafetyVerdict:
+    def _verdict(self, u: _Units, harm: bool = True) -> SafetyVerdict:
         probs, margin, text = u.probs, u.margin, u.text
         best_unit = probs.argmax(axis=0)
         scores = {c: float(probs[best_unit[i], i]) for i, c in enumerate(CLASSES) if i}
@@ -529,7 +554,7 @@ class SafetyClassifier:
             return SafetyVerdict(False, top, phrase, cls, _sentence_at(text, a), scores)
         # Each unit's scores over its own type's thresholds: the whole text, a sentence as it
         # reads in the text's forward pass, or a sentence encoded alone (second pass).
-        ratio = self._scores(probs, margin) / self._limits(len(probs), u.first)
+        ratio = self._scores(probs, margin, harm) / self._limits(len(probs), u.first)
         peak = ratio.max(axis=0).tolist()
         fired = [(peak[1 + j], c) for j, c in enumerate(UNSAFE_CLASSES) if peak[1 + j] >= 1.0]
         if peak[-1] >= 1.0:

@@ -31,12 +31,12 @@ import os
 import pickle
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from io import BytesIO
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import orjson
@@ -132,7 +132,14 @@ CONTEXT_SKIP_KINDS = frozenset(
 # part's safe texts of two or more scored sentences, out of fold: it costs a forward pass.
 SUSPECT_BUDGET = 0.12
 
-Check = Callable[[list[str]], list[SafetyVerdict]]
+
+class Check(Protocol):
+    """Verdicts for texts as the matcher gives them (``Matcher.check_safety`` is one);
+    ``turns``: an AI turn's answer index -> its prompt's index, judged together."""
+
+    def __call__(
+        self, texts: list[str], turns: Mapping[int, int] | None = None, /
+    ) -> list[SafetyVerdict]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -916,9 +923,9 @@ def default_check() -> Check:
 
     model, clf = MiniLM(), SafetyClassifier.load()
 
-    def check(texts: list[str]) -> list[SafetyVerdict]:
+    def check(texts: list[str], turns: Mapping[int, int] | None = None, /) -> list[SafetyVerdict]:
         vectors, sents = model.encode(texts)
-        return clf.judge(texts, vectors, sents, model.encode)
+        return clf.judge(texts, vectors, sents, model.encode, turns)
 
     return check
 
@@ -932,17 +939,21 @@ def evaluate(
     """Per-class figures on one split (``independent``, ``stress``, ``probe``: the whole set
     of that name), or on its rows that ``select`` keeps.
 
-    ``check(texts) -> list[SafetyVerdict]`` (``Matcher.check_safety`` fits). An AI turn
-    is blocked when its prompt or its answer is unsafe, as the matcher decides it.
+    An AI turn is blocked when its prompt or its answer is unsafe, the two judged together
+    as the matcher judges them (``check``'s ``turns``).
     """
     if path is None:
         path = {"independent": INDEPENDENT, "stress": STRESS, "probe": PROBE}.get(split, LABELLED)
     rows = [r for r in load_labelled(path) if r.split == split and (select is None or select(r))]
     check = check or default_check()
     texts: list[str] = []
+    turns: dict[int, int] = {}
     for r in rows:
-        texts += [r.prompt, r.text] if r.prompt else [r.text]
-    verdicts = iter(check(texts))
+        if r.prompt:
+            turns[len(texts) + 1] = len(texts)
+            texts.append(r.prompt)
+        texts.append(r.text)
+    verdicts = iter(check(texts, turns))
     blocked = np.zeros(len(rows), bool)
     for i, r in enumerate(rows):
         parts = [next(verdicts) for _ in range(2 if r.prompt else 1)]
@@ -1000,9 +1011,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {args.out} and {args.exemplars}")
     clf = SafetyClassifier.load(args.out.read_bytes(), args.exemplars.read_bytes())
 
-    def check(texts: list[str]) -> list[SafetyVerdict]:
+    def check(texts: list[str], turns: Mapping[int, int] | None = None, /) -> list[SafetyVerdict]:
         vectors, sents = encode(texts)
-        return clf.judge(texts, vectors, sents, encode)
+        return clf.judge(texts, vectors, sents, encode, turns)
 
     for name, rep in (
         ("held-out", evaluate(check, args.labelled, "heldout")),

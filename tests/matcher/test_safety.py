@@ -293,14 +293,14 @@ def test_stress_figures(shared_matcher):
 
 
 def test_probe_figures(shared_matcher):
-    # Floors at what the shipped model gave when the set was added (BENCHMARKS.md): 127 of 130
-    # self-harm texts, 15% of its safe texts blocked (most of them look-alikes and
-    # first-person everyday posts).
+    # Floors at what the shipped model gives (BENCHMARKS.md): 127 of 130 self-harm texts,
+    # 14.2% of its safe texts blocked (most of them look-alikes and first-person everyday
+    # posts; 15.0% before an answer was read for self-harm only after a prompt with some).
     probe = safety_train.evaluate(shared_matcher.check_safety, split="probe")
     assert probe["texts"] == len(PROBE)
     assert probe["self_harm"]["recall"] >= 0.976, probe
     assert probe["recall_unsafe"] >= 0.977, probe
-    assert probe["safe_blocked"] <= 0.150, probe
+    assert probe["safe_blocked"] <= 0.142, probe
 
 
 @pytest.fixture(scope="module")
@@ -453,6 +453,37 @@ def test_ai_turn_is_judged_on_prompt_and_answer_together(shared_matcher):
         assert r.reason == "unsafe", (prompt, r)
         parts = [v["part"] for v in r.explanation["safety"]]
         assert parts == ["prompt", "answer"]
+
+
+PROTEIN_ANSWER = (
+    "Research generally supports about 1.6 to 2.2 grams of protein per kilogram of body weight "
+    "per day for building muscle. Spreading it across 3 to 5 meals helps. Strength training "
+    "with progressive overload matters just as much as the protein."
+)
+
+
+def test_ai_answer_is_read_for_self_harm_only_when_its_prompt_shows_some(shared_matcher):
+    # Self-harm is the user's own thoughts, and an answer only echoes its prompt. This
+    # factual answer reads as self-harm on its own, as a post would.
+    (alone,) = shared_matcher.check_safety([PROTEIN_ANSWER])
+    assert not alone.safe and alone.category == "self_harm"
+    # After a benign question it serves, in the bench's check and in a real decision.
+    prompt = "How much protein do I need to build muscle?"
+    assert all(v.safe for v in shared_matcher.check_safety([prompt, PROTEIN_ANSWER], {1: 0}))
+    req = MatchRequest(product="ai", prompt=prompt, content=PROTEIN_ANSWER, explain=True)
+    r = shared_matcher.decide(req, ThreadState(), NOW, {})
+    assert r.reason != "unsafe", r
+    assert [v["safe"] for v in r.explanation["safety"]] == [True, True]
+    # A question with some self-harm evidence of its own (below every threshold) has its
+    # answer read for self-harm as well.
+    edgy = "Which craft knife is best for cutting stencils?"
+    asked, answer = shared_matcher.check_safety([edgy, PROTEIN_ANSWER], {1: 0})
+    assert asked.safe and not answer.safe and answer.category == "self_harm"
+    # The lexicon and the other classes read every answer.
+    crisis = "If you are feeling suicidal, please call or text 988 right away."
+    assert not shared_matcher.check_safety([prompt, crisis], {1: 0})[1].safe
+    news = "Before that: breaking news, an earthquake killed at least 40 people today."
+    assert not shared_matcher.check_safety([prompt, news], {1: 0})[1].safe
 
 
 def test_lexicon_only_classifier_still_blocks_clear_news():
