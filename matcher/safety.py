@@ -196,19 +196,28 @@ _LEXICON: tuple[tuple[str, str], ...] = (
         r"election (?:results|fraud)",
     ),
 )
-LEXICON = re.compile(r"\b(?:" + "|".join(p for _, p in _LEXICON) + r")", re.IGNORECASE)
-_LEXICON_CLASS = [(c, re.compile(r"\b(?:" + p + r")", re.IGNORECASE)) for c, p in _LEXICON]
+# The phrases are lower case and are matched against the lower-cased text: one alternation
+# this long costs about three and a half times as much per text when it is compiled
+# case-insensitive (104 against 29 us for a 40-word post, 4.5 against 1.3 ms for 10,000
+# characters).
+_LEXICON_ANY = re.compile(r"\b(?:" + "|".join(p for _, p in _LEXICON) + r")")
+_LEXICON_CLASS = [(c, re.compile(r"\b(?:" + p + r")")) for c, p in _LEXICON]
 
 
 def lexicon_hit(text: str) -> tuple[str, str, tuple[int, int]] | None:
     """(class, matched phrase, its span) of the first lexicon phrase in ``text``, if any."""
-    m = LEXICON.search(text)
+    lower = text.lower()
+    if len(lower) != len(text):
+        # A few characters lower-case to two ("İ"); keep those as they are so that a span
+        # in the lower-cased text is the same span in ``text``. No phrase contains them.
+        lower = "".join(c.lower() if len(c.lower()) == 1 else c for c in text)
+    m = _LEXICON_ANY.search(lower)
     if m is None:
         return None
     for cls, pattern in _LEXICON_CLASS:
-        if pattern.match(text, m.start()):
-            return cls, m.group(0).lower(), m.span()
-    return "news", m.group(0).lower(), m.span()  # unreachable: every phrase has a class
+        if pattern.match(lower, m.start()):
+            return cls, m.group(0), m.span()
+    return "news", m.group(0), m.span()  # unreachable: every phrase has a class
 
 
 def ngram_vector(text: str) -> np.ndarray:

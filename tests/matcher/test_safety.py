@@ -12,7 +12,7 @@ import pytest
 
 from matcher import safety, safety_train
 from matcher.embeddings import MiniLM, Sentences, split_sentences
-from matcher.safety import CLASSES, DIM, FEATURES, LEXICON, SafetyClassifier, lexicon_hit
+from matcher.safety import CLASSES, DIM, FEATURES, SafetyClassifier, lexicon_hit
 from matcher.state import ThreadState
 from matcher.types import MatchRequest
 
@@ -340,7 +340,7 @@ def test_lexicon_never_fires_on_safe_rows():
     hits = [
         r.text
         for r in rows
-        if not r.unsafe and (LEXICON.search(r.text) or LEXICON.search(r.prompt or ""))
+        if not r.unsafe and (lexicon_hit(r.text) or lexicon_hit(r.prompt or ""))
     ]
     assert hits == []
 
@@ -506,6 +506,16 @@ def test_lexicon_keeps_to_phrases_unsafe_in_every_use():
         assert lexicon_hit(text) is None, text
     assert lexicon_hit("I want to kill myself")[0] == "self_harm"
     assert lexicon_hit("She passed away in her sleep")[0] == "death_grief"
+
+
+def test_lexicon_reads_any_case_and_gives_spans_in_the_text_as_written():
+    text = "Great game. Then BREAKING NEWS: the Death Toll rose."
+    cls, phrase, (a, b) = lexicon_hit(text)
+    assert (cls, phrase, text[a:b]) == ("news", "breaking news", "BREAKING NEWS")
+    # "İ" lower-cases to two characters: a span after it still points into the text.
+    text = "İstanbul, İzmir: I feel Suicidal tonight."
+    cls, phrase, (a, b) = lexicon_hit(text)
+    assert (cls, phrase, text[a:b]) == ("self_harm", "suicidal", "Suicidal")
 
 
 def test_model_file_is_numpy_only():
