@@ -6,11 +6,18 @@ operators); otherwise every method returns at once, so the hot path pays nothing
 Shape::
 
     {"outcome": "matched", "reason": "", "safety": [{"part", "safe", "class", "sentence",
-                                                     "p_unsafe", "lexicon", "scores"}],
+                                                     "p_unsafe", "lexicon", "second_pass",
+                                                     "sentence_alone", "self_harm_read",
+                                                     "scores"}],
      "location": {...} | null, "floor": {"relevancy", "cosine"},
      "ads": [{"ad_id", "campaign_id", "cosine", "relevancy", "gate", "detail"}],
      "ranked": [{"ad_id", "relevancy", "rank_score", "ecpm", "pricing", "estimate"}],
      "ranking": {"band", "estimates_as_of"}}
+
+``safety`` has one verdict per text judged (``part``: content, or an AI turn's prompt and
+answer): ``second_pass`` when its sentences were also encoded alone, ``sentence_alone`` when
+the sentence that blocked was one of those, ``self_harm_read`` False for an answer whose
+prompt shows no self-harm evidence (its self-harm scores are listed but did not count).
 
 ``estimate`` is the ad's smoothed click-through and conversion rates with their evidence
 (``successes`` of ``trials``: clicks of viewable impressions, conversions of clicks) and the

@@ -272,6 +272,9 @@ class SafetyVerdict:
     part: str | None = None  # which text of the request: content, prompt or answer
     second_pass: bool = False  # its sentences were also encoded and judged alone
     sentence_alone: bool = False  # ``sentence`` blocked as judged alone, not in context
+    # False for an AI turn's answer after a prompt with no self-harm evidence: its self-harm
+    # scores are shown but did not count (``SafetyClassifier.judge``).
+    self_harm_read: bool = True
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -283,6 +286,7 @@ class SafetyVerdict:
             "lexicon": self.lexicon_hit,
             "second_pass": self.second_pass,
             "sentence_alone": self.sentence_alone,
+            "self_harm_read": self.self_harm_read,
             "scores": {k: round(v, 4) for k, v in self.scores.items()},
         }
 
@@ -560,7 +564,9 @@ class SafetyClassifier:
         hit = lexicon_hit(text)
         if hit is not None:
             cls, phrase, (a, _) = hit
-            return SafetyVerdict(False, top, phrase, cls, _sentence_at(text, a), scores)
+            return SafetyVerdict(
+                False, top, phrase, cls, _sentence_at(text, a), scores, self_harm_read=harm
+            )
         # Each unit's scores over its own type's thresholds: the whole text, a sentence as it
         # reads in the text's forward pass, or a sentence encoded alone (second pass).
         ratio = self._scores(probs, margin, harm) / self._limits(len(probs), u.first)
@@ -573,7 +579,9 @@ class SafetyClassifier:
             unit = int(ratio[:, 0].argmax())
             fired = [(1.0, UNSAFE_CLASSES[int(probs[unit, 1:].argmax())])]
         if not fired:
-            return SafetyVerdict(True, top, None, None, None, scores, second_pass=second)
+            return SafetyVerdict(
+                True, top, None, None, None, scores, second_pass=second, self_harm_read=harm
+            )
         _, cls = max(fired)
         k = CLASSES.index(cls)
         sentence = text
@@ -588,7 +596,15 @@ class SafetyClassifier:
             sentence = u.texts[unit]
             alone = u.first is not None and unit >= u.first
         return SafetyVerdict(
-            False, top, None, cls, sentence, scores, second_pass=second, sentence_alone=alone
+            False,
+            top,
+            None,
+            cls,
+            sentence,
+            scores,
+            second_pass=second,
+            sentence_alone=alone,
+            self_harm_read=harm,
         )
 
 

@@ -474,11 +474,16 @@ def test_ai_answer_is_read_for_self_harm_only_when_its_prompt_shows_some(shared_
     r = shared_matcher.decide(req, ThreadState(), NOW, {})
     assert r.reason != "unsafe", r
     assert [v["safe"] for v in r.explanation["safety"]] == [True, True]
+    # The explanation shows the answer's self-harm score and that it did not count.
+    prompt_v, answer_v = r.explanation["safety"]
+    assert prompt_v["self_harm_read"] and not answer_v["self_harm_read"]
+    assert answer_v["scores"]["self_harm"] > 0.5
     # A question with some self-harm evidence of its own (below every threshold) has its
     # answer read for self-harm as well.
     edgy = "Which craft knife is best for cutting stencils?"
     asked, answer = shared_matcher.check_safety([edgy, PROTEIN_ANSWER], {1: 0})
     assert asked.safe and not answer.safe and answer.category == "self_harm"
+    assert answer.self_harm_read
     # The lexicon and the other classes read every answer.
     crisis = "If you are feeling suicidal, please call or text 988 right away."
     assert not shared_matcher.check_safety([prompt, crisis], {1: 0})[1].safe
