@@ -48,8 +48,12 @@ suspicion level (``suspect_self_harm``, ``suspect_knn``, chosen from out-of-fold
 its (at most ``MAX_ALONE``) most suspicious sentences are encoded alone, every such sentence
 of a request in one call, and judged as short texts with the same models and thresholds.
 
+An AI turn's prompt and answer are judged together (``judge``'s ``turns``): self-harm is
+the user's own thoughts, so the answer is read for self-harm only when the prompt shows some
+self-harm evidence itself; the lexicon and the other classes read every answer.
+
 A verdict names the class that blocked and the sentence it read there (sandbox ``explain``),
-and whether that sentence was judged alone.
+whether that sentence was judged alone, and whether its self-harm scores counted.
 """
 
 from __future__ import annotations
