@@ -13,7 +13,12 @@ forward pass as a ~130-token one.
 
 ``encode`` returns, from that same single forward pass, one vector per sentence as well: the
 token states of each sentence's span inside the window, mean-pooled. Brand safety reads them
-(one long post can hide one unsafe sentence) without paying for a second pass.
+(one long post can hide one unsafe sentence) without paying for a second pass. It also reads,
+per text and per sentence, the mean token state of two inner layers
+(``matcher.model_graph.LAYER_OUTPUTS``): the
+last layer is trained to place texts by topic, so "I have 47 tabs open and I'm scared to
+close them" and a line of despair sit close there, while the inner layers still carry more
+of how a thing is said. They come out of the same forward pass as extra graph outputs.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from matcher.model_graph import session_source
+from matcher.model_graph import LAYER_OUTPUTS, session_source
 
 HEAD_TOKENS = 96
 TAIL_TOKENS = 32
@@ -62,12 +67,21 @@ class Sentences:
     ``texts[i]`` (the sentence as written, from the windowed text). ``peaks`` is
     (len(texts) + 1, dim): row 0 the element-wise maximum of the token states over the whole
     window, then the same per sentence, each L2-normalised (a strong word keeps its weight
-    there instead of being averaged away).
+    there instead of being averaged away). ``layers`` is (len(texts) + 1, dim *
+    len(LAYER_OUTPUTS)): row 0 the whole window, then each sentence; per inner layer the mean
+    of its token states, L2-normalised; None when the model has no such outputs.
     """
 
     texts: tuple[str, ...]
     vectors: np.ndarray
     peaks: np.ndarray
+    layers: np.ndarray | None = None
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes its arrays hold."""
+        extra = 0 if self.layers is None else self.layers.nbytes
+        return self.vectors.nbytes + self.peaks.nbytes + extra
 
 
 def split_sentences(text: str) -> list[tuple[int, int]]:
@@ -152,6 +166,9 @@ class MiniLM:
         if cls is None or sep is None:
             raise ValueError("the tokenizer has no [CLS] or [SEP] token")
         self._cls, self._sep = cls, sep
+        outputs = {o.name for o in self._session.get_outputs()}
+        # A graph of another shape (``model_path``) may lack the inner layers: then none.
+        self._layers = LAYER_OUTPUTS if outputs >= set(LAYER_OUTPUTS) else ()
         self.model_hash = digest
         self.model_id = f"minilm-l6-int8:{digest[:16]}:w{HEAD_TOKENS}+{TAIL_TOKENS}"
         trim_heap()
@@ -205,7 +222,7 @@ class MiniLM:
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         encoded = [self.token_ids(t) for t in texts]
-        for rows, hidden, mask in self._batches(encoded):
+        for rows, hidden, mask, _ in self._batches(encoded, inner=False):
             out[rows] = _mean_pool(hidden, mask)
         return out
 
@@ -214,7 +231,7 @@ class MiniLM:
         parsed = [self._token_sentences(t) for t in texts]
         empty = np.empty((0, self.dim), np.float32)
         sentences = [Sentences((), empty, np.zeros((1, self.dim), np.float32))] * len(texts)
-        for rows, hidden, mask in self._batches([p[0] for p in parsed]):
+        for rows, hidden, mask, inner in self._batches([p[0] for p in parsed]):
             out[rows] = _mean_pool(hidden, mask)
             for j, i in enumerate(rows):
                 _, sent_ids, sent_texts = parsed[i]
@@ -227,14 +244,25 @@ class MiniLM:
                 peaks[0] = hidden[j, : len(sent_ids)].max(axis=0)
                 for k in range(len(sent_texts)):
                     peaks[k + 1] = hidden[j][labels == k].max(axis=0)
-                sentences[i] = Sentences(tuple(sent_texts), normalise(pooled), normalise(peaks))
+                layers = None
+                if inner:
+                    # Row 0 the whole text (its tokens, [CLS] and [SEP] included), then each
+                    # sentence's span, per inner layer.
+                    spans = np.vstack([np.zeros(width, np.float32), onehot])
+                    spans[0, : len(sent_ids)] = 1.0
+                    counts = np.maximum(spans.sum(1, keepdims=True), 1.0)
+                    layers = np.hstack([normalise((spans @ h[j]) / counts) for h in inner])
+                sentences[i] = Sentences(
+                    tuple(sent_texts), normalise(pooled), normalise(peaks), layers
+                )
         return out, sentences
 
     def _batches(
-        self, encoded: list[list[int]]
-    ) -> Iterator[tuple[list[int], np.ndarray, np.ndarray]]:
-        """(rows, last hidden state, mask) per forward pass over similar-length texts, one
-        pass at a time (embedding a whole catalogue never holds every hidden state)."""
+        self, encoded: list[list[int]], inner: bool = True
+    ) -> Iterator[tuple[list[int], np.ndarray, np.ndarray, list[np.ndarray]]]:
+        """(rows, last hidden state, mask, inner layers' states) per forward pass over
+        similar-length texts, one pass at a time (embedding a whole catalogue never holds
+        every hidden state). ``inner`` False: no inner layers (an empty list)."""
         # Only similar lengths share a batch: padding a short AI prompt to the length of a
         # long answer would cost more than a second, short forward pass.
         order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
@@ -248,21 +276,28 @@ class MiniLM:
         if rows:
             groups.append(rows)
         for g in groups:
-            hidden, mask = self._forward([encoded[r] for r in g])
-            yield g, hidden, mask
+            hidden, mask, layers = self._forward([encoded[r] for r in g], inner)
+            yield g, hidden, mask, layers
 
-    def _forward(self, batch: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    def _forward(
+        self, batch: list[list[int]], inner: bool = False
+    ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
         width = max(len(ids) for ids in batch)
         input_ids = np.zeros((len(batch), width), dtype=np.int64)
         mask = np.zeros((len(batch), width), dtype=np.int64)
         for i, ids in enumerate(batch):
             input_ids[i, : len(ids)] = ids
             mask[i, : len(ids)] = 1
-        (hidden,) = self._session.run(
-            ["last_hidden_state"],
+        names = ["last_hidden_state", *(self._layers if inner else ())]
+        hidden, *layers = self._session.run(
+            names,
             {"input_ids": input_ids, "attention_mask": mask, "token_type_ids": np.zeros_like(mask)},
         )
-        return np.asarray(hidden, dtype=np.float32), mask
+        return (
+            np.asarray(hidden, dtype=np.float32),
+            mask,
+            [np.asarray(x, np.float32) for x in layers],
+        )
 
 
 def _mean_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -403,7 +438,7 @@ class CachedEmbedder:
         self.nbytes += vector.nbytes
         if sentences is not None:
             self._sentences[key] = sentences
-            self.nbytes += sentences.vectors.nbytes + sentences.peaks.nbytes
+            self.nbytes += sentences.nbytes
 
     def _drop(self, key: bytes) -> None:
         vector = self._lru.pop(key, None)
@@ -411,7 +446,7 @@ class CachedEmbedder:
             self.nbytes -= vector.nbytes
         sent = self._sentences.pop(key, None)
         if sent is not None:
-            self.nbytes -= sent.vectors.nbytes + sent.peaks.nbytes
+            self.nbytes -= sent.nbytes
 
     def _evict(self) -> None:
         while self._lru and (len(self._lru) > self.capacity or self.nbytes > self.max_bytes):

@@ -78,7 +78,8 @@ def test_the_cache_is_bounded_by_the_bytes_its_sentence_vectors_take(model):
         for i in range(6)
     ]
     one = model.encode(posts[:1])[1][0]
-    per_post = 384 * 4 + one.vectors.nbytes + one.peaks.nbytes  # 3 sentences, 4 peak rows
+    per_post = 384 * 4 + one.nbytes  # its vector; 3 sentences, 4 peak and inner-layer rows
+    assert one.layers is not None and one.nbytes == one.vectors.nbytes + one.peaks.nbytes * 3
     cache = CachedEmbedder(model, capacity=100, max_bytes=3 * per_post)
     for p in posts:
         cache.encode([p])

@@ -38,28 +38,39 @@ def test_the_table_is_looked_up_as_int8_and_restored_per_row(rewritten):
         n.op_type == "Gather" and model_graph.TABLE in n.input for n in shipped.graph.node
     )
     assert len(rewritten.graph.node) == len(shipped.graph.node) + 1  # 3 nodes became 4
-    assert {o.name for o in rewritten.graph.output} == {o.name for o in shipped.graph.output}
+    # The same outputs, and the inner layers' states that brand safety pools.
+    assert {o.name for o in rewritten.graph.output} == {o.name for o in shipped.graph.output} | set(
+        model_graph.LAYER_OUTPUTS
+    )
 
 
-def test_vectors_are_bit_for_bit_those_of_the_shipped_graph(monkeypatch, shared_matcher):
+def test_vectors_are_those_of_the_shipped_graph_to_float_rounding(monkeypatch, shared_matcher):
+    # The int8 lookup changes no number; the inner layers named as outputs keep onnxruntime
+    # from fusing the kernels around them, which moves a vector by float rounding only.
     a = shared_matcher.embedder.inner  # the edge's model: the rewritten graph
     monkeypatch.setattr(embeddings, "session_source", lambda path, digest, cache: str(path))
     b = MiniLM()  # the shipped graph as it is
-    assert np.array_equal(a.embed(TEXTS), b.embed(TEXTS))  # batched, padded
+
+    def same(x: np.ndarray, y: np.ndarray) -> None:
+        np.testing.assert_allclose(x, y, rtol=0, atol=1e-6)
+
+    same(a.embed(TEXTS), b.embed(TEXTS))  # batched, padded
     for text in TEXTS:
-        assert np.array_equal(a.embed([text]), b.embed([text]))
+        same(a.embed([text]), b.embed([text]))
     (va, sa), (vb, sb) = a.encode(TEXTS), b.encode(TEXTS)
-    assert np.array_equal(va, vb)
+    same(va, vb)
     for x, y in zip(sa, sb, strict=True):
         assert x.texts == y.texts
-        assert np.array_equal(x.vectors, y.vectors)
-        assert np.array_equal(x.peaks, y.peaks)
+        same(x.vectors, y.vectors)
+        same(x.peaks, y.peaks)
+        assert y.layers is None  # the shipped graph has no inner outputs
+        assert x.layers is not None and x.layers.shape == (len(x.texts) + 1, 2 * 384)
 
 
 def test_the_rewrite_is_cached_and_read_back_without_redoing_it(tmp_path, monkeypatch):
     digest = "ab" * 32
     first = model_graph.session_source(SHIPPED, digest, tmp_path)
-    cached = tmp_path / f"minilm-{digest[:16]}-rows-first.onnx"
+    cached = tmp_path / f"minilm-{digest[:16]}-rows-first-layers.onnx"
     assert first == str(cached)
     assert cached.read_bytes() == model_graph.rows_first(SHIPPED.read_bytes())
     assert [p.name for p in tmp_path.iterdir()] == [cached.name]  # no temporary file left
