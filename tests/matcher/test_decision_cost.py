@@ -11,6 +11,7 @@ import pytest
 from matcher.index import SCAN_BLOCK, Int8Rows, VectorIndex, approx_scores, quantise
 from matcher.safety import (
     CLASSES,
+    DENSE,
     DIM,
     FEATURES,
     KNN_K,
@@ -35,14 +36,15 @@ def shipped() -> SafetyClassifier:
 
 
 def _units(n: int, seed: int) -> np.ndarray:
-    """n units shaped like ``unit_features`` rows: unit vector, unit peaks, n-gram row."""
+    """n units shaped like ``unit_features`` rows: unit vector, unit peaks, unit inner-layer
+    means, n-gram row."""
     rng = np.random.default_rng(seed)
     out = np.zeros((n, FEATURES), np.float32)
     for i in range(n):
-        v = rng.standard_normal(2 * DIM).astype(np.float32)
-        out[i, :DIM] = v[:DIM] / np.linalg.norm(v[:DIM])
-        out[i, DIM : 2 * DIM] = v[DIM:] / np.linalg.norm(v[DIM:])
-        out[i, 2 * DIM :] = ngram_vector(TEXTS[i % len(TEXTS)])
+        for a in range(0, DENSE, DIM):
+            v = rng.standard_normal(DIM).astype(np.float32)
+            out[i, a : a + DIM] = v / np.linalg.norm(v)
+        out[i, DENSE:] = ngram_vector(TEXTS[i % len(TEXTS)])
     return out
 
 
@@ -95,7 +97,7 @@ def test_knn_margin_matches_the_nearest_exemplars_read_in_float64(
 
 def test_a_units_numbers_do_not_depend_on_the_units_beside_it(shipped: SafetyClassifier) -> None:
     x = _units(7, seed=3)
-    x[2, 2 * DIM :] = 0.0  # a unit without any n-gram between two with some
+    x[2, DENSE:] = 0.0  # a unit without any n-gram between two with some
     together_p, together_m = shipped.probabilities(x), shipped.knn_margin(x)
     for i in range(len(x)):
         alone = x[i : i + 1]
