@@ -15,10 +15,10 @@ forward pass as a ~130-token one.
 token states of each sentence's span inside the window, mean-pooled. Brand safety reads them
 (one long post can hide one unsafe sentence) without paying for a second pass. It also reads,
 per text and per sentence, the mean token state of two inner layers
-(``matcher.model_graph.LAYER_OUTPUTS``): the
-last layer is trained to place texts by topic, so "I have 47 tabs open and I'm scared to
-close them" and a line of despair sit close there, while the inner layers still carry more
-of how a thing is said. They come out of the same forward pass as extra graph outputs.
+(``matcher.model_graph.LAYER_OUTPUTS``): the last layer is trained to place texts by topic,
+so "I have 47 tabs open and I'm scared to close them" and a line of despair sit close there,
+while the inner layers still carry more of how a thing is said. They come out of the same
+forward pass as extra graph outputs.
 """
 
 from __future__ import annotations
@@ -222,7 +222,7 @@ class MiniLM:
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         encoded = [self.token_ids(t) for t in texts]
-        for rows, hidden, mask, _ in self._batches(encoded, inner=False):
+        for rows, hidden, mask, _ in self._batches(encoded):
             out[rows] = _mean_pool(hidden, mask)
         return out
 
@@ -231,7 +231,7 @@ class MiniLM:
         parsed = [self._token_sentences(t) for t in texts]
         empty = np.empty((0, self.dim), np.float32)
         sentences = [Sentences((), empty, np.zeros((1, self.dim), np.float32))] * len(texts)
-        for rows, hidden, mask, inner in self._batches([p[0] for p in parsed]):
+        for rows, hidden, mask, inner in self._batches([p[0] for p in parsed], inner=True):
             out[rows] = _mean_pool(hidden, mask)
             for j, i in enumerate(rows):
                 _, sent_ids, sent_texts = parsed[i]
@@ -258,11 +258,11 @@ class MiniLM:
         return out, sentences
 
     def _batches(
-        self, encoded: list[list[int]], inner: bool = True
+        self, encoded: list[list[int]], inner: bool = False
     ) -> Iterator[tuple[list[int], np.ndarray, np.ndarray, list[np.ndarray]]]:
         """(rows, last hidden state, mask, inner layers' states) per forward pass over
         similar-length texts, one pass at a time (embedding a whole catalogue never holds
-        every hidden state). ``inner`` False: no inner layers (an empty list)."""
+        every hidden state). ``inner``: the inner layers as well (else an empty list)."""
         # Only similar lengths share a batch: padding a short AI prompt to the length of a
         # long answer would cost more than a second, short forward pass.
         order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
