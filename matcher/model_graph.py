@@ -17,7 +17,8 @@ float rounding only (under 1e-6 per element).
 
 The rewrite needs the ``onnx`` package (~0.25 s to import, parse and write), so its result
 is kept in the cache directory, next to the cached ad vectors, under the shipped file's
-digest: later starts read it without importing ``onnx``.
+digest: later starts read it without importing ``onnx``. Writing it removes the same
+model's rewrite under the names earlier versions of this module gave it (``EARLIER``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,10 @@ import os
 import tempfile
 from pathlib import Path
 
+# The cached rewrite's file name after "minilm-{digest[:16]}", and the names earlier versions
+# gave it (a rewrite without the inner layers' outputs, ~22 MB, read by no version now).
+SUFFIX = "-rows-first-layers.onnx"
+EARLIER = ("-rows-first.onnx",)
 TABLE = "inner.embeddings.word_embeddings.weight_q"  # the int8 word-embedding table
 # Inner layers' states the rewrite also makes graph outputs (brand safety pools them): the
 # outputs of the third and the fifth of the six layers, by their names in the shipped graph.
@@ -78,13 +83,15 @@ def session_source(path: Path, digest: str, cache_dir: Path | None) -> str | byt
     """What onnxruntime should load for the model at ``path`` (sha256 ``digest``): the
     cached rewrite when there is one, else a fresh rewrite (saved to ``cache_dir`` when
     given), else the file itself (a graph of another shape)."""
-    cached = cache_dir / f"minilm-{digest[:16]}-rows-first-layers.onnx" if cache_dir else None
+    cached = cache_dir / f"minilm-{digest[:16]}{SUFFIX}" if cache_dir else None
     if cached is not None and cached.is_file():
         return str(cached)
     rewritten = rows_first(path.read_bytes())
     if rewritten is None:
         return str(path)
     if cached is not None and _write_atomically(cached, rewritten):
+        for suffix in EARLIER:
+            (cached.parent / f"minilm-{digest[:16]}{suffix}").unlink(missing_ok=True)
         # From the file rather than the bytes: a session built from a buffer stays ~35 MiB
         # larger (measured), which would undo the saving on the first start.
         return str(cached)

@@ -498,6 +498,7 @@ class SafetyClassifier:
                 np.vstack([u.features, rows]),
                 np.vstack([u.probs, self.probabilities(rows)]),
                 np.concatenate([u.margin, self.knn_margin(rows)]),
+                u.hit,
                 first=len(u.texts),
             )
             verdicts[i] = self._verdict(both)
@@ -535,7 +536,12 @@ class SafetyClassifier:
         kept = [] if sentences is None else scored_sentences(sentences)
         texts = (text, *(sentences.texts[i] for i in kept)) if sentences is not None else (text,)
         return _Units(
-            text, texts, features, self.probabilities(features), self.knn_margin(features)
+            text,
+            texts,
+            features,
+            self.probabilities(features),
+            self.knn_margin(features),
+            lexicon_hit(text),
         )
 
     def _limits(self, n: int, first: int | None) -> np.ndarray:
@@ -574,7 +580,7 @@ class SafetyClassifier:
         scores["self_harm_knn"] = float(margin.max())
         top = float(1.0 - probs[:, 0].min())
         second = u.first is not None
-        hit = lexicon_hit(text)
+        hit = u.hit
         if hit is not None:
             cls, phrase, (a, _) = hit
             return SafetyVerdict(
@@ -649,6 +655,8 @@ class _Units:
     features: np.ndarray
     probs: np.ndarray
     margin: np.ndarray
+    # The lexicon's hit on the whole text (``lexicon_hit``), found once in the first pass.
+    hit: tuple[str, str, tuple[int, int]] | None
     first: int | None = None
 
 

@@ -69,11 +69,18 @@ def test_vectors_are_those_of_the_shipped_graph_to_float_rounding(monkeypatch, s
 
 def test_the_rewrite_is_cached_and_read_back_without_redoing_it(tmp_path, monkeypatch):
     digest = "ab" * 32
+    # An earlier version's rewrite of the same model goes; another model's stays.
+    earlier = tmp_path / f"minilm-{digest[:16]}-rows-first.onnx"
+    other = tmp_path / f"minilm-{'cd' * 8}-rows-first.onnx"
+    earlier.write_bytes(b"old")
+    other.write_bytes(b"old")
     first = model_graph.session_source(SHIPPED, digest, tmp_path)
     cached = tmp_path / f"minilm-{digest[:16]}-rows-first-layers.onnx"
     assert first == str(cached)
+    assert not earlier.exists() and other.exists()
     assert cached.read_bytes() == model_graph.rows_first(SHIPPED.read_bytes())
-    assert [p.name for p in tmp_path.iterdir()] == [cached.name]  # no temporary file left
+    # No temporary file left.
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([cached.name, other.name])
 
     def refuse(model: bytes) -> bytes | None:
         raise AssertionError("the cached rewrite should have been used")

@@ -707,12 +707,16 @@ DILUTED_TOO = (
 )
 
 
-def test_second_pass_blocks_self_harm_that_a_shopping_question_dilutes(shared_matcher):
+def test_second_pass_blocks_self_harm_that_a_shopping_question_dilutes(shared_matcher, monkeypatch):
     clf = shared_matcher.safety
     vectors, sentences = matcher_encode(shared_matcher, [DILUTED])
     assert clf.check(DILUTED, vectors[0], sentences[0]).safe  # the first pass alone misses it
     encode = _CountingEncode(shared_matcher)
+    lexicon_reads: list[str] = []
+    read = safety.lexicon_hit
+    monkeypatch.setattr(safety, "lexicon_hit", lambda t: lexicon_reads.append(t) or read(t))
     (verdict,) = clf.judge([DILUTED], vectors, sentences, encode)
+    assert lexicon_reads == [DILUTED]  # the text is read once, not again by the second pass
     assert not verdict.safe and verdict.category == "self_harm", verdict
     assert verdict.second_pass and verdict.sentence_alone, verdict
     assert verdict.sentence == DILUTED_SENTENCE
@@ -817,6 +821,7 @@ def _units(probs: list[list[float]], margin: list[float], first: int | None) -> 
         np.zeros((n, FEATURES), np.float32),
         np.array(probs, np.float32),
         np.array(margin, np.float32),
+        None,
         first,
     )
 
