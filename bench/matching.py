@@ -157,45 +157,45 @@ def run(options: Options) -> Section:
     return section
 
 
-# The classifier shipped before the inner-layer refit (main at 32303cb: the same lexicon and
-# recipe, without the inner layers' features and without the `v6` and `v10` rows), scored on
+# The classifier shipped before the `v11` refit (main at e102a09: the same features, fitted
+# without the `v11` rows, with 1,800 safe exemplars and a 5.5% out-of-fold budget), scored on
 # these same rows: the "previous model" column of the safety table.
 PREVIOUS_SAFETY: dict[str, dict[str, float]] = {
     "held-out": {
-        "safe": 0.039,
-        "self_harm": 0.955,
-        "violence_crime": 0.915,
-        "disaster_war": 0.958,
-        "death_grief": 0.883,
-        "news": 0.962,
-        "recall_unsafe": 0.943,
+        "safe": 0.056,
+        "self_harm": 0.947,
+        "violence_crime": 0.966,
+        "disaster_war": 0.901,
+        "death_grief": 0.967,
+        "news": 0.981,
+        "recall_unsafe": 0.949,
     },
     "held-out, later rows": {
-        "safe": 0.233,
-        "self_harm": 0.947,
-        "violence_crime": 1.0,
+        "safe": 0.109,
+        "self_harm": 0.977,
+        "violence_crime": 0.875,
         "disaster_war": 1.0,
         "death_grief": 1.0,
         "news": 1.0,
-        "recall_unsafe": 0.961,
+        "recall_unsafe": 0.975,
     },
     "independent": {
-        "safe": 0.016,
-        "self_harm": 0.962,
-        "violence_crime": 1.0,
+        "safe": 0.041,
+        "self_harm": 1.0,
+        "violence_crime": 0.905,
         "disaster_war": 1.0,
         "death_grief": 0.905,
         "news": 1.0,
         "recall_unsafe": 0.969,
     },
     "probe": {
-        "safe": 0.142,
-        "self_harm": 0.977,
+        "safe": 0.125,
+        "self_harm": 1.0,
         "violence_crime": 1.0,
         "disaster_war": 1.0,
         "death_grief": 1.0,
         "news": 0.917,
-        "recall_unsafe": 0.978,
+        "recall_unsafe": 0.994,
     },
 }
 
@@ -205,9 +205,9 @@ PREVIOUS_SAFETY: dict[str, dict[str, float]] = {
 # choice. 500 posts from each seed; the seeds are used nowhere else in the bench.
 EVERYDAY_SEEDS = (1234, 5678)
 EVERYDAY_PER_SEED = 500
-# The classifier shipped before the inner-layer refit (main at 32303cb) on the same 1,000
-# posts: share blocked, share that ran the second pass.
-PREVIOUS_EVERYDAY = {"blocked": 0.209, "second_pass": 0.357}
+# The classifier shipped before the `v11` refit (main at e102a09) on the same 1,000 posts:
+# share blocked, share that ran the second pass.
+PREVIOUS_EVERYDAY = {"blocked": 0.128, "second_pass": 0.034}
 
 
 def everyday_posts() -> list[str]:
@@ -275,8 +275,9 @@ def _safety(section: Section) -> None:
         'on unsafe text, 1.00 on self-harm, at most 3% of safe texts blocked. "held-out, '
         'later rows": the held-out rows of the batches written for the everyday failure '
         "(origins " + ", ".join(LATER_ORIGINS) + "), apart so that the first held-out figures "
-        'stay comparable. "previous model": the classifier shipped before the inner-layer '
-        "refit (no inner layers' features, fitted without those batches), on the same rows."
+        'stay comparable. "previous model": the classifier shipped before the `v11` refit '
+        "(fitted without that batch, with fewer safe exemplars for the margin), on the same "
+        "rows."
     )
     progress("matcher: brand-safety everyday check on the bench generator's posts")
     daily = everyday(check, everyday_posts())
@@ -293,7 +294,7 @@ def _safety(section: Section) -> None:
             before = PREVIOUS_SAFETY.get(name, {})
             section.headline.append(
                 f"Brand safety ({name}: the {', '.join(LATER_ORIGINS)} batches, everyday and "
-                f"self-harm posts from two more hands): recall {r['recall_unsafe']:.3f} "
+                f"self-harm posts from more hands): recall {r['recall_unsafe']:.3f} "
                 f"(previous {before['recall_unsafe']:.3f}) on unsafe text, "
                 f"{r['self_harm']['recall']:.3f} (previous {before['self_harm']:.3f}) on "
                 f"self-harm, {r['safe_blocked']:.1%} (previous {before['safe']:.1%}) of safe "

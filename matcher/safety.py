@@ -116,6 +116,9 @@ _LEXICON: tuple[tuple[str, str], ...] = (
         r"kil+(?:ing)? ?my ?self|end(?:ing)? my (?:own )?life|take my (?:own )?life|"
         r"took (?:his|her|their) own life|self[- ]harm(?:ing|ed)?|unaliv(?:e|ed|ing)|"
         r"(?:took|take|taking) an overdose|overdos(?:e|ed|ing) on purpose|"
+        # An overdose as a quiet way out ("overdose on tylenol and just fall asleep").
+        r"overdos(?:e|ing) on [a-z0-9' ]{1,40}? and (?:just (?:fall asleep|go to sleep|drift "
+        r"off)|(?:never|not) wake up)|"
         r"(?:wish|hope) i (?:was|were) dead|better off without me|"
         r"no reason to (?:keep )?(?:living|live)|"
         # First-person wordings and their slang spellings ("sewerslide", "kys"); none has an
@@ -178,6 +181,8 @@ _LEXICON: tuple[tuple[str, str], ...] = (
     ),
     (
         "disaster_war",
+        # "looks like a tornado hit it" is a messy room, not a disaster.
+        r"(?<!like a )(?<!like an )"
         r"(?:earthquake|tsunami|hurricane|tornado(?:es)?|wildfires?|flood(?:s|ing|waters)?|"
         r"blizzard|landslide|eruption) (?:hit|hits|struck|strikes|tore|killed|kills|destroyed|"
         r"swept|made landfall|leveled|flattened|victims)|magnitude \d|tsunami warning|"
@@ -194,7 +199,9 @@ _LEXICON: tuple[tuple[str, str], ...] = (
     ),
     (
         "death_grief",
-        r"passed away|obituar(?:y|ies)|laid to rest|in loving memory|in memoriam|"
+        # "Obituary" stays out: drafting one's own is part of pre-planning a funeral, which
+        # serves.
+        r"passed away|laid to rest|in loving memory|in memoriam|"
         r"stillb(?:orn|irth)|miscarr(?:iage|ied)|diagnosed with terminal|"
         r"lost (?:my|our|his|her) (?:battle|fight) with",
     ),

@@ -83,16 +83,23 @@ STRESS = DATA / "safety_stress.jsonl"
 # that must serve.
 PROBE = DATA / "safety_probe.jsonl"
 FOLDS = 5
+# Out-of-fold scores are taken this many times, each time with the rows dealt into folds
+# afresh, and the thresholds chosen on all of them together: with one deal, a handful of rows
+# more or fewer moved the greedy threshold path by more than most recipes differ (three
+# assistant turns dropped: 913 -> 902 self-harm texts caught over the sets no weight saw).
+REPEATS = 2
 # Batches of labelled rows (by origin) appended after the shipped model was fitted: in the
 # set, and scored when held out, but in no fit until a refit with them ships. None now.
 NOT_YET_FITTED: frozenset[str] = frozenset()
-# Batches written for the everyday failure, by two more hands: `v6` (casual posts, and
-# self-harm in the same styles) and `v10` (everyday posts whose words sound dark, long posts,
-# sensitive commercial ones, assistant turns and idioms; self-harm in oblique wordings,
-# beside a shopping question, inside long posts, as prompts). Fitted like the rest, but
-# their held-out rows are reported apart, so that the first held-out figures stay
-# comparable from one model to the next.
-LATER_ORIGINS = ("v6", "v10")
+# Batches written for the everyday failure, by more hands: `v6` (casual posts, and self-harm
+# in the same styles), `v10` (everyday posts whose words sound dark, long posts, sensitive
+# commercial ones, assistant turns and idioms; self-harm in oblique wordings, beside a
+# shopping question, inside long posts, as prompts) and `v11` (short first-person everyday
+# complaints and the posts made of them, low-mood posts that must serve beside self-harm
+# posts on the same everyday backgrounds, final arrangements, casual tragedy). Fitted like
+# the rest, but their held-out rows are reported apart, so that the first held-out figures
+# stay comparable from one model to the next.
+LATER_ORIGINS = ("v6", "v10", "v11")
 OOF_DUMP = Path(__file__).resolve().parents[1] / "var" / "safety_oof.pickle"  # for tuning only
 # MiniLM outputs of the rows (vector, sentences, their vectors and peaks) by text hash, so a
 # refit only refits the heads; the file name carries the model's and the sentence split's
@@ -100,12 +107,13 @@ OOF_DUMP = Path(__file__).resolve().parents[1] / "var" / "safety_oof.pickle"  # 
 ENCODE_CACHE = Path(__file__).resolve().parents[1] / "var" / "safety_encode"
 SEED = 20261123
 RECALL_TARGET = {c: (1.0 if c == "self_harm" else 0.99) for c in UNSAFE_CLASSES}
-# The safe texts the thresholds may block out of fold. Above the 3% aim on unseen text: a
-# third of the training part's safe rows are hard on purpose (everyday posts whose words
-# sound dark, self-harm look-alikes), so 5.5% of them out of fold is fewer of ordinary
-# traffic; with 3% or 4.5% the same fit let more self-harm through over the sets no weight
-# saw than the model before it (docs/decisions.md, "Brand safety").
-MAX_SAFE_BLOCKED = 0.055
+# The safe texts the thresholds may block out of fold. Above the 3% aim on unseen text: over
+# a third of the training part's safe rows are hard on purpose (everyday posts whose words
+# sound dark, low-mood posts, self-harm look-alikes), so 6.5% of them out of fold is fewer
+# of ordinary traffic; with 4.5% to 6% the same fit let more self-harm or more unsafe text
+# through over the sets no weight saw than the model before it (docs/decisions.md, "Brand
+# safety").
+MAX_SAFE_BLOCKED = 0.065
 GRID = ((64, 1e-4),)  # (hidden units, weight decay); more cost minutes per entry
 EPOCHS = 40
 # How many times stronger the weight decay is on the hashed n-grams' first-layer rows than on
@@ -121,8 +129,9 @@ START_THRESHOLD = 0.95
 SELF_HARM_WEIGHTS = (1.0, 2.0, 3.0, 5.0)
 # Exemplars for the nearest-neighbour margin: every self-harm training text gives one, and
 # the safe training units nearest to those are kept up to this many (the run-time cost is one
-# small product per unit against all exemplars).
-MAX_SAFE_EXEMPLARS = 1800
+# small product per unit against all exemplars: ~30 us more per 40-word post at 3,600 than
+# at 1,800, which let more self-harm and more everyday text across the margin).
+MAX_SAFE_EXEMPLARS = 3600
 KNN = "self_harm_knn"  # the margin's threshold name; its score column follows the classes
 # How thresholds may apply to the kinds of unit (``choose_kind_thresholds``): "shared" (one
 # per name for every kind), "per kind" (``name@sentence``, ``name@alone`` as well) and "no
@@ -727,8 +736,8 @@ def summary(blocked: np.ndarray, rows: Sequence[Row]) -> dict[str, Any]:
 # -- training ---------------------------------------------------------------------------------
 
 
-def _folds(y: np.ndarray) -> np.ndarray:
-    rng = np.random.default_rng(SEED)
+def _folds(y: np.ndarray, repeat: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(SEED + repeat)
     folds = np.empty(len(y), np.int64)
     for k in range(len(CLASSES)):
         idx = np.flatnonzero(y == k)
@@ -829,58 +838,72 @@ def train(
     alone = alone_units(encode, sents)
     multi = np.array([len(a) > 0 for a in alone])
     both = [np.vstack([u, a]) for u, a in zip(units, alone, strict=True)]
-    folds = _folds(y)
-    glued = context_posts(train_rows, folds, CONTEXT_SAFE, CONTEXT_UNSAFE)
-    g_vectors, g_sents = (
-        encode([g.text for g in glued]) if glued else (np.empty((0, DIM), np.float32), [])
-    )
-    g_units = [unit_features(g.text, g_vectors[j], g_sents[j]) for j, g in enumerate(glued)]
-    g_y = np.array([g.cls for g in glued], np.int64)
-    g_fold = np.array([g.fold for g in glued], np.int64)
+    no_alone = np.empty((0, FEATURES), np.float32)
+
+    def posts(folds: np.ndarray) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
+        """The glued posts for one deal of the rows into folds: units, classes, folds."""
+        glued = context_posts(train_rows, folds, CONTEXT_SAFE, CONTEXT_UNSAFE)
+        g_vectors, g_sents = (
+            encode([g.text for g in glued]) if glued else (np.empty((0, DIM), np.float32), [])
+        )
+        g_units = [unit_features(g.text, g_vectors[j], g_sents[j]) for j, g in enumerate(glued)]
+        g_y = np.array([g.cls for g in glued], np.int64)
+        return g_units, g_y, np.array([g.fold for g in glued], np.int64)
+
+    deals = [_folds(y, r) for r in range(REPEATS)]
+    glued = [posts(folds) for folds in deals]
+    g_units, g_y, _ = glued[0]  # the final fit's glued posts
     # A real text's whole-text row is an example; a glued unsafe post's is not (``fit_texts``).
     is_whole = np.concatenate([np.ones(len(y), bool), g_y == 0])
-    no_alone = np.empty((0, FEATURES), np.float32)
-    log(f"context posts: {len(glued)} ({int((g_y == 0).sum())} safe)")
+    log(f"context posts: {len(g_y)} ({int((g_y == 0).sum())} safe)")
+    n = len(y)
+    # Every deal's out-of-fold scores, one after the other: rows r * n ... (r + 1) * n - 1.
+    ys, multis, rows_all = np.tile(y, REPEATS), np.tile(multi, REPEATS), list(train_rows) * REPEATS
     best: tuple[float, int, float, dict[str, float], dict[str, Any]] | None = None
     for hidden, decay in GRID:
         t0 = time.monotonic()
         parts = []
-        for f in range(FOLDS):
-            tr, te = np.flatnonzero(folds != f), np.flatnonzero(folds == f)
-            gi = np.flatnonzero(g_fold != f)
-            models = fit_ensemble(
-                [*(units[i] for i in tr), *(g_units[j] for j in gi)],
-                np.concatenate([y[tr], g_y[gi]]),
-                hidden,
-                decay,
-                [*(alone[i] for i in tr), *([no_alone] * len(gi))],
-                np.concatenate([is_whole[tr], is_whole[len(y) + gi]]),
-            )
-            fold_clf = SafetyClassifier(
-                models, exemplars=choose_exemplars([both[i] for i in tr], y[tr], single[tr])
-            )
-            parts.append(
-                (te, pass_scores(fold_clf, [units[i] for i in te], [alone[i] for i in te]))
-            )
-        scores = _gather(parts, len(y))
-        levels = choose_suspicion(scores.susp, y, multi)
+        for r, (folds, (gu, gy, gf)) in enumerate(zip(deals, glued, strict=True)):
+            whole_r = np.concatenate([np.ones(n, bool), gy == 0])
+            for f in range(FOLDS):
+                tr, te = np.flatnonzero(folds != f), np.flatnonzero(folds == f)
+                gi = np.flatnonzero(gf != f)
+                models = fit_ensemble(
+                    [*(units[i] for i in tr), *(gu[j] for j in gi)],
+                    np.concatenate([y[tr], gy[gi]]),
+                    hidden,
+                    decay,
+                    [*(alone[i] for i in tr), *([no_alone] * len(gi))],
+                    np.concatenate([whole_r[tr], whole_r[n + gi]]),
+                )
+                fold_clf = SafetyClassifier(
+                    models, exemplars=choose_exemplars([both[i] for i in tr], y[tr], single[tr])
+                )
+                parts.append(
+                    (
+                        te + r * n,
+                        pass_scores(fold_clf, [units[i] for i in te], [alone[i] for i in te]),
+                    )
+                )
+        scores = _gather(parts, n * REPEATS)
+        levels = choose_suspicion(scores.susp, ys, multis)
         kinds = scores.by_kind(levels)
-        t = choose_kind_thresholds(kinds, y)
+        t = choose_kind_thresholds(kinds, ys)
         if OOF_DUMP.parent.is_dir():
             with OOF_DUMP.open("wb") as fh:
-                pickle.dump((scores, y), fh)
+                pickle.dump((scores, ys), fh)
         blocked = blocked_by_kinds(kinds, t)
-        rep = summary(blocked, train_rows)
+        rep = summary(blocked, rows_all)
         trig = scores.triggered(levels)
         first = kinds.copy()
         first[:, 2] = 0.0  # the first pass alone: no sentence read on its own
-        one_pass = summary(blocked_by_kinds(first, choose_kind_thresholds(first, y)), train_rows)
+        one_pass = summary(blocked_by_kinds(first, choose_kind_thresholds(first, ys)), rows_all)
         rep["second_pass"] = {
             "levels": levels,
-            "safe_multi_triggered": round(float(trig[multi & (y == 0)].mean()), 4),
-            "safe_triggered": round(float(trig[y == 0].mean()), 4),
+            "safe_multi_triggered": round(float(trig[multis & (ys == 0)].mean()), 4),
+            "safe_triggered": round(float(trig[ys == 0].mean()), 4),
             "self_harm_multi_triggered": round(
-                float(trig[multi & (y == CLASSES.index("self_harm"))].mean()), 4
+                float(trig[multis & (ys == CLASSES.index("self_harm"))].mean()), 4
             ),
             "first_pass_only": {
                 "recall_unsafe": one_pass["recall_unsafe"],
@@ -905,7 +928,7 @@ def train(
         np.concatenate([y, g_y]),
         hidden,
         decay,
-        [*alone, *([no_alone] * len(glued))],
+        [*alone, *([no_alone] * len(g_units))],
         is_whole,
     )
     meta = {
@@ -933,7 +956,7 @@ def train(
     np.savez_compressed(buf, **arrays)  # type: ignore[arg-type]
     harm, safe = choose_exemplars(both, y, single)
     ex = BytesIO()
-    # float16 like the weights: the model file stays under 2 MB, this one under 2.5 MB.
+    # float16 like the weights: the model file stays under 2 MB, this one under 4 MB.
     np.savez_compressed(ex, self_harm=harm.astype(np.float16), safe=safe.astype(np.float16))
     return buf.getvalue(), ex.getvalue()
 
