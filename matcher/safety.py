@@ -39,8 +39,8 @@ Three checks, any one blocks:
    MiniLM vector is to labelled self-harm exemplars than to safe ones. It reads intent from
    meaning alone, so an oblique wording whose words the MLPs never saw ("handing my things
    out, I won't need them") still lands near the exemplars it resembles. Its threshold
-   (``self_harm_knn``) is chosen with the others from out-of-fold scores; the exemplars ship
-   in ``data/safety_exemplars.npz``.
+   (``self_harm_knn``) is chosen with the others from out-of-fold scores; the exemplars are
+   built from the labelled rows on each machine into ``data/safety_exemplars.npz``.
 
 A second pass (``judge``) reads what the first one dilutes: a sentence's token states in
 the whole text's forward pass are mixed with its neighbours', so a self-harm line followed by
@@ -77,7 +77,11 @@ from matcher.index import Int8Rows
 from matcher.model_graph import LAYER_OUTPUTS
 
 MODEL_FILE = "safety_model.npz"
+# Built on each machine from the labelled rows by ``make install`` (not kept in git).
 EXEMPLAR_FILE = "safety_exemplars.npz"
+BUILD_EXEMPLARS = (
+    "build it with `make install` or `python -m matcher.safety_train --exemplars-only`"
+)
 KNN_K = 3  # the margin compares the mean of the 3 nearest exemplars on each side
 DIM = 384
 NGRAM_DIM = 2048
@@ -368,11 +372,15 @@ class SafetyClassifier:
         if raw is None:
             data = resources.files("matcher.data")
             raw = data.joinpath(MODEL_FILE).read_bytes()
-            exemplars = data.joinpath(EXEMPLAR_FILE).read_bytes()
-        pair = None
+            built = data.joinpath(EXEMPLAR_FILE)
+            if not built.is_file():
+                raise FileNotFoundError(f"{built} is missing: {BUILD_EXEMPLARS}")
+            exemplars = built.read_bytes()
+        pair, rows_sha256 = None, None
         if exemplars is not None:
             with np.load(BytesIO(exemplars), allow_pickle=False) as z:
                 pair = (z["self_harm"].astype(np.float32), z["safe"].astype(np.float32))
+                rows_sha256 = str(z["trained_on"]) if "trained_on" in z.files else ""
         with np.load(BytesIO(raw), allow_pickle=False) as z:
             meta = orjson.loads(str(z["meta"]))
             models = [
@@ -382,6 +390,10 @@ class SafetyClassifier:
                 ]
                 for m in range(meta["models"])
             ]
+        # Exemplars built from other rows than the model's would move the margin under
+        # thresholds chosen for these ones.
+        if rows_sha256 is not None and rows_sha256 != meta["trained_on"]["sha256"]:
+            raise ValueError(f"the exemplars were built for another model: {BUILD_EXEMPLARS}")
         return cls(models, meta["thresholds"], meta, pair)
 
     @property

@@ -831,11 +831,7 @@ def train(
     """The model file's and the exemplar file's bytes, fitted and calibrated on the
     ``training_rows`` only."""
     train_rows = training_rows(rows)
-    vectors, sents = encode([r.text for r in train_rows])
-    units = [unit_features(r.text, vectors[i], sents[i]) for i, r in enumerate(train_rows)]
-    y = np.array([CLASSES.index(r.cls) for r in train_rows], np.int64)
-    single = np.array([len(split_sentences(r.text)) == 1 for r in train_rows])
-    alone = alone_units(encode, sents)
+    units, alone, y, single = _training_units(encode, train_rows)
     multi = np.array([len(a) > 0 for a in alone])
     both = [np.vstack([u, a]) for u, a in zip(units, alone, strict=True)]
     no_alone = np.empty((0, FEATURES), np.float32)
@@ -954,11 +950,45 @@ def train(
     buf = BytesIO()
     # numpy's stubs type the keyword arrays of savez_compressed too narrowly for a str array.
     np.savez_compressed(buf, **arrays)  # type: ignore[arg-type]
+    return buf.getvalue(), _exemplar_bytes(both, y, single, rows_hash(train_rows))
+
+
+def _training_units(
+    encode: Encode, train_rows: Sequence[Row]
+) -> tuple[list[np.ndarray], list[np.ndarray], np.ndarray, np.ndarray]:
+    """Per training row: its first-pass units, its second-pass units (``alone_units``), its
+    class, and whether it is one sentence as written."""
+    vectors, sents = encode([r.text for r in train_rows])
+    units = [unit_features(r.text, vectors[i], sents[i]) for i, r in enumerate(train_rows)]
+    y = np.array([CLASSES.index(r.cls) for r in train_rows], np.int64)
+    single = np.array([len(split_sentences(r.text)) == 1 for r in train_rows])
+    return units, alone_units(encode, sents), y, single
+
+
+def _exemplar_bytes(
+    both: Sequence[np.ndarray], y: np.ndarray, single: np.ndarray, rows_sha256: str
+) -> bytes:
+    """The exemplar file (``choose_exemplars``), with the hash of the rows it comes from."""
     harm, safe = choose_exemplars(both, y, single)
     ex = BytesIO()
-    # float16 like the weights: the model file stays under 2 MB, this one under 4 MB.
-    np.savez_compressed(ex, self_harm=harm.astype(np.float16), safe=safe.astype(np.float16))
-    return buf.getvalue(), ex.getvalue()
+    np.savez_compressed(
+        ex,
+        self_harm=harm.astype(np.float16),
+        safe=safe.astype(np.float16),
+        trained_on=np.array(rows_sha256),
+    )
+    return ex.getvalue()
+
+
+def build_exemplars(encode: Encode, rows: Sequence[Row]) -> bytes:
+    """The exemplar file that ``train`` writes beside the model, built again from the rows the
+    model was fitted on: MiniLM vectors of the training units (~30 s on two cores). It is
+    built on each machine (``make install``) rather than kept in git, where 5,000 vectors
+    of 384 floats would take 3.5 MB."""
+    train_rows = training_rows(rows)
+    units, alone, y, single = _training_units(encode, train_rows)
+    both = [np.vstack([u, a]) for u, a in zip(units, alone, strict=True)]
+    return _exemplar_bytes(both, y, single, rows_hash(train_rows))
 
 
 # -- evaluation --------------------------------------------------------------------------------
@@ -1040,12 +1070,24 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--evaluate-only", action="store_true", help="score the shipped model")
     parser.add_argument(
+        "--exemplars-only",
+        action="store_true",
+        help="build the exemplar file for the shipped model from the labelled rows, and stop",
+    )
+    parser.add_argument(
         "--no-cache", action="store_true", help="run every text through MiniLM, keep nothing"
     )
     args = parser.parse_args(argv)
     from matcher.embeddings import MiniLM
 
     model = MiniLM()
+    if args.exemplars_only:
+        t0 = time.monotonic()
+        print(f"building {args.exemplars} from {args.labelled} ...", flush=True)
+        # Built once per machine: no encode cache is kept for it.
+        args.exemplars.write_bytes(build_exemplars(model.encode, load_labelled(args.labelled)))
+        print(f"wrote {args.exemplars} in {time.monotonic() - t0:.0f} s")
+        return 0
     encode: Encode = (
         model.encode if args.no_cache else cached_encode(model.encode, encode_cache_path())
     )

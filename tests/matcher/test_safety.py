@@ -3,8 +3,11 @@ every class, sentence-level blocking, the lexicon's precision, AI turns judged a
 
 from __future__ import annotations
 
+import subprocess
 from collections import Counter
 from importlib import resources
+from io import BytesIO
+from pathlib import Path
 
 import numpy as np
 import orjson
@@ -96,11 +99,30 @@ def test_shipped_model_was_trained_on_this_labelled_set():
     assert set(clf.thresholds) >= {*CLASSES[1:], "self_harm_knn"}
 
 
-def test_shipped_files_stay_small_and_carry_the_exemplars():
-    # The exemplars grow by one row per self-harm training text (float16, compressed).
+def test_shipped_model_stays_small_and_the_built_exemplars_belong_to_it(monkeypatch):
     data = resources.files("matcher.data")
-    for name, limit in (("safety_model.npz", 2_000_000), ("safety_exemplars.npz", 4_000_000)):
-        assert len(data.joinpath(name).read_bytes()) < limit, name
+    assert len(data.joinpath("safety_model.npz").read_bytes()) < 2_000_000
+    # The exemplars are built from the labelled rows (`make install`), never kept in git.
+    root = Path(__file__).resolve().parents[2]
+    tracked = subprocess.run(
+        ["git", "ls-files", "matcher/data"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=root,
+    ).stdout.split()
+    assert "matcher/data/safety_exemplars.npz" not in tracked
+    raw = data.joinpath("safety_model.npz").read_bytes()
+    built = data.joinpath("safety_exemplars.npz").read_bytes()
+    with np.load(BytesIO(built)) as z:
+        other = BytesIO()
+        np.savez_compressed(other, self_harm=z["self_harm"], safe=z["safe"], trained_on="0" * 64)
+    with pytest.raises(ValueError, match="built for another model"):
+        SafetyClassifier.load(raw, other.getvalue())
+    monkeypatch.setattr(safety, "EXEMPLAR_FILE", "no-such-file.npz")
+    with pytest.raises(FileNotFoundError, match="make install"):
+        SafetyClassifier.load()
+    monkeypatch.undo()
     clf = SafetyClassifier.load()
     assert clf.exemplars is not None
     harm, safe = clf.exemplars
