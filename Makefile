@@ -8,7 +8,7 @@ EXEMPLARS := matcher/data/safety_exemplars.npz
 CHROMIUM := /usr/lib/chromium/chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install chromium postgresql run test unit e2e lint eslint bench check bandit audit wrk clean
+.PHONY: install chromium postgresql run test unit e2e lint eslint bench check bandit audit wrk dist clean
 
 install: $(STAMP) $(EXEMPLARS)
 
@@ -90,5 +90,12 @@ wrk:
 bench: install wrk
 	$(BIN)/python -m bench $(BENCH_ARGS)
 
+# A wheel of the edge in dist/, for an install without a checkout (the QA kit). `install`
+# builds the exemplars first; the check refuses a wheel that lacks any package data file.
+dist: install
+	rm -rf dist
+	$(BIN)/pip wheel --quiet --disable-pip-version-check --no-deps -w dist .
+	$(BIN)/python tools/check_wheel.py dist/*.whl
+
 clean:
-	rm -rf $(VENV) var .pytest_cache .ruff_cache .mypy_cache *.egg-info $(ESLINT_DIR)/node_modules
+	rm -rf $(VENV) var dist build .pytest_cache .ruff_cache .mypy_cache *.egg-info $(ESLINT_DIR)/node_modules
