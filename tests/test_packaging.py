@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from matcher.safety import EXEMPLAR_FILE, MODEL_FILE
+
 ROOT = Path(__file__).resolve().parents[1]
 CHECK = ROOT / "tools" / "check_wheel.py"
-EXEMPLARS = "matcher/data/safety_exemplars.npz"
+EXEMPLARS = f"matcher/data/{EXEMPLAR_FILE}"
 
 
 def check(wheel: Path) -> subprocess.CompletedProcess[str]:
@@ -42,7 +44,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_wheel_carries_the_exemplars_and_every_data_file(wheel: Path):
     with zipfile.ZipFile(wheel) as z:
         names = set(z.namelist())
-    needed = {EXEMPLARS, "matcher/data/safety_model.npz", "matcher/data/minilm_tokenizer.json"}
+    needed = {EXEMPLARS, f"matcher/data/{MODEL_FILE}", "matcher/data/minilm_tokenizer.json"}
     assert needed <= names
     done = check(wheel)
     assert done.returncode == 0, done.stderr

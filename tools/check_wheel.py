@@ -16,9 +16,11 @@ import zipfile
 from fnmatch import fnmatch
 from pathlib import Path
 
+from matcher.safety import EXEMPLAR_FILE
+
 ROOT = Path(__file__).resolve().parents[1]
 # Built by ``make install`` rather than kept in git: required even when the checkout lacks it.
-BUILT = ("matcher/data/safety_exemplars.npz",)
+BUILT = (f"matcher/data/{EXEMPLAR_FILE}",)
 
 
 def package_data(root: Path) -> set[str]:
