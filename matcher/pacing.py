@@ -66,10 +66,14 @@ class Pacer:
         start, end = flight
         return c.budget_usd * _fraction(now, start, end - start)
 
-    def planned_today(self, c: Campaign, now: float) -> float | None:
+    def planned_today(self, c: Campaign, now: float, day: float | None = None) -> float | None:
+        """USD the daily line has spent by ``now`` in the UTC day that began at ``day``
+        (default: the day of ``now``). Given today's start, the next midnight reads the
+        whole cap."""
         if c.daily_cap_usd is None:
             return None
-        return c.daily_cap_usd * _fraction(now, day_start(now), DAY_SECONDS)
+        begin = day_start(now) if day is None else day
+        return c.daily_cap_usd * _fraction(now, begin, DAY_SECONDS)
 
     def gate(self, c: Campaign, spend: Spend, now: float) -> str | None:
         """None when the campaign may be served now; otherwise the gate's name."""
@@ -84,8 +88,11 @@ class Pacer:
         plan = self.planned(c, ahead)
         if plan is not None and total >= plan:
             return "pacing_ahead"
-        # The daily line never looks past midnight: tomorrow's share is not today's.
-        plan_today = self.planned_today(c, min(ahead, day_start(now) + DAY_SECONDS))
+        # The daily line never looks past midnight: tomorrow's share is not today's. In the
+        # last hour of a day it reads today's line at midnight (the whole cap), not
+        # tomorrow's at its start (nothing, which held every capped campaign back).
+        today_began = day_start(now)
+        plan_today = self.planned_today(c, min(ahead, today_began + DAY_SECONDS), today_began)
         if plan_today is not None and today >= plan_today:
             return "pacing_ahead"
         return None

@@ -101,6 +101,18 @@ def test_even_pacing_with_a_daily_cap_spreads_the_day():
     assert pacer.gate(c, Spend({}, {"c-1": 48}), midnight + 23.9 * 3600) == "daily_cap_reached"
 
 
+def test_the_last_hour_of_a_day_reads_todays_line_not_tomorrows():
+    """From 23:00 UTC the line one hour ahead is past midnight, where it reads today's whole
+    cap (it never looks into tomorrow): a campaign under its cap is still served."""
+    c = campaign(daily_cap_usd=48)
+    pacer = Pacer([c])
+    late = parse_timestamp(START) + 23.5 * 3600
+    assert pacer.planned_today(c, late + 3600) == pytest.approx(1.0)  # tomorrow's line
+    assert pacer.gate(c, Spend({}, {}), late) is None
+    assert pacer.gate(c, Spend({}, {"c-1": 47}), late) is None
+    assert pacer.gate(c, Spend({}, {"c-1": 48}), late) == "daily_cap_reached"
+
+
 def test_gates_name_what_stopped_the_campaign():
     c = campaign(budget_usd=100, daily_cap_usd=10)
     pacer = Pacer([c])
