@@ -69,6 +69,8 @@ class EligibilityMasks:
         self._edges = np.unique(edges[np.isfinite(edges)])
         # product -> (from, until, mask): the last mask built, valid while from <= now < until.
         self._last: dict[str, tuple[float, float, np.ndarray]] = {}
+        # The same for the ids of the live campaigns.
+        self._live: tuple[float, float, tuple[str, ...]] | None = None
 
     def mask(self, product: str, now: float) -> np.ndarray:
         """Rows live for ``product`` at ``now`` (read-only: the same array is handed to every
@@ -79,19 +81,29 @@ class EligibilityMasks:
         by_product = self._products.get(product, self._none)
         live: np.ndarray = by_product & self._active & (self._start <= now) & (now < self._end)
         live.flags.writeable = False
-        i = int(np.searchsorted(self._edges, now, side="right"))
-        since = float(self._edges[i - 1]) if i > 0 else -math.inf
-        until = float(self._edges[i]) if i < len(self._edges) else math.inf
-        self._last[product] = (since, until, live)
+        self._last[product] = (*self._interval(now), live)
         return live
 
     def campaign(self, cid: str) -> Campaign:
         return self._campaigns[cid]
 
-    def live_campaigns(self, now: float) -> list[str]:
-        """Ids of campaigns active and in flight now (a part of the demand version)."""
+    def live_campaigns(self, now: float) -> tuple[str, ...]:
+        """Ids of campaigns active and in flight now, sorted (a part of the demand version):
+        the same tuple, built once, until a flight starts or ends."""
+        last = self._live
+        if last is not None and last[0] <= now < last[1]:
+            return last[2]
         live = self._c_active & (self._c_start <= now) & (now < self._c_end)
-        return sorted(self._ids[i] for i in np.flatnonzero(live))
+        ids = tuple(sorted(self._ids[i] for i in np.flatnonzero(live)))
+        self._live = (*self._interval(now), ids)
+        return ids
+
+    def _interval(self, now: float) -> tuple[float, float]:
+        """The flight starts or ends just before and after ``now``: every mask holds between."""
+        i = int(np.searchsorted(self._edges, now, side="right"))
+        since = float(self._edges[i - 1]) if i > 0 else -math.inf
+        until = float(self._edges[i]) if i < len(self._edges) else math.inf
+        return since, until
 
 
 def _bounds(c: Campaign) -> tuple[float, float]:

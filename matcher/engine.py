@@ -109,6 +109,12 @@ class Matcher:
         self.ranker = Ranker(catalogue.placements, self.config.relevance_floor)
         self.masks = EligibilityMasks(catalogue.placements)
         self.pacer = Pacer(catalogue.campaigns)
+        # For ``demand_version``: the campaigns that may be held back without any spend, and
+        # the hash of the part that changes only when a flight starts or ends.
+        self._held_unspent = frozenset(
+            c.id for c in catalogue.campaigns if self.pacer.holds_unspent(c)
+        )
+        self._live_part: tuple[tuple[str, ...], frozenset[str], Any] | None = None
         # Drawn from on the model threads (numpy's generators lock around each draw).
         self.rng = np.random.default_rng(self.config.seed)
         # One model thread per lane, so a partner request never queues behind page matches.
@@ -326,12 +332,27 @@ class Matcher:
         return self.decide(*args)
 
     def demand_version(self, now: float, spend: Spend | Mapping[str, float]) -> str:
-        """Changes when the servable demand changes (new catalogue, flights, budgets, pacing)."""
+        """Changes when the servable demand changes (new catalogue, flights, budgets, pacing):
+        a hash of the catalogue, the campaigns live now and those of them held back by
+        budget or pacing.
+
+        It runs on the event loop after every no-match, so it costs the campaigns that have
+        spent something, not the catalogue: a campaign with no spend is held back only when
+        ``Pacer.holds_unspent`` says it may be (a zero budget, say), and the hash of the
+        catalogue and the live campaigns is kept until a flight starts or ends."""
         live = self.masks.live_campaigns(now)
+        part = self._live_part
+        if part is None or part[0] is not live:
+            head = hashlib.sha256(f"{self.catalogue.content_hash}|{','.join(live)}|".encode())
+            part = self._live_part = (live, frozenset(live), head)
         spend = as_spend(spend)
-        spent = [cid for cid in live if self.pacer.gate(self.catalogue_campaign(cid), spend, now)]
-        text = "|".join([self.catalogue.content_hash, ",".join(live), ",".join(spent)])
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
+        maybe = self._held_unspent.union(spend.total, spend.today).intersection(part[1])
+        spent = sorted(
+            cid for cid in maybe if self.pacer.gate(self.catalogue_campaign(cid), spend, now)
+        )
+        digest = part[2].copy()
+        digest.update(",".join(spent).encode())
+        return digest.hexdigest()[:16]
 
     def catalogue_campaign(self, cid: str) -> Campaign:
         return self.masks.campaign(cid)

@@ -66,6 +66,18 @@ class Pacer:
         start, end = flight
         return c.budget_usd * _fraction(now, start, end - start)
 
+    def holds_unspent(self, c: Campaign) -> bool:
+        """Whether ``gate`` may hold ``c`` back while it has spent nothing, at some instant
+        of its flight. Only a zero budget or daily cap can, or a line with no slack: with
+        spend at zero, a positive budget's even line one ``slack`` past the start of the
+        flight (or of the day) is already above zero."""
+        if (c.budget_usd is not None and c.budget_usd <= 0) or (
+            c.daily_cap_usd is not None and c.daily_cap_usd <= 0
+        ):
+            return True
+        lines = self._flight.get(c.id) is not None or c.daily_cap_usd is not None
+        return c.pacing != "asap" and lines and self.slack <= 0
+
     def planned_today(self, c: Campaign, now: float, day: float | None = None) -> float | None:
         """USD the daily line has spent by ``now`` in the UTC day that began at ``day``
         (default: the day of ``now``). Given today's start, the next midnight reads the
