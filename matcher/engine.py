@@ -430,7 +430,7 @@ class Matcher:
             k *= 8
         if request.explain:
             ex.location(self._locate(request))
-        ranked = self.ranker.order(shown, self.config.one_per_campaign)[: request.max_ads]
+        ranked = self.ranker.order(shown, self.config.one_per_campaign, request.max_ads)
         ex.ranked(ranked, self.estimates)
         if ranked:
             return ex.result(MatchResult(outcome="matched", ads=tuple(ranked)))
@@ -455,6 +455,7 @@ class Matcher:
         held_back: dict[str, int] = {}
         best = _TopRanks(request.max_ads, self.config.one_per_campaign)
         rng = self.rng if self.config.explore else None
+        paced: dict[str, str | None] = {}  # campaign id -> its pacing gate, for this request
         for row, cosine in found:
             relevancy = self.ranker.relevancy(cosine)
             if not request.explain and best.complete_above(relevancy):
@@ -466,7 +467,7 @@ class Matcher:
             if not ok:
                 ex.gate(p, cosine, "geo", why)
                 continue
-            gate = self._dynamic_gate(p, state, spend, now)
+            gate = self._dynamic_gate(p, state, spend, now, paced)
             if gate:
                 held_back[gate] = held_back.get(gate, 0) + 1
                 ex.gate(p, cosine, gate)
@@ -483,8 +484,15 @@ class Matcher:
         return self.gazetteer.resolve(request.geo)
 
     def _dynamic_gate(
-        self, p: Placement, state: ThreadState, spend: Spend, now: float
+        self,
+        p: Placement,
+        state: ThreadState,
+        spend: Spend,
+        now: float,
+        paced: dict[str, str | None],
     ) -> str | None:
+        """The gate that holds this ad back for this request, if any. ``paced``: the pacing
+        gate of each campaign met so far in the request (the same for all its ads)."""
         if p.ad.id in state.disabled:
             return "disabled_in_thread"
         if (
@@ -492,7 +500,10 @@ class Matcher:
             and p.ad.id not in state.unit_ads  # a refresh of a unit that already has it
         ):
             return "frequency_capped"
-        return self.pacer.gate(p.campaign, spend, now)
+        cid = p.campaign.id
+        if cid not in paced:
+            paced[cid] = self.pacer.gate(p.campaign, spend, now)
+        return paced[cid]
 
     def check_safety(
         self, texts: list[str], turns: Mapping[int, int] | None = None

@@ -67,35 +67,48 @@ class Ranker:
         return calibrate(cosine)
 
     def score(self, p: Placement, relevancy: float, rng: np.random.Generator | None) -> ScoredAd:
-        """The ad with its eCPM (drawn when exploring); the rank score is set by ``order``."""
+        """The ad with its eCPM (drawn when exploring); the rank score is set by ``order``.
+        A CPM bid is its eCPM: no estimate is read for it."""
+        pm = p.ad_set.pricing_model
+        if pm.type == "cpm":
+            return ScoredAd(p, relevancy, relevancy, pm.bid_amount)
         value = ecpm(p, self.estimates.estimate(p.ad.id), rng)
         return ScoredAd(p, relevancy, relevancy, value)
 
-    def order(self, ads: list[ScoredAd], one_per_campaign: bool) -> list[ScoredAd]:
-        """Best first: the top band by eCPM, then the rest by relevancy.
+    def order(
+        self, ads: list[ScoredAd], one_per_campaign: bool, limit: int | None = None
+    ) -> list[ScoredAd]:
+        """Best first: the top band by eCPM, then the rest by relevancy; the first
+        ``limit`` of them (None: all).
 
         ``rank_score`` is ``1 + ecpm / (ecpm + best_ecpm)`` inside the band (so above 1) and
-        the relevancy outside it, which is exactly the order.
+        the relevancy outside it, which is exactly the order. A dense catalogue can put
+        hundreds of ads in the band, so the order is taken on the scores first and only the
+        ads given out are copied with theirs.
         """
         if not ads:
             return []
         top = max(s.relevancy_score for s in ads)
-        best = max((s.ecpm for s in ads if s.relevancy_score >= top - RELEVANCE_BAND), default=0)
-        scored = [
-            replace(s, rank_score=_band_score(s.ecpm, best))
-            if s.relevancy_score >= top - RELEVANCE_BAND
-            else replace(s, rank_score=s.relevancy_score)
+        band = top - RELEVANCE_BAND
+        best = max((s.ecpm for s in ads if s.relevancy_score >= band), default=0)
+        ranks = [
+            _band_score(s.ecpm, best) if s.relevancy_score >= band else s.relevancy_score
             for s in ads
         ]
-        scored.sort(key=lambda s: (-s.rank_score, -s.relevancy_score, s.placement.ad.id))
-        if not one_per_campaign:
-            return scored
+        order = sorted(
+            range(len(ads)),
+            key=lambda i: (-ranks[i], -ads[i].relevancy_score, ads[i].placement.ad.id),
+        )
         seen: set[str] = set()
-        out = []
-        for s in scored:
-            if s.placement.campaign.id not in seen:
-                seen.add(s.placement.campaign.id)
-                out.append(s)
+        out: list[ScoredAd] = []
+        for i in order:
+            if limit is not None and len(out) == limit:
+                break
+            campaign = ads[i].placement.campaign.id
+            if one_per_campaign and campaign in seen:
+                continue
+            seen.add(campaign)
+            out.append(replace(ads[i], rank_score=ranks[i]))
         return out
 
 

@@ -161,3 +161,58 @@ def test_thompson_sampling_gives_an_unproven_ad_a_share_of_requests():
     assert 0.05 < share < 0.6
     # The means alone never show it.
     assert ranked(ranker, cat, {"proven": 0.8, "unproven": 0.8}) == ["proven", "unproven"]
+
+
+def _order_all_then_cut(ads, one_per_campaign, limit):
+    """The order as first written: every ad copied with its rank score, sorted, then the
+    first ``limit`` (one per campaign)."""
+    from dataclasses import replace
+
+    from matcher.ranking import _band_score
+
+    top = max(s.relevancy_score for s in ads)
+    best = max((s.ecpm for s in ads if s.relevancy_score >= top - RELEVANCE_BAND), default=0)
+    scored = [
+        replace(s, rank_score=_band_score(s.ecpm, best))
+        if s.relevancy_score >= top - RELEVANCE_BAND
+        else replace(s, rank_score=s.relevancy_score)
+        for s in ads
+    ]
+    scored.sort(key=lambda s: (-s.rank_score, -s.relevancy_score, s.placement.ad.id))
+    out, seen = [], set()
+    for s in scored:
+        if not one_per_campaign or s.placement.campaign.id not in seen:
+            seen.add(s.placement.campaign.id)
+            out.append(s)
+    return out[:limit]
+
+
+@pytest.mark.parametrize("one_per_campaign", [True, False])
+def test_the_first_ads_in_order_are_those_of_the_whole_order(one_per_campaign):
+    """A dense band: ``order`` ranks on the scores and copies only the ads it gives out."""
+    rng = np.random.default_rng(3)
+    sets = {
+        f"c{c}": {
+            f"s{c}": (("cpm", "cpc", "cpa")[c % 3], 1 + c % 4, [f"a{c}-{i}" for i in range(8)])
+        }
+        for c in range(12)
+    }
+    cat = catalogue(sets)
+    ranker = Ranker(cat.placements, 0.5)
+    for _ in range(20):
+        ads = [ranker.score(p, float(rng.uniform(0.9, 1.0)), None) for p in cat.placements]
+        for limit in (1, 3, 5, 200):
+            got = ranker.order(ads, one_per_campaign, limit)
+            assert got == _order_all_then_cut(ads, one_per_campaign, limit)
+    assert ranker.order([], one_per_campaign, 3) == []
+
+
+def test_a_cpm_ad_is_ranked_on_its_bid_without_reading_an_estimate():
+    cat = catalogue({"c": {"s": ("cpm", 4, ["a"])}, "d": {"t": ("cpc", 1, ["b"])}})
+    ranker = Ranker(cat.placements, 0.5)
+    read = []
+    estimate = ranker.estimates.estimate
+    ranker.estimates.estimate = lambda ad_id: read.append(ad_id) or estimate(ad_id)
+    a = ranker.score(cat.placement("a"), 0.9, np.random.default_rng(1))
+    b = ranker.score(cat.placement("b"), 0.9, np.random.default_rng(1))
+    assert a.ecpm == 4 and b.ecpm > 0 and read == ["b"]
