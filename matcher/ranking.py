@@ -26,7 +26,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from matcher.ctr import CtrModel, Estimate
+from matcher.ctr import CtrModel
 from matcher.types import Placement, ScoredAd
 
 CAL_MID = 0.27
@@ -45,11 +45,14 @@ def cosine_for(relevancy: float) -> float:
     return CAL_MID + CAL_SCALE * math.log(relevancy / (1 - relevancy))
 
 
-def ecpm(p: Placement, est: Estimate, rng: np.random.Generator | None = None) -> float:
-    """Expected revenue per 1,000 impressions; drawn from the posteriors when ``rng`` is set."""
+def ecpm(p: Placement, estimates: CtrModel, rng: np.random.Generator | None = None) -> float:
+    """Expected revenue per 1,000 impressions; drawn from the posteriors when ``rng`` is set.
+    A CPM bid is its own eCPM: the ad's estimate is built only for CPC and CPA (a dense band
+    scores hundreds of ads)."""
     pm = p.ad_set.pricing_model
     if pm.type == "cpm":
         return pm.bid_amount
+    est = estimates.estimate(p.ad.id)
     ctr = est.ctr.mean if rng is None else float(rng.beta(est.ctr.alpha, est.ctr.beta))
     if pm.type == "cpc":
         return pm.bid_amount * 1000 * ctr
@@ -67,13 +70,8 @@ class Ranker:
         return calibrate(cosine)
 
     def score(self, p: Placement, relevancy: float, rng: np.random.Generator | None) -> ScoredAd:
-        """The ad with its eCPM (drawn when exploring); the rank score is set by ``order``.
-        A CPM bid is its eCPM: no estimate is read for it."""
-        pm = p.ad_set.pricing_model
-        if pm.type == "cpm":
-            return ScoredAd(p, relevancy, relevancy, pm.bid_amount)
-        value = ecpm(p, self.estimates.estimate(p.ad.id), rng)
-        return ScoredAd(p, relevancy, relevancy, value)
+        """The ad with its eCPM (drawn when exploring); the rank score is set by ``order``."""
+        return ScoredAd(p, relevancy, relevancy, ecpm(p, self.estimates, rng))
 
     def order(
         self, ads: list[ScoredAd], one_per_campaign: bool, limit: int | None = None
