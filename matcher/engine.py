@@ -45,7 +45,7 @@ from matcher.explain import Explainer
 from matcher.geo import Gazetteer, Location, has_targets, targets_match
 from matcher.index import ad_text, build_index, cache_path, load_or_embed
 from matcher.pacing import Pacer, Spend, as_spend
-from matcher.ranking import RELEVANCE_BAND, Ranker
+from matcher.ranking import Ranker, band_floor
 from matcher.safety import SafetyClassifier, SafetyVerdict
 from matcher.state import FREQUENCY_CAP, MatchState, ThreadState, next_window
 from matcher.types import Campaign, MatchRequest, MatchResult, Placement, ScoredAd
@@ -431,7 +431,7 @@ class Matcher:
         if request.explain:
             ex.location(self._locate(request))
         ranked = self.ranker.order(shown, self.config.one_per_campaign, request.max_ads)
-        ex.ranked(ranked, self.estimates)
+        ex.ranked(ranked, shown, self.estimates)
         if ranked:
             return ex.result(MatchResult(outcome="matched", ads=tuple(ranked)))
         if held_back:
@@ -649,8 +649,8 @@ class _TopRanks:
     """What is known of the response so far, to stop examining candidates early.
 
     Candidates come most relevant first. Once ``k`` distinct campaigns (or ads) may be
-    shown, a candidate below the top band (more than ``RELEVANCE_BAND`` under the most
-    relevant one) is ordered by relevancy after all of them, and so is every later one.
+    shown, a candidate below the top band (``band_floor`` of the most relevant one) is
+    ordered by relevancy after all of them, and so is every later one.
     """
 
     def __init__(self, k: int, per_campaign: bool) -> None:
@@ -658,13 +658,16 @@ class _TopRanks:
         self.per_campaign = per_campaign
         self._keys: set[str] = set()
         self._top = -1.0
+        self._floor = -1.0
 
     def add(self, s: ScoredAd) -> None:
         self._keys.add(s.placement.campaign.id if self.per_campaign else s.placement.ad.id)
-        self._top = max(self._top, s.relevancy_score)
+        if s.relevancy_score > self._top:
+            self._top = s.relevancy_score
+            self._floor = band_floor(self._top)
 
     def complete_above(self, relevancy: float) -> bool:
-        return len(self._keys) >= self.k and relevancy < self._top - RELEVANCE_BAND
+        return len(self._keys) >= self.k and relevancy < self._floor
 
 
 def _with_retry(result: MatchResult, seconds: float) -> MatchResult:

@@ -12,12 +12,16 @@ Shape::
      "location": {...} | null, "floor": {"relevancy", "cosine"},
      "ads": [{"ad_id", "campaign_id", "cosine", "relevancy", "gate", "detail"}],
      "ranked": [{"ad_id", "relevancy", "rank_score", "ecpm", "pricing", "estimate"}],
-     "ranking": {"band", "estimates_as_of"}}
+     "ranking": {"band", "band_floor", "estimates_as_of"}}
 
 ``safety`` has one verdict per text judged (``part``: content, or an AI turn's prompt and
 answer): ``second_pass`` when its sentences were also encoded alone, ``sentence_alone`` when
 the sentence that blocked was one of those, ``self_harm_read`` False for an answer whose
 prompt shows no self-harm evidence (its self-harm scores are listed but did not count).
+
+``band`` is the top band's width (``relevancy`` and ``cosine``) and ``band_floor`` the lowest
+relevancy inside it for this request (null when no ad passed the gates): the ads at or above
+it are ordered by eCPM.
 
 ``estimate`` is the ad's smoothed click-through and conversion rates with their evidence
 (``successes`` of ``trials``: clicks of viewable impressions, conversions of clicks) and the
@@ -42,7 +46,7 @@ import numpy as np
 
 from matcher.ctr import CtrModel
 from matcher.geo import Location
-from matcher.ranking import RELEVANCE_BAND, calibrate, cosine_for
+from matcher.ranking import COSINE_BAND, RELEVANCE_BAND, band_floor, calibrate, cosine_for
 from matcher.safety import SafetyVerdict
 from matcher.types import MatchResult, Placement, ScoredAd
 
@@ -100,10 +104,18 @@ class Explainer:
             "detail": detail,
         }
 
-    def ranked(self, ads: Sequence[ScoredAd], estimates: CtrModel) -> None:
+    def ranked(
+        self, ads: Sequence[ScoredAd], candidates: Sequence[ScoredAd], estimates: CtrModel
+    ) -> None:
+        """``ads`` as given out, from ``candidates`` (every ad that passed the gates)."""
         if not self.enabled:
             return
-        self.doc["ranking"] = {"band": RELEVANCE_BAND, "estimates_as_of": estimates.as_of}
+        top = max((s.relevancy_score for s in candidates), default=None)
+        self.doc["ranking"] = {
+            "band": {"relevancy": RELEVANCE_BAND, "cosine": COSINE_BAND},
+            "band_floor": None if top is None else round(band_floor(top), 4),
+            "estimates_as_of": estimates.as_of,
+        }
         for s in ads:
             if s.placement.ad.id in self._ads:
                 self._ads[s.placement.ad.id]["gate"] = None

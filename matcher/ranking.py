@@ -5,11 +5,15 @@ labelled relevance set (``tests/data/relevance_cases.json``): cosine ``CAL_MID``
 every ``CAL_SCALE`` above it multiplies the odds by e. The relevance floor is a relevancy
 (0.5 by default), so it reads the same whatever the model.
 
-The order is relevance-bounded eCPM. The ads whose relevancy is within ``RELEVANCE_BAND``
-(0.03) of the most relevant eligible ad form the top band; inside it the higher eCPM comes
-first, and every ad of the band comes before any ad outside it; outside the band the order
-is by relevancy. So a clearly more relevant ad (more than 0.03 ahead) is never beaten by
-money, and among ads of similar relevance the expected revenue decides.
+The order is relevance-bounded eCPM. The ads within ``RELEVANCE_BAND`` (0.03) of the most
+relevant eligible ad's relevancy, and within ``COSINE_BAND`` (0.05) of its cosine, form the
+top band; inside it the higher eCPM comes first, and every ad of the band comes before any
+ad outside it; outside the band the order is by relevancy. So a clearly more relevant ad is
+never beaten by money, and among ads of similar relevance the expected revenue decides.
+The cosine bound matters near the top of the scale, where relevancy saturates: without it,
+every ad from a 0.43 cosine up would sit in the band of a 0.7-cosine ad (all within 0.03
+relevancy of it), and an ad about a thermostat would outbid one about budgeting for a post
+about budgeting.
 
 eCPM puts the pricing models on one scale: CPM bid; CPC bid x 1000 x pCTR; CPA bid x 1000
 x pCTR x pCVR, with pCTR and pCVR the ad's smoothed estimates (``matcher.ctr``). When
@@ -32,6 +36,7 @@ from matcher.types import Placement, ScoredAd
 CAL_MID = 0.27
 CAL_SCALE = 0.045
 RELEVANCE_BAND = 0.03
+COSINE_BAND = 0.05
 
 
 def calibrate(cosine: float) -> float:
@@ -43,6 +48,11 @@ def cosine_for(relevancy: float) -> float:
     """The inverse of ``calibrate``: the cosine with this relevancy."""
     relevancy = min(max(relevancy, 1e-9), 1 - 1e-9)
     return CAL_MID + CAL_SCALE * math.log(relevancy / (1 - relevancy))
+
+
+def band_floor(top: float) -> float:
+    """The lowest relevancy in the top band whose most relevant ad has relevancy ``top``."""
+    return max(top - RELEVANCE_BAND, calibrate(cosine_for(top) - COSINE_BAND))
 
 
 def ecpm(p: Placement, estimates: CtrModel, rng: np.random.Generator | None = None) -> float:
@@ -87,7 +97,7 @@ class Ranker:
         if not ads:
             return []
         top = max(s.relevancy_score for s in ads)
-        band = top - RELEVANCE_BAND
+        band = band_floor(top)
         best = max((s.ecpm for s in ads if s.relevancy_score >= band), default=0)
         ranks = [
             _band_score(s.ecpm, best) if s.relevancy_score >= band else s.relevancy_score

@@ -16,7 +16,7 @@ from matcher.ctr import (
     moments_strength,
     stats_from_counters,
 )
-from matcher.ranking import RELEVANCE_BAND, Ranker
+from matcher.ranking import COSINE_BAND, RELEVANCE_BAND, Ranker, band_floor, calibrate
 
 
 def ad(ad_id):
@@ -137,6 +137,20 @@ def test_a_clearly_more_relevant_ad_is_not_beaten_by_a_higher_ecpm():
     assert ranked(ranker, cat, {"rich": 0.80, "relevant": 0.80 + 0.02}) == ["rich", "relevant"]
 
 
+def test_near_the_top_of_the_scale_the_band_is_bounded_in_cosine():
+    """Relevancy saturates: a 0.44-cosine ad is within 0.03 relevancy of a 0.7-cosine one, yet
+    far less relevant. It must not win on eCPM; an ad of nearly the same cosine still may."""
+    cat = catalogue({"c": {"s": ("cpc", 50, ["rich"])}, "d": {"t": ("cpm", 0.1, ["relevant"])}})
+    ranker = Ranker(cat.placements, 0.5)
+    top, loose = calibrate(0.70), calibrate(0.44)
+    assert top - loose < RELEVANCE_BAND  # the relevancy bound alone would let it in
+    assert ranked(ranker, cat, {"rich": loose, "relevant": top}) == ["relevant", "rich"]
+    near = calibrate(0.70 - COSINE_BAND + 0.005)
+    assert ranked(ranker, cat, {"rich": near, "relevant": top}) == ["rich", "relevant"]
+    # Lower down the scale the relevancy bound is the narrower one, as before.
+    assert band_floor(0.8) == pytest.approx(0.8 - RELEVANCE_BAND)
+
+
 def test_cpa_ecpm_uses_click_and_conversion_rates():
     cat = catalogue({"c": {"s": ("cpa", 20, ["a"])}, "d": {"t": ("cpc", 1, ["b"])}})
     ranker = Ranker(cat.placements, 0.5)
@@ -170,11 +184,11 @@ def _order_all_then_cut(ads, one_per_campaign, limit):
 
     from matcher.ranking import _band_score
 
-    top = max(s.relevancy_score for s in ads)
-    best = max((s.ecpm for s in ads if s.relevancy_score >= top - RELEVANCE_BAND), default=0)
+    floor = band_floor(max(s.relevancy_score for s in ads))
+    best = max((s.ecpm for s in ads if s.relevancy_score >= floor), default=0)
     scored = [
         replace(s, rank_score=_band_score(s.ecpm, best))
-        if s.relevancy_score >= top - RELEVANCE_BAND
+        if s.relevancy_score >= floor
         else replace(s, rank_score=s.relevancy_score)
         for s in ads
     ]

@@ -101,3 +101,22 @@ def test_the_floor_holds_on_posts_it_was_not_fitted_on(held_out):
     negatives = [r for c, r in held_out if not c["expected"]]
     quiet = [r.outcome == "no_match" for r in negatives]
     assert sum(quiet) / len(negatives) >= 0.7, sum(quiet)
+
+
+def test_a_far_more_relevant_ad_is_not_outbid_near_the_top_of_the_scale(shared_matcher):
+    """The budgeting answer is at cosine ~0.68 to the budgeting app and ~0.44 to the
+    thermostat, both above 0.97 relevancy: the thermostat's higher eCPM must not put it
+    first (it did while the band was bounded in relevancy alone)."""
+    request = MatchRequest(
+        product="ai",
+        prompt="I lost my job, how do I make a budget that works on unemployment?",
+        content="Start by listing essential expenses, cut subscriptions, and track every "
+        "purchase for a month. A budgeting app can make this easier.",
+        explain=True,
+    )
+    result = shared_matcher.decide(request, ThreadState(), NOW, {})
+    assert result.ads[0].placement.ad.id == "ad-budget-app"
+    shown = {s.placement.ad.id: s.relevancy_score for s in result.ads}
+    assert shown.get("ad-thermostat", 0) > 0.97  # relevant enough to be shown, after it
+    ranking = result.explanation["ranking"]
+    assert shown["ad-budget-app"] >= ranking["band_floor"] > shown["ad-thermostat"]
