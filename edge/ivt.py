@@ -13,8 +13,13 @@ Rules, in order (the first that applies is the reason):
 - ``client_mismatch``: the token was issued to another client (a keyed hash of the client
   address and user agent is sealed into it when the tag's match route issues it).
 - ``publisher_removed``: the token's publisher is no longer registered.
+- ``not_viewable`` (tag impressions): the beacon's own report of what was in view falls
+  short of a viewable impression (less than 30% of the ad, or less than one second).
+- ``click_before_impression`` (clicks): the click's impression was never stored.
 - ``rate_limited``: the client went over its rate (tag impressions: ``EDGE_IVT_IMPRESSIONS``
-  per client address; clicks: 1 a minute, 3 per 10 minutes, 10 an hour, 25 a day).
+  per client address; the tag's clicks: 1 a minute, 3 per 10 minutes, 10 an hour, 25 a
+  day). Beacons a partner fires (the UGC pixel, the AI render, view and click URLs) have no
+  per-client rate: one partner server may fire them for many users.
 
 Client addresses are never kept raw: rate limits key on a keyed hash of the address (IPv6
 by its /64, the part a host keeps while it rotates privacy addresses).
@@ -36,6 +41,7 @@ import msgspec
 from edge.client_ip import IPAddress
 from edge.settings import RateLimit, Settings
 from edge.signing import Signer
+from tag.builder import MRC_LARGE_AD_VISIBLE_RATIO, MRC_VISIBLE_MS
 
 Reason = Literal[
     "bot_user_agent",
@@ -43,6 +49,7 @@ Reason = Literal[
     "publisher_removed",
     "rate_limited",
     "click_before_impression",
+    "not_viewable",
 ]
 REASONS: tuple[Reason, ...] = (
     "bot_user_agent",
@@ -50,6 +57,7 @@ REASONS: tuple[Reason, ...] = (
     "publisher_removed",
     "rate_limited",
     "click_before_impression",
+    "not_viewable",
 )
 CLIENT_PURPOSE = "client/v1"
 # Per client address, all of them must allow a click (industry practice for click fraud).
@@ -59,6 +67,7 @@ CLICK_LIMITS = (
     RateLimit(10, 3600.0),
     RateLimit(25, 86400.0),
 )
+TIMER_SLACK_MS = 5  # a timer set for MRC_VISIBLE_MS may fire this much early
 _RECENT_EVENTS = 100_000  # rate verdicts remembered for resends (tokens live a day)
 MAX_USER_AGENT = 512  # longer user agents are judged on their first 512 characters
 
@@ -83,6 +92,16 @@ class Verdict:
 VALID = Verdict()
 # One verdict object per reason, made once: a beacon's verdict is one of these.
 _INVALID: dict[Reason, Verdict] = {reason: Verdict(reason) for reason in REASONS}
+
+
+def viewable_report(visible_ratio: float | None, visible_ms: int | None) -> bool:
+    """Whether a tag's own report of an impression (the share of the ad in view and for how
+    long, when it sends them) can be a viewable impression. The edge does not see the ad's
+    size, so the share is held to the large-ad rule's, the lower of the two; the time gets
+    ``TIMER_SLACK_MS`` for a browser timer that fires a little early."""
+    if visible_ratio is not None and visible_ratio < MRC_LARGE_AD_VISIBLE_RATIO:
+        return False
+    return visible_ms is None or visible_ms >= MRC_VISIBLE_MS - TIMER_SLACK_MS
 
 
 def counter_name(reason: Reason) -> str:
@@ -230,15 +249,20 @@ class TrafficClassifier:
         publisher_known: bool = True,
         rate_limited: bool = True,
         event_id: str | None = None,
+        viewable: bool = True,
     ) -> Verdict:
         """``key``: ``client_key`` of the client; ``bound_to``: the binding sealed in the
         token (None: not bound, e.g. a partner's pixel); ``binding``: this client's
         ``client_binding``; ``rate_limited``: whether the per-client rate applies;
         ``event_id``: the token's id, so a resend of a beacon just judged does not spend
-        the client's rate a second time (the store still decides what is a replay)."""
+        the client's rate a second time (the store still decides what is a replay);
+        ``viewable``: False when the beacon's own report of what was in view falls short of
+        a viewable impression (``viewable_report``). Such a beacon spends no rate."""
         found = self._common(client, bound_to, binding, publisher_known)
         if found is not None:
             return found
+        if not viewable:
+            return _INVALID["not_viewable"]
         if rate_limited:
             if event_id is not None and event_id in self._recent:
                 return self._recent[event_id]
@@ -259,14 +283,16 @@ class TrafficClassifier:
         binding: str | None = None,
         publisher_known: bool = True,
         impression_seen: bool = True,
+        rate_limited: bool = True,
     ) -> Verdict:
-        """A click: the impression rules, then click-before-impression, then the click
-        rates (1/min, 3/10 min, 10/h, 25/day per client address)."""
+        """A click: the impression rules, then click-before-impression, then (when
+        ``rate_limited``) the click rates (1/min, 3/10 min, 10/h, 25/day per client
+        address)."""
         found = self._common(client, bound_to, binding, publisher_known)
         if found is not None:
             return found
         if not impression_seen:
             return _INVALID["click_before_impression"]
-        if not self._clicks.allow(key):
+        if rate_limited and not self._clicks.allow(key):
             return _INVALID["rate_limited"]
         return VALID

@@ -36,11 +36,12 @@ from matcher.types import Campaign
 
 HELP = """\
 words:
-  impressions           ads rendered: a tag beacon (sent once the ad is viewable) or an AI
-                        render beacon
+  impressions           ads rendered: a tag beacon (sent once the ad is viewable), a UGC
+                        pixel (fired when the ad is on screen) or an AI render beacon
   viewable_impressions  ads viewable by the MRC rule (50% of pixels for 1 continuous s): a
-                        tag beacon or an AI view beacon. An AI partner may fire the view
-                        beacon without the render one, so this can exceed impressions.
+                        tag beacon, a UGC pixel or an AI view beacon. An AI partner may
+                        fire the view beacon without the render one, so this can exceed
+                        impressions.
   clicks                valid clicks: after a stored impression, at most one per impression
   ctr                   clicks / viewable_impressions (null while viewable_impressions is 0)
   conversions           conversions reported for valid clicks (POST /v1/ad-manager/conversions)
@@ -50,7 +51,8 @@ words:
   invalid_*             events stored but never billed, by reason: invalid_<reason> for
                         impressions, invalid_clicks_<reason> for clicks (click_before_impression:
                         no stored impression; duplicate: a second click on one impression;
-                        bot_user_agent, client_mismatch, rate_limited, publisher_removed)
+                        bot_user_agent, client_mismatch, rate_limited, publisher_removed;
+                        not_viewable: a tag beacon reporting under 30% in view or 1 s)
   pacing                per campaign: spent_usd, planned_usd (the even line now; null without
                         a flight end or budget), budget_usd, daily_cap_usd, pacing
 """

@@ -85,7 +85,7 @@ async def ai_click(ctx: Context, request: Request) -> Response:
     ad_id, campaign_id, _cpm = ai_attribution(ctx, beacon.ad_id)
     seen = tuple(f"ai:{k}:{beacon.ad_id}:{beacon.message_id}" for k in ("render", "view"))
     await record_click(
-        _Judge(request, None, None),
+        _Judge(request, None, None, partner=True),
         ctx,
         Click(
             click_id=click_id,
@@ -108,6 +108,10 @@ class _Judge:
     request: Request
     bound_to: str | None  # the client the token was issued to
     publisher_id: str | None
+    # Fired by a partner (the AI click URL), perhaps from one server for many users: no
+    # per-client click rate (one click per ad and message is the cap), and the user's
+    # browser may be named in X-Device-User-Agent.
+    partner: bool = False
 
 
 async def record_click(
@@ -144,6 +148,7 @@ async def _invalid_reason(
         bound_to=judge.bound_to,
         publisher_id=judge.publisher_id,
         impression_seen=seen,
+        partner=judge.partner,
     )
     if verdict.reason is not None:
         return verdict.reason

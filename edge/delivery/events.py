@@ -8,7 +8,9 @@ expired or misdirected token is a 400 and counts nothing.
 Every impression goes through the invalid-traffic rules (``edge.ivt``) first: an invalid
 one is stored with its reason and never billed, and its answer is the same as a valid
 one's. The tag's beacons get every rule; the partner-fired pixel and AI beacons (which a
-partner's server may fire for many users) get all but the per-client rate.
+partner's server may fire for many users) get all but the per-client rate, and are judged
+on the end user's browser named in ``X-Device-User-Agent`` when the partner sends it (the
+IAB header for beacons fired on a user's behalf), else on their own ``User-Agent``.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from edge.delivery.requests import (
 )
 from edge.errors import BadRequest
 from edge.http import header, json_response, read_body, receive_body
-from edge.ivt import Client, Verdict
+from edge.ivt import Client, Verdict, viewable_report
 from edge.lane import Answer, answer_of
 from edge.partner.fields import control_character
 from edge.store import Hover, Impression, PlacementFailure, StoreUnavailable
@@ -88,25 +90,40 @@ async def _record(ctx: Context, imp: Impression) -> bool:
     return counted
 
 
+def _user_agent(scope: Scope, partner: bool) -> str:
+    """The user agent a beacon is judged on. A partner firing a beacon from its server for
+    a user may name the user's browser in ``X-Device-User-Agent``; its own agent (an HTTP
+    library, on the crawler list) is the one judged otherwise."""
+    if partner:
+        device = header(scope, b"x-device-user-agent")
+        if device:
+            return device
+    return header(scope, b"user-agent") or ""
+
+
 def _verdict(
     ctx: Context,
     scope: Scope,
     *,
     bound_to: str | None,
     publisher_id: str | None,
-    per_client_rate: bool,
+    partner: bool,
     event_id: str | None = None,
+    viewable: bool = True,
 ) -> Verdict:
+    """``partner``: a beacon a partner fires (the pixel, AI beacons), perhaps from one
+    server for many users: no per-client rate, and ``X-Device-User-Agent`` is read."""
     client = ctx.clients.of_scope(scope)
-    user_agent = header(scope, b"user-agent") or ""
+    user_agent = _user_agent(scope, partner)
     return ctx.traffic.classify_impression(
         Client(client.ip, user_agent),
         key=ctx.clients.key(client),
         bound_to=bound_to,
         binding=None if bound_to is None else ctx.clients.binding(client, user_agent),
         publisher_known=publisher_id is None or ctx.publishers.get(publisher_id) is not None,
-        rate_limited=per_client_rate,
+        rate_limited=not partner,
         event_id=event_id,
+        viewable=viewable,
     )
 
 
@@ -117,11 +134,13 @@ def click_verdict(
     bound_to: str | None,
     publisher_id: str | None,
     impression_seen: bool,
+    partner: bool = False,
 ) -> Verdict:
     """The invalid-traffic verdict of a click beacon (the click routes call this): the
-    impression's rules, click-before-impression, then the per-client click rates."""
+    impression's rules, click-before-impression, then the per-client click rates (not for
+    a ``partner``'s click, fired perhaps from one server for many users)."""
     client = ctx.clients.of_scope(request.scope)
-    user_agent = header(request.scope, b"user-agent") or ""
+    user_agent = _user_agent(request.scope, partner)
     return ctx.traffic.classify_click(
         Client(client.ip, user_agent),
         key=ctx.clients.key(client),
@@ -129,6 +148,7 @@ def click_verdict(
         binding=None if bound_to is None else ctx.clients.binding(client, user_agent),
         publisher_known=publisher_id is None or ctx.publishers.get(publisher_id) is not None,
         impression_seen=impression_seen,
+        rate_limited=not partner,
     )
 
 
@@ -155,13 +175,16 @@ def _impression(
     )
 
 
-_IMPRESSION_FIELDS = BodyFields(schemas.IMPRESSION_REQUEST, ("impression_token", "impression_id"))
+_IMPRESSION_FIELDS = BodyFields(
+    schemas.IMPRESSION_REQUEST,
+    ("impression_token", "impression_id", "visible_ratio", "visible_ms"),
+)
 
 
 def _tag_impression(ctx: Context, scope: Scope, raw: bytes, surface: Surface) -> Impression:
     """The impression a tag beacon's body describes, judged (no await: the store's is the
     one suspension of a beacon)."""
-    token, impression_id = _IMPRESSION_FIELDS(raw)
+    token, impression_id, visible_ratio, visible_ms = _IMPRESSION_FIELDS(raw)
     claims = read_claims(ctx, token, surface, "impression_token")
     keys = (f"tok:{claims.token_id}", f"iid:{impression_id}")
     verdict = _verdict(
@@ -169,8 +192,9 @@ def _tag_impression(ctx: Context, scope: Scope, raw: bytes, surface: Surface) ->
         scope,
         bound_to=claims.client,
         publisher_id=claims.publisher_id,
-        per_client_rate=True,
+        partner=False,
         event_id=claims.token_id,
+        viewable=viewable_report(visible_ratio, visible_ms),
     )
     return _impression(ctx, surface, claims, keys, verdict)
 
@@ -224,7 +248,7 @@ async def _ugc_pixel(ctx: Context, request: Request) -> Response:
         request.scope,
         bound_to=claims.client,
         publisher_id=claims.publisher_id,
-        per_client_rate=False,  # fired by a partner, perhaps for many users from one server
+        partner=True,
     )
     await _record(ctx, _impression(ctx, "ugc", claims, (f"tok:{claims.token_id}",), verdict))
     return Response(status_code=204)
@@ -301,7 +325,7 @@ async def _ai(ctx: Context, request: Request, kind: AiBeaconKind) -> Response:
     except InvalidToken as exc:
         raise BadRequest(str(exc), field="sig", code="invalid_signature") from None
     ad_id, campaign_id, cpm = ai_attribution(ctx, beacon.ad_id)
-    verdict = _verdict(ctx, request.scope, bound_to=None, publisher_id=None, per_client_rate=False)
+    verdict = _verdict(ctx, request.scope, bound_to=None, publisher_id=None, partner=True)
     imp = Impression(
         kind="ai-render" if kind == "render" else "ai-view",
         dedupe_keys=(f"ai:{kind}:{beacon.ad_id}:{beacon.message_id}",),

@@ -28,7 +28,8 @@ async def json_body(ctx: Context, request: Request, schema: dict[str, Any]) -> d
 
 
 class BodyFields:
-    """The named fields of a body that must satisfy ``schema``, read in one C pass.
+    """The named fields of a body that must satisfy ``schema``, read in one C pass (an
+    optional field the body leaves out reads None).
 
     The bytes are decoded into a msgspec ``Struct`` derived from the schema
     (``schemas.struct_of``), which accepts exactly the bodies the schema accepts. A body it
@@ -40,11 +41,20 @@ class BodyFields:
         self.schema = schema
         self._decoder = msgspec.json.Decoder(struct_of("Body", schema))
         self._from_struct: Callable[[Any], tuple[Any, ...]] = _getter(operator.attrgetter, fields)
-        self._from_dict: Callable[[Any], tuple[Any, ...]] = _getter(operator.itemgetter, fields)
+        required = set(schema.get("required", ()))
+        if required.issuperset(fields):
+            self._from_dict: Callable[[Any], tuple[Any, ...]] = _getter(operator.itemgetter, fields)
+        else:  # an optional field absent from the body reads None
+            self._from_dict = lambda body: tuple(body.get(f) for f in fields)
+        # An optional field the body leaves out is UNSET in the Struct: read as None.
+        self._optional = not required.issuperset(fields)
 
     def __call__(self, raw: bytes) -> tuple[Any, ...]:
         try:
-            return self._from_struct(self._decoder.decode(raw))
+            values = self._from_struct(self._decoder.decode(raw))
+            if self._optional:
+                return tuple(None if v is msgspec.UNSET else v for v in values)
+            return values
         # DecodeError (ValidationError is one), or UnicodeDecodeError for bytes that are
         # not UTF-8: msgspec raises that one as it is.
         except (msgspec.DecodeError, ValueError):

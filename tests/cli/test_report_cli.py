@@ -133,4 +133,5 @@ def test_report_help_defines_its_words(capsys):
     out = capsys.readouterr().out
     for word in ("impressions", "viewable_impressions", "clicks", "ctr", "invalid_", "pacing"):
         assert f"  {word}" in out, word
-    assert "can exceed impressions" in out
+    words = " ".join(out.split())
+    assert "can exceed impressions" in words and "not_viewable:" in words

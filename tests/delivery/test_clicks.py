@@ -236,6 +236,19 @@ def test_ai_click_after_its_view_bills_once(client):
     )  # m-2 was never rendered
 
 
+def test_ai_clicks_a_partner_server_fires_for_many_users_are_all_valid(client):
+    """One address fires the click URLs of four messages within a minute (a partner's
+    server): no per-client click rate applies; one click per ad and message is the cap."""
+    for n in range(4):
+        view, clk = ai_urls(client, f"m-{n}")
+        assert client.get(f"{view.path}?{view.query}").status_code == 204
+        assert client.get(f"{clk.path}?{clk.query}").status_code == 204
+    c = counts(client)
+    assert c[("ad", CPC_AD, "clicks")] == 4
+    assert not [k for k in c if k[2].startswith("invalid_clicks")]
+    assert charges(client) == [("cpc", CPC_AD, CPC_BID)] * 4
+
+
 @pytest.mark.parametrize(
     "tamper",
     [

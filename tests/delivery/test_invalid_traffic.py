@@ -9,6 +9,7 @@ import threading
 
 import pytest
 
+from edge.beacons import issue_impression_token
 from edge.cli.report import build
 from edge.settings import RateLimit
 from tests.conftest import assert_error_shape
@@ -143,6 +144,68 @@ def test_ai_beacons_from_a_bot_are_invalid(make_client):
     assert [c for a in counters.values() for c in a if c.startswith("invalid")] == [
         "invalid_bot_user_agent"
     ]
+
+
+@pytest.mark.parametrize(
+    ("seen", "viewable"),
+    [
+        ({"visible_ratio": 0.1, "visible_ms": 1000}, False),  # 10% of the ad in view
+        ({"visible_ratio": 0.62, "visible_ms": 400}, False),  # in view for 0.4 s
+        ({"visible_ratio": 0.3, "visible_ms": 1000}, True),  # a large ad's share
+        ({"visible_ratio": 0.5, "visible_ms": 997}, True),  # a timer a little early
+        ({}, True),  # a tag that sends no report
+    ],
+)
+def test_an_impression_that_reports_it_was_not_viewable_is_never_billed(
+    client, monkeypatch, seen, viewable
+):
+    tok = tag_token(client, monkeypatch)
+    r = client.post("/dea/url/impression", json=imp_body(tok, **seen), headers=BROWSER)
+    assert r.json() == {"acknowledged": True, "counted": True}  # the same answer either way
+    ad = report(client)["ad"]["ad-1"]
+    assert ad["viewable_impressions"] == int(viewable)
+    assert ad.get("invalid_not_viewable", 0) == int(not viewable)
+    assert spend(client) == ({"cmp-ad-1": pytest.approx(0.004)} if viewable else {})
+
+
+def test_impressions_that_were_not_viewable_spend_no_client_rate(client, monkeypatch):
+    for i in range(6):
+        tok = tag_token(client, monkeypatch)
+        body = imp_body(tok, iid=f"imp-1000000{i}", visible_ratio=0.0, visible_ms=0)
+        client.post("/dea/url/impression", json=body, headers=BROWSER)
+    for i in range(5):
+        impress(client, tag_token(client, monkeypatch), iid=f"imp-2000000{i}")
+    ad = report(client)["ad"]["ad-1"]
+    assert ad["invalid_not_viewable"] == 6 and ad["viewable_impressions"] == 5
+
+
+def test_a_partner_server_names_its_users_browser_for_partner_beacons(make_client):
+    """The pixel and AI beacons may be fired from a partner's server, whose HTTP library is
+    on the crawler list; with the user's browser in X-Device-User-Agent they are judged on
+    it. Without that header they stay invalid, and a bot named there is a bot."""
+    from edge.beacons import ai_beacon_urls
+
+    client = make_client()
+    ctx = client.app.state.ctx
+    server = {"User-Agent": "python-requests/2.32.3"}
+    for n, headers in enumerate(
+        [{**server, "X-Device-User-Agent": CHROME}, server,
+         {**server, "X-Device-User-Agent": "Googlebot/2.1"}]
+    ):  # fmt: skip
+        tok = issue_impression_token(
+            ctx.signer, surface="ugc", env=ctx.settings.env, ad_id="ad-1",
+            campaign_id="cmp-1", now=ctx.clock(), cpm_usd=4.0, post_id=f"p-{n}",
+        )[0]  # fmt: skip
+        r = client.get("/dea/ugc/impression", params={"t": tok}, headers=headers)
+        assert r.status_code == 204
+        _, view = ai_beacon_urls(ctx.signer, "", 42, f"m-{n}", "c-1")
+        assert client.get(view, headers=headers).status_code == 204
+    ad = report(client)["ad"]
+    assert ad["ad-1"]["viewable_impressions"] == 1 and ad["ad-1"]["invalid_bot_user_agent"] == 2
+    ai = next(v for k, v in ad.items() if k != "ad-1")
+    assert ai["invalid_bot_user_agent"] == 2
+    # The tag's own beacons come from the browser: the header is not read there.
+    assert sum(v.get("invalid_bot_user_agent", 0) for v in ad.values()) == 4
 
 
 # -- 6: failure reports --------------------------------------------------------------------
@@ -300,3 +363,10 @@ def test_click_verdicts_for_the_click_routes(client, monkeypatch):
     assert judge(impression_seen=False) == "click_before_impression"
     assert judge() is None
     assert judge() == "rate_limited"  # a second click within the minute
+    # A partner's click (the AI click URL) has no per-client rate, and names the user's
+    # browser in X-Device-User-Agent when its server fires it.
+    assert judge(bound_to=None, partner=True) is None
+    headers = [(b"user-agent", b"Go-http-client/1.1"), (b"x-device-user-agent", CHROME.encode())]
+    server = Request({"type": "http", "client": ("203.0.113.9", 1), "headers": headers})
+    assert judge(req=server, bound_to=None, partner=True) is None
+    assert judge(req=server, bound_to=None) == "bot_user_agent"  # the tag's: not read
