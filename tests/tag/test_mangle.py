@@ -1,6 +1,10 @@
 """The tag's renamer (tag/mangle.py): renames declared names, never properties or strings."""
 
+import shutil
+import subprocess
+
 import pytest
+import rjsmin
 
 from tag.mangle import ManglerError, declared_names, mangle, tokenize
 
@@ -85,3 +89,65 @@ def test_an_object_after_throw_is_an_object():
 def test_unsupported_constructs_fail_loudly(src):
     with pytest.raises(ManglerError):
         mangle(src)
+
+
+def test_bindings_that_never_meet_share_a_short_name():
+    # The parameters of two functions, and the locals of two blocks, can never see each
+    # other: one short name serves both, so the minified functions look alike.
+    out = mangle("function f(alpha){return alpha}function g(beta){return beta}")
+    assert out.count("(a){return a}") == 2, out
+    out = mangle("if(x){const left=1;y(left)}else{const right=2;y(right)}")
+    assert out.count("const a=") == 2, out
+
+
+def test_a_short_name_never_shadows_a_binding_used_inside():
+    out = mangle("const outer=1;function f(param){return outer+param}")
+    outer = out.split("const ")[1].split("=")[0]
+    param = out.split("(")[1].split(")")[0]
+    assert outer != param, out
+    # A concise arrow body ends at the "," of an argument list or the ";" of its statement:
+    # past it, the parameter's short name is free for the outer binding again.
+    assert mangle("const keep=1;const f=g((x)=>x,keep);") == "const a=1,b=g(a=>a,a);"
+    assert mangle("const keep=1;const f=(x)=>x;const after=keep;") == "const a=1,b=a=>a,c=a;"
+
+
+def test_names_outside_their_scope_and_var_fail_loudly():
+    with pytest.raises(ManglerError, match="outside the scope"):
+        mangle("function f(){const inner=1}g(inner);")
+    with pytest.raises(ManglerError, match="var"):
+        mangle("var old=1;")
+
+
+SHADOWING = """
+const log = [];
+const outer = 3;
+function twice(value) { return value * 2; }
+function add(first, second) { return first + second + outer; }
+function loop(items) {
+  const out = [];
+  for (const item of items) {
+    const doubled = twice(item);
+    const items2 = [doubled];
+    out.push(...items2.map((x) => add(x, outer)));
+  }
+  try { throw new Error("e"); } catch (err) { out.push(err.message); }
+  return out;
+}
+const pick = (flag) => (flag ? (left) => left + outer : (right) => right - outer);
+const obj = { outer, twice: twice(outer) };
+log.push(loop([1, 2]), pick(true)(10), pick(false)(10), obj, [5].map((v, i) => v + i));
+console.log(JSON.stringify(log));
+"""
+
+
+def test_minified_code_computes_what_the_source_computes(tmp_path):
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed (the machines and CI have Node 20)")
+    results = []
+    for name, code in (("source.js", SHADOWING), ("mangled.js", mangle(rjsmin.jsmin(SHADOWING)))):
+        path = tmp_path / name
+        path.write_text(code)
+        done = subprocess.run([node, str(path)], capture_output=True, text=True, check=True)
+        results.append(done.stdout)
+    assert results[0] == results[1] and results[0].startswith("[[8,"), results
