@@ -34,6 +34,14 @@ _DEBUG_LINE = re.compile(r"^[ \t]*dbg\(.*\);[ \t]*\n", re.MULTILINE)
 
 TAG_VERSION = "1.0.0"
 BUDGET_BROTLI_BYTES = 2560  # 2.5 KiB brotli: the tag is paid for on every page view
+# The tag inlines the edge's base URL (EDGE_PUBLIC_BASE_URL), so its size depends on it: the
+# budget holds for a base URL of up to BUDGET_ORIGIN_CHARS characters, each character over
+# costs about a byte brotli. The test checks the budget at each of these (docs/decisions.md).
+BUDGET_ORIGIN_CHARS = 64
+BUDGET_ORIGINS = (
+    "http://127.0.0.1:8000",  # the default: http://EDGE_HOST:EDGE_PORT
+    "https://ads-edge-01.eu-west-1.publisher-network.example.com:8443",  # the longest covered
+)
 
 # MRC viewable impression for display ads: 50% of the pixels in view for one continuous
 # second; 30% for large ads (242,500 px² and up, e.g. 970x250), as Prebid's
