@@ -36,6 +36,10 @@ from matcher.types import Campaign
 
 HELP = """\
 words:
+  requests, matches, no_matches, empties
+                        per publisher: slots asked for, filled, left empty; per key: partner
+                        calls and their outcomes (empties: answered with ads: []); per ad and
+                        campaign: matches only
   impressions           ads rendered: a tag beacon (sent once the ad is viewable), a UGC
                         pixel (fired when the ad is on screen) or an AI render beacon
   viewable_impressions  ads viewable by the MRC rule (50% of pixels for 1 continuous s): a
@@ -54,9 +58,11 @@ words:
                         bot_user_agent, client_mismatch, rate_limited, publisher_removed;
                         not_viewable: a tag beacon reporting under 30% in view or 1 s)
   pacing                per campaign: spent_usd, planned_usd (the even line now; null without
-                        a flight end or budget), budget_usd, daily_cap_usd, pacing
+                        a flight end or budget), budget_usd, daily_cap_usd, pacing; null for a
+                        campaign not in the catalogue read
 """
-# Counters every ad and campaign row lists (0 when nothing happened yet).
+# What clicks and conversions move: ad and campaign rows list all five, publishers the
+# clicks and the money (a conversion is counted per ad and campaign only).
 MONEY_COUNTERS = (
     "clicks",
     "conversions",
@@ -72,7 +78,16 @@ MONEY = "billable_usd"
 # A request and a no-match concern a post or a page, never one ad: those two are counted
 # per publisher and per key, so ad rows leave them out rather than show a column of zeros.
 PER_AD_COUNTERS = tuple(c for c in REPORT_COUNTERS if c not in ("requests", "no_matches"))
-COLUMNS = {"ad": PER_AD_COUNTERS, "publisher": REPORT_COUNTERS}
+# Every row of a scope lists each counter that scope can move (0 when it has not moved), so
+# a JSON reader never meets a missing key; counters a scope never moves are left out.
+COLUMNS = {
+    "ad": (*PER_AD_COUNTERS, *MONEY_COUNTERS),
+    "publisher": (*REPORT_COUNTERS, "clicks", *MONEY_COUNTERS[2:]),
+    "campaign": ("matches", "impressions", "viewable_impressions", MONEY, *MONEY_COUNTERS),
+    "key": ("requests", "matches", "empties", "no_matches"),
+}
+# Scopes whose rows also get ``ctr`` (clicks per viewable impression).
+CTR_SCOPES = ("ad", "campaign")
 
 
 def register(sub: Subcommands) -> None:
@@ -105,21 +120,22 @@ def build(
     campaigns: tuple[Campaign, ...] = (),
     now: float | None = None,
 ) -> dict[str, dict[str, dict[str, Any]]]:
-    """{scope: {id: {counter: amount}}}; ad and publisher rows list every counter of theirs,
-    ad and campaign rows the money fields too, campaigns of ``campaigns`` their pacing."""
+    """{scope: {id: {counter: amount}}}; every row lists each counter of its scope (``COLUMNS``,
+    0 when it has not moved), ad and campaign rows ``ctr``, campaigns of ``campaigns`` their
+    pacing."""
     out: dict[str, dict[str, dict[str, Any]]] = {"ad": {}, "publisher": {}}
     for scope, scope_id, counter, amount in rows:
         entry = out.setdefault(scope, {}).setdefault(scope_id, {})
         entry[counter] = amount
     for c in campaigns:
         out.setdefault("campaign", {}).setdefault(c.id, {})
-    for scope, columns in COLUMNS.items():
-        for scope_id, entry in out[scope].items():
-            out[scope][scope_id] = {c: entry.get(c, 0) for c in columns} | entry
-    for scope in ("ad", "campaign"):
+    for scope, entries in out.items():
+        columns = COLUMNS.get(scope, ())
+        for scope_id, entry in entries.items():
+            entries[scope_id] = {c: entry.get(c, 0) for c in columns} | entry
+    for scope in CTR_SCOPES:
         for entry in out.get(scope, {}).values():
-            entry.update({c: entry.get(c, 0) for c in ("billable_usd", *MONEY_COUNTERS)})
-            views = entry.get("viewable_impressions", 0)
+            views = entry["viewable_impressions"]
             entry["ctr"] = round(entry["clicks"] / views, 6) if views else None
     pacer = Pacer(campaigns)
     at = time.time() if now is None else now
@@ -133,6 +149,8 @@ def build(
             "budget_usd": c.budget_usd,
             "daily_cap_usd": c.daily_cap_usd,
         }
+    for entry in out.get("campaign", {}).values():
+        entry.setdefault("pacing", None)  # counted, but not in the catalogue read
     return {
         scope: {i: {c: _number(c, a) for c, a in entries[i].items()} for i in sorted(entries)}
         for scope, entries in sorted(out.items(), key=lambda kv: _order(kv[0]))

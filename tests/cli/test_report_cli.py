@@ -135,3 +135,31 @@ def test_report_help_defines_its_words(capsys):
         assert f"  {word}" in out, word
     words = " ".join(out.split())
     assert "can exceed impressions" in words and "not_viewable:" in words
+
+
+def test_every_row_of_a_scope_lists_every_counter_of_that_scope(tmp_path, capsys):
+    # A campaign or key that only ever moved one counter still lists the others as 0, so a
+    # JSON reader can index any counter of a row without a KeyError.
+    db = tmp_path / "edge.db"
+    store = SQLiteStore(db)
+    store.open_blocking()
+    asyncio.run(store.add_counts([
+        ("campaign", "cmp-x", "billable_usd", 1.0),
+        ("key", "key_a", "requests", 3),
+        ("key", "key_b", "empties", 1),
+        ("publisher", "pub-a", "requests", 1),
+        ("publisher", "pub-b", "clicks", 1),
+        ("ad", "ad-a", "hovers", 1),
+    ]))  # fmt: skip
+    store.close_blocking()
+    assert main(["report", "--json", "--db", str(db)]) == 0
+    report = orjson.loads(capsys.readouterr().out)
+    camp = report["campaign"]["cmp-x"]
+    assert (camp["matches"], camp["impressions"], camp["viewable_impressions"]) == (0, 0, 0)
+    assert camp["billable_usd"] == 1.0 and camp["ctr"] is None and camp["pacing"] is None
+    assert report["key"]["key_a"] == {"requests": 3, "matches": 0, "empties": 0, "no_matches": 0}
+    assert report["key"]["key_b"]["empties"] == 1 and report["key"]["key_b"]["requests"] == 0
+    assert report["publisher"]["pub-a"]["clicks"] == 0
+    for scope, rows in report.items():
+        fields = [set(row) for row in rows.values()]
+        assert all(f == fields[0] for f in fields), scope
