@@ -288,7 +288,10 @@ def _str_list(
     key: str,
     path: str,
     check: Callable[[str], str | None],
+    expected: str,
 ) -> tuple[str, ...] | None:
+    """The strings of ``raw[key]`` as ``check`` returns them; an item it refuses (None) is an
+    error saying what was ``expected`` (the item's kind named in words, not from ``key``)."""
     items = c.array(raw[key], f"{path}.{key}")
     if items is None:
         return None
@@ -296,7 +299,7 @@ def _str_list(
     for i, item in enumerate(items):
         value = check(item) if isinstance(item, str) else None
         if value is None:
-            c.err(f"{path}.{key}[{i}]", f"not a valid {key[:-1]}: {item!r}")
+            c.err(f"{path}.{key}[{i}]", f"expected {expected}, got {item!r}")
         else:
             out.append(value)
     return tuple(out) if len(out) == len(items) else None
@@ -306,17 +309,20 @@ def _geo(c: _Checker, raw: Any, path: str) -> GeoTargets | None:
     keys = {"countries", "states", "dmas", "cities", "zipcodes", "radius"}
     if not c.obj(raw, path, set(), keys):
         return None
-    checks = {
-        "countries": lambda s: s.upper() if re.fullmatch(r"[A-Za-z]{2}", s) else None,
-        "states": normalise_state,
-        "dmas": lambda s: s if re.fullmatch(r"[0-9]{3}", s) else None,
-        "zipcodes": lambda s: s if re.fullmatch(r"[0-9]{5}", s) else None,
+    checks: dict[str, tuple[Callable[[str], str | None], str]] = {
+        "countries": (
+            lambda s: s.upper() if re.fullmatch(r"[A-Za-z]{2}", s) else None,
+            "a 2-letter country code (ISO 3166-1, e.g. US)",
+        ),
+        "states": (normalise_state, "a US state code (e.g. CA or US-CA)"),
+        "dmas": (lambda s: s if re.fullmatch(r"[0-9]{3}", s) else None, "a 3-digit DMA code"),
+        "zipcodes": (lambda s: s if re.fullmatch(r"[0-9]{5}", s) else None, "a 5-digit ZIP code"),
     }
     out: dict[str, Any] = {}
     ok = True
-    for key, check in checks.items():
+    for key, (check, expected) in checks.items():
         if key in raw:
-            out[key] = _str_list(c, raw, key, path, check)
+            out[key] = _str_list(c, raw, key, path, check, expected)
             ok &= out[key] is not None
     if "cities" in raw:
         cities = []
@@ -365,7 +371,14 @@ def _ad(c: _Checker, raw: Any, path: str, seen: dict[str, set[str]]) -> Ad | Non
     )
     keywords: tuple[str, ...] | None = ()
     if "keywords" in raw:
-        keywords = _str_list(c, raw, "keywords", path, lambda s: c.share(s.strip()) or None)
+        keywords = _str_list(
+            c,
+            raw,
+            "keywords",
+            path,
+            lambda s: c.share(s.strip()) or None,
+            "a keyword (non-blank text)",
+        )
         keywords = c.share(keywords) if keywords is not None else None
     trackers: list[PixelTracker] = []
     for i, t in enumerate(c.array(raw.get("pixel_trackers", []), f"{path}.pixel_trackers") or []):

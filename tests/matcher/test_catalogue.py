@@ -196,6 +196,27 @@ def test_pacing_fields_are_checked_with_their_paths(camp, path, words):
     assert any(p == path and words in m for p, m in found), found
 
 
+@pytest.mark.parametrize(
+    ("geo", "item", "words"),
+    [
+        ({"countries": ["USA"]}, "countries[0]", "expected a 2-letter country code"),
+        ({"states": ["ZZ"]}, "states[0]", "expected a US state code"),
+        ({"dmas": ["80"]}, "dmas[0]", "expected a 3-digit DMA code"),
+        ({"zipcodes": [94107]}, "zipcodes[0]", "expected a 5-digit ZIP code"),
+    ],
+)
+def test_a_bad_list_item_says_what_was_expected_in_words(geo, item, words):
+    # The kind of item is named in words, never cut from the field's name ("countrie").
+    found = errors(doc(ad_set={"geo": geo}))
+    assert any(p == f"$.campaigns[0].ad_sets[0].geo.{item}" and words in m for p, m in found)
+    assert not any("countrie" in m for _, m in found), found
+    found = errors(doc(ad={"keywords": ["  "]}))
+    assert (
+        "$.campaigns[0].ad_sets[0].ads[0].keywords[0]",
+        "expected a keyword (non-blank text), got '  '",
+    ) in found
+
+
 def test_the_documented_example_is_a_valid_catalogue():
     from pathlib import Path
 
