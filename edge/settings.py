@@ -372,14 +372,19 @@ def describe() -> Iterable[tuple[str, str, str, str]]:
         yield f.name, env_var(f.name), shown, f.metadata["help"]
 
 
-def add_arguments(parser: argparse.ArgumentParser, names: Iterable[str] | None = None) -> None:
-    """Add ``--flag`` options for the named settings (all when None) to a parser."""
+def add_arguments(
+    parser: argparse.ArgumentParser,
+    names: Iterable[str] | None = None,
+    helps: Mapping[str, str] | None = None,
+) -> None:
+    """Add ``--flag`` options for the named settings (all when None) to a parser; ``helps``
+    replaces a setting's help where one command uses it differently."""
     wanted = set(names) if names is not None else None
     for f in fields(Settings):
         if wanted is not None and f.name not in wanted:
             continue
         flag = "--" + f.name.replace("_", "-")
-        help_text = f"{f.metadata['help']} [{env_var(f.name)}]"
+        help_text = f"{(helps or {}).get(f.name, f.metadata['help'])} [{env_var(f.name)}]"
         if f.metadata["parse"] is _parse_bool:
             parser.add_argument(
                 flag,

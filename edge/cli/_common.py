@@ -20,6 +20,14 @@ T = TypeVar("T")
 Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
+# --db of a command that only acts on what a database already holds (listing, revoking,
+# rotating, removing): a new, empty database could only make it report "nothing there".
+EXISTING_DB_HELP = {
+    "db": "the edge's SQLite database file, which must exist (a missing one is refused, "
+    "never created), or a postgresql:// URL"
+}
+
+
 def settings_from(args: argparse.Namespace) -> Settings:
     return Settings.from_sources(vars(args))
 
@@ -32,18 +40,19 @@ def describe_db(db: Path | str) -> str:
 
 
 def with_context(
-    settings: Settings, work: Callable[[Context], Awaitable[T]], *, read_only: bool = False
+    settings: Settings, work: Callable[[Context], Awaitable[T]], *, must_exist: bool = False
 ) -> T:
     """Open the store, run ``work(ctx)``, close the store (even on error).
 
     Says on standard error which database it opened, so a command run from an unexpected
-    folder never works on a surprise ``./var/edge.db`` unnoticed; a ``read_only`` command
+    folder never works on a surprise ``./var/edge.db`` unnoticed; a ``must_exist`` command (one
+    that only acts on state already stored, with ``EXISTING_DB_HELP`` as its --db help)
     refuses a SQLite file that does not exist instead of creating an empty one. An unusable
     database is a ``SettingsError`` (one line naming EDGE_DB), not a traceback.
     """
     db = settings.db
     missing = isinstance(db, Path) and not db.exists()
-    if missing and read_only:
+    if missing and must_exist:
         raise SettingsError(
             f"EDGE_DB (--db): no database at {describe_db(db)}; "
             "name the edge's database with --db or EDGE_DB"

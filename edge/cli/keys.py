@@ -8,7 +8,7 @@ import sys
 
 import orjson
 
-from edge.cli._common import Subcommands, settings_from, with_context
+from edge.cli._common import EXISTING_DB_HELP, Subcommands, settings_from, with_context
 from edge.context import Context
 from edge.errors import EdgeError
 from edge.keys import PRODUCTS
@@ -31,17 +31,17 @@ def register(sub: Subcommands) -> None:
     )
     rotate.add_argument("key", help="the current key, or - to read it from standard input")
     rotate.add_argument("--json", action="store_true", help="print the result as JSON")
-    add_arguments(rotate, ["db"])
+    add_arguments(rotate, ["db"], EXISTING_DB_HELP)
     rotate.set_defaults(func=_rotate)
 
     revoke = ksub.add_parser("revoke", help="revoke a key at once (by the key or its key_id)")
     revoke.add_argument("key", help="the key, its key_id, or - to read it from standard input")
-    add_arguments(revoke, ["db"])
+    add_arguments(revoke, ["db"], EXISTING_DB_HELP)
     revoke.set_defaults(func=_revoke)
 
     lst = ksub.add_parser("list", help="list keys (ids, scope, status; never the keys)")
     lst.add_argument("--json", action="store_true", help="print JSON lines")
-    add_arguments(lst, ["db"])
+    add_arguments(lst, ["db"], EXISTING_DB_HELP)
     lst.set_defaults(func=_list)
 
 
@@ -96,7 +96,7 @@ def _rotate(args: argparse.Namespace) -> int:
             )
         return 0
 
-    return with_context(settings_from(args), work)
+    return with_context(settings_from(args), work, must_exist=True)
 
 
 def _revoke(args: argparse.Namespace) -> int:
@@ -110,7 +110,7 @@ def _revoke(args: argparse.Namespace) -> int:
         print(f"revoked {record.key_id} ({record.env}/{record.product})")
         return 0
 
-    return with_context(settings_from(args), work)
+    return with_context(settings_from(args), work, must_exist=True)
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -141,4 +141,4 @@ def _list(args: argparse.Namespace) -> int:
             print("  ".join(str(r[c]).ljust(widths[c]) for c in cols).rstrip())
         return 0
 
-    return with_context(settings_from(args), work, read_only=True)
+    return with_context(settings_from(args), work, must_exist=True)

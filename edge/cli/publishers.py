@@ -11,7 +11,7 @@ import sys
 
 import orjson
 
-from edge.cli._common import Subcommands, settings_from, with_context
+from edge.cli._common import EXISTING_DB_HELP, Subcommands, settings_from, with_context
 from edge.context import Context
 from edge.settings import add_arguments
 from edge.store.events import normalise_origin, valid_publisher_id
@@ -38,12 +38,12 @@ def register(sub: Subcommands) -> None:
 
     lst = psub.add_parser("list", help="list publishers and their origins")
     lst.add_argument("--json", action="store_true", help="print JSON lines")
-    add_arguments(lst, ["db"])
+    add_arguments(lst, ["db"], EXISTING_DB_HELP)
     lst.set_defaults(func=_list)
 
     rm = psub.add_parser("remove", help="remove a publisher (its pages lose CORS access)")
     rm.add_argument("publisher_id", metavar="ID")
-    add_arguments(rm, ["db"])
+    add_arguments(rm, ["db"], EXISTING_DB_HELP)
     rm.set_defaults(func=_remove)
 
 
@@ -88,7 +88,7 @@ def _list(args: argparse.Namespace) -> int:
             print(f"{p.publisher_id.ljust(width)}  {' '.join(p.origins)}".rstrip())
         return 0
 
-    return with_context(settings_from(args), work, read_only=True)
+    return with_context(settings_from(args), work, must_exist=True)
 
 
 def _remove(args: argparse.Namespace) -> int:
@@ -100,4 +100,4 @@ def _remove(args: argparse.Namespace) -> int:
         print(f"removed {args.publisher_id}")
         return 0
 
-    return with_context(settings_from(args), work)
+    return with_context(settings_from(args), work, must_exist=True)

@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from edge.cli._common import Subcommands, settings_from, with_context
+from edge.cli._common import EXISTING_DB_HELP, Subcommands, settings_from, with_context
 from edge.context import Context
 from edge.reports import daily
 from edge.settings import add_arguments
@@ -111,7 +111,7 @@ def register(sub: Subcommands) -> None:
         choices=["table", "json", "csv"],
         help="table (default), json (as --json), or csv (day buckets only)",
     )
-    add_arguments(p, ["db", "catalogue"])
+    add_arguments(p, ["db", "catalogue"], EXISTING_DB_HELP)
     p.set_defaults(func=run)
 
 
@@ -221,7 +221,7 @@ def run(args: argparse.Namespace) -> int:
     async def work(ctx: Context) -> dict[str, Any]:
         return build(await ctx.store.counts(), campaigns)
 
-    report = with_context(settings, work, read_only=True)
+    report = with_context(settings, work, must_exist=True)
     if fmt == "json":
         print(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode())
     else:
@@ -240,7 +240,7 @@ def run_daily(args: argparse.Namespace, fmt: str) -> int:
     async def work(ctx: Context) -> list[tuple[str, str, str, str, float]]:
         return await ctx.store.daily_counts(days.since.isoformat(), days.until.isoformat())
 
-    report = daily.build(with_context(settings, work, read_only=True), days)
+    report = daily.build(with_context(settings, work, must_exist=True), days)
     if fmt == "json":
         print(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode())
     elif fmt == "csv":

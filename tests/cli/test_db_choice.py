@@ -1,5 +1,6 @@
 """Which database a command works on: a SQLite file or a postgresql:// URL, named on
-standard error; read-only commands refuse a database that does not exist."""
+standard error; commands that only act on stored state refuse a database that does not
+exist."""
 
 import json
 
@@ -16,10 +17,21 @@ def elsewhere(tmp_path, monkeypatch):
     return tmp_path
 
 
-@pytest.mark.parametrize(
-    "argv", [["report"], ["report", "--json"], ["keys", "list"], ["publishers", "list"]]
-)
-def test_read_only_commands_refuse_a_missing_database(elsewhere, capsys, argv):
+EXISTING_STATE_COMMANDS = [
+    ["report"],
+    ["report", "--json"],
+    ["report", "--by", "day"],
+    ["keys", "list"],
+    ["keys", "rotate", "prod-ugc-x"],
+    ["keys", "revoke", "key_x"],
+    ["publishers", "list"],
+    ["publishers", "remove", "pub-1"],
+]
+
+
+@pytest.mark.parametrize("argv", EXISTING_STATE_COMMANDS)
+def test_commands_on_existing_state_refuse_a_missing_database(elsewhere, capsys, argv):
+    # Listing, revoking, rotating or removing can only say "nothing there" on a new database.
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "EDGE_DB (--db): no database at" in err
@@ -72,3 +84,21 @@ def test_a_password_never_shows(capsys):
 def test_other_schemes_are_refused(capsys):
     assert main(["keys", "list", "--db", "mysql://h/x"]) == 2
     assert "postgresql:// URL" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", EXISTING_STATE_COMMANDS)
+def test_their_help_says_the_database_must_exist(capsys, argv):
+    with pytest.raises(SystemExit):
+        main([*argv[:2], "--help"] if argv[0] != "report" else ["report", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "which must exist (a missing one is refused, never created)" in out
+    assert "created with its folder" not in out
+
+
+@pytest.mark.parametrize(
+    "argv", [["keys", "issue"], ["publishers", "add"], ["catalogue", "load"], ["serve"]]
+)
+def test_commands_that_store_something_say_they_create_the_database(capsys, argv):
+    with pytest.raises(SystemExit):
+        main([*argv, "--help"])
+    assert "created with its folder if missing" in " ".join(capsys.readouterr().out.split())

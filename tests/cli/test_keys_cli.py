@@ -59,9 +59,9 @@ def test_table_listing_has_headers(tmp_path, capsys):
 def test_rotate_unknown_key_fails_cleanly(tmp_path, capsys):
     from edge.keys import generate
 
-    assert (
-        main(["keys", "rotate", generate("production", "ugc"), "--db", str(tmp_path / "e.db")]) == 1
-    )
+    db = tmp_path / "e.db"
+    _issue(capsys, db)
+    assert main(["keys", "rotate", generate("production", "ugc"), "--db", str(db)]) == 1
     assert "not valid" in capsys.readouterr().err
 
 
