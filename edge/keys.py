@@ -26,6 +26,8 @@ PRODUCTS = ("ugc", "ai", "ad-manager")
 ENV_PREFIX = {"production": "prod", "sandbox": "sandbox"}
 PREFIX_ENV = {v: k for k, v in ENV_PREFIX.items()}
 SECONDARY_TTL_SECONDS = 24 * 3600  # after a rotation the previous key lives 24 hours
+# A key's name is a label shown in one cell of `edge keys list`: one line, bounded.
+NAME_MAX_LEN = 100
 _ALPHABET = string.digits + string.ascii_letters
 _RANDOM_LEN = 32  # ~190 bits
 _CHECK_LEN = 6
@@ -78,6 +80,21 @@ def parse(key: str) -> ParsedKey | None:
     ):
         return None
     return ParsedKey(PREFIX_ENV[prefix], product)
+
+
+def name_problem(name: str) -> str | None:
+    """Why ``name`` cannot label a key (in words, one line), or None when it can: at most
+    ``NAME_MAX_LEN`` characters, all printable (no newline, tab or other control or
+    invisible format character, which would break the one-line-per-key listing)."""
+    if len(name) > NAME_MAX_LEN:
+        return f"is {len(name):,} characters long; at most {NAME_MAX_LEN} are allowed"
+    bad = next((i for i, ch in enumerate(name) if not ch.isprintable() and ch != " "), None)
+    if bad is not None:
+        return (
+            f"has a control or non-printing character {name[bad]!r} at position {bad + 1}; "
+            "use printable characters on one line"
+        )
+    return None
 
 
 def key_hash(key: str) -> str:

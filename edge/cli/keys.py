@@ -11,7 +11,7 @@ import orjson
 from edge.cli._common import EXISTING_DB_HELP, Subcommands, settings_from, with_context
 from edge.context import Context
 from edge.errors import EdgeError
-from edge.keys import PRODUCTS
+from edge.keys import NAME_MAX_LEN, PRODUCTS, name_problem
 from edge.settings import add_arguments
 
 
@@ -22,7 +22,12 @@ def register(sub: Subcommands) -> None:
     issue = ksub.add_parser("issue", help="issue a key; it is printed once, only its hash is kept")
     issue.add_argument("--env", required=True, choices=["production", "sandbox"])
     issue.add_argument("--product", required=True, choices=PRODUCTS)
-    issue.add_argument("--name", default="", help="a label for the key (partner, purpose)")
+    issue.add_argument(
+        "--name",
+        default="",
+        help=f"a label for the key (partner, purpose): one line of at most {NAME_MAX_LEN} "
+        "printable characters",
+    )
     add_arguments(issue, ["db"])
     issue.set_defaults(func=_issue)
 
@@ -58,6 +63,12 @@ def _iso(ts: float | None) -> str:
 
 
 def _issue(args: argparse.Namespace) -> int:
+    # Checked before the store is opened, so a refused name never creates a database file.
+    problem = name_problem(args.name)
+    if problem is not None:
+        print(f"edge keys issue: --name {problem}", file=sys.stderr)
+        return 2
+
     async def work(ctx: Context) -> int:
         key, record = await ctx.keyring.issue(args.env, args.product, args.name)
         print(key)

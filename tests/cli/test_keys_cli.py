@@ -69,3 +69,32 @@ def test_bad_setting_exits_2_with_the_name(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("EDGE_PORT", "nope")
     assert main(["keys", "list", "--db", str(tmp_path / "e.db")]) == 2
     assert "EDGE_PORT" in capsys.readouterr().err
+
+
+def test_a_name_that_would_break_the_listing_is_refused(tmp_path, capsys):
+    # A name is one cell of the keys list table: one printable line of at most 100 characters.
+    db = tmp_path / "edge.db"
+    for name, words in [
+        ("acme\nother", "'\\n' at position 5"),
+        ("tab\there", "'\\t' at position 4"),
+        ("bell\x07", "'\\x07' at position 5"),
+        ("x" * 5000, "is 5,000 characters long; at most 100"),
+        ("x" * 101, "at most 100"),
+    ]:
+        argv = ["keys", "issue", "--env", "sandbox", "--product", "ugc", "--name", name]
+        assert main([*argv, "--db", str(db)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("edge keys issue: --name ") and words in err, err
+        assert err.count("\n") == 1
+    assert not db.exists()  # refused before the store is opened
+    argv = [
+        "keys",
+        "issue",
+        "--env",
+        "sandbox",
+        "--product",
+        "ugc",
+        "--name",
+        "Acme \u2013 ü " + "x" * 91,
+    ]
+    assert main([*argv, "--db", str(db)]) == 0
