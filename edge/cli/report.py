@@ -109,10 +109,11 @@ def register(sub: Subcommands) -> None:
     p.add_argument(
         "--format",
         choices=["table", "json", "csv"],
-        help="table (default), json (as --json), or csv (day buckets only)",
+        help="table (default), json (as --json; any other format with --json is refused), "
+        "or csv (day buckets only)",
     )
     add_arguments(p, ["db", "catalogue"], EXISTING_DB_HELP)
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, report_parser=p)
 
 
 def build(
@@ -205,6 +206,12 @@ def _cell(counter: str, value: Any) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.json and args.format not in (None, "json"):
+        # Two flags asking for two forms: refused rather than one silently winning.
+        args.report_parser.error(
+            f"argument --format: --format {args.format} conflicts with --json "
+            "(which means --format json); give one of them"
+        )
     fmt = args.format or ("json" if args.json else "table")
     if args.by or args.since is not None or args.until is not None:
         return run_daily(args, fmt)

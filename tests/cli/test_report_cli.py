@@ -163,3 +163,20 @@ def test_every_row_of_a_scope_lists_every_counter_of_that_scope(tmp_path, capsys
     for scope, rows in report.items():
         fields = [set(row) for row in rows.values()]
         assert all(f == fields[0] for f in fields), scope
+
+
+def test_json_with_another_format_is_refused(tmp_path, capsys):
+    import pytest
+
+    db = tmp_path / "edge.db"
+    _fill(db)
+    for argv in (["--json", "--format", "csv"], ["--by", "day", "--json", "--format", "table"]):
+        with pytest.raises(SystemExit) as exit_:
+            main(["report", *argv, "--db", str(db)])
+        assert exit_.value.code == 2
+        out = capsys.readouterr()
+        assert out.out == ""
+        assert "edge report: error: argument --format:" in out.err
+        assert "conflicts with --json" in out.err
+    assert main(["report", "--json", "--format", "json", "--db", str(db)]) == 0  # they agree
+    orjson.loads(capsys.readouterr().out)
