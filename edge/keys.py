@@ -107,6 +107,8 @@ class Rotation:
     secondary_key: str
     secondary_expires_at: float
     record: KeyRecord
+    # key_ids of the family's earlier secondary (at most one), which stopped working now.
+    retired: tuple[str, ...] = ()
 
 
 class Keyring:
@@ -223,7 +225,7 @@ class Keyring:
         for k in (old, *older):
             self._cache.pop(k.lookup, None)
         await self._announce()
-        return Rotation(new_key, key, expires, record)
+        return Rotation(new_key, key, expires, record, retire)
 
     async def revoke(self, key_or_id: str) -> KeyRecord | None:
         """Revoke by the key itself or by its ``key_id``; the record, or None if unknown."""

@@ -32,7 +32,9 @@ def register(sub: Subcommands) -> None:
     issue.set_defaults(func=_issue)
 
     rotate = ksub.add_parser(
-        "rotate", help="new primary key; the given key stays valid as a secondary for 24 h"
+        "rotate",
+        help="new primary key; the given key stays valid as a secondary for 24 h (a "
+        "secondary from an earlier rotation stops working at once, with a warning)",
     )
     rotate.add_argument("key", help="the current key, or - to read it from standard input")
     rotate.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -91,6 +93,13 @@ def _rotate(args: argparse.Namespace) -> int:
         except EdgeError as exc:
             print(f"edge keys rotate: {exc.message}", file=sys.stderr)
             return 1
+        for key_id in rot.retired:
+            # A family keeps one secondary: the earlier one ends now, not in its 24 hours.
+            print(
+                f"edge keys rotate: warning: {key_id}, the secondary of the previous rotation, "
+                "stops working now (only one previous key is kept)",
+                file=sys.stderr,
+            )
         result = {
             "apiKey": rot.api_key,
             "secondaryKey": rot.secondary_key,

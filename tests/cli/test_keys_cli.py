@@ -98,3 +98,34 @@ def test_a_name_that_would_break_the_listing_is_refused(tmp_path, capsys):
         "Acme \u2013 ü " + "x" * 91,
     ]
     assert main([*argv, "--db", str(db)]) == 0
+
+
+def _secondary_id(capsys, db):
+    main(["keys", "list", "--json", "--db", str(db)])
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    return next(r["key_id"] for r in rows if r["status"] == "secondary")
+
+
+def test_rotating_again_warns_that_the_earlier_secondary_stops_now(tmp_path, capsys):
+    # A family keeps one secondary: rotating A2 ends A1 at once, not after its 24 hours.
+    db = tmp_path / "edge.db"
+    a1 = _issue(capsys, db)
+    assert main(["keys", "rotate", a1, "--db", str(db)]) == 0
+    out = capsys.readouterr()
+    a2 = out.out.strip()
+    assert "warning" not in out.err  # the first rotation ends nothing
+    a1_id = _secondary_id(capsys, db)
+
+    assert main(["keys", "rotate", a2, "--db", str(db)]) == 0
+    out = capsys.readouterr()
+    a3 = out.out.strip()
+    assert f"warning: {a1_id}, the secondary of the previous rotation, stops working now" in (
+        out.err
+    )
+    assert a1 not in out.err and a2 not in out.err and a3 not in out.err  # never a key
+    a2_id = _secondary_id(capsys, db)
+
+    assert main(["keys", "rotate", a3, "--json", "--db", str(db)]) == 0
+    out = capsys.readouterr()
+    assert json.loads(out.out)["secondaryKey"] == a3  # stdout stays one JSON document
+    assert f"warning: {a2_id}," in out.err and a3 not in out.err
