@@ -13,8 +13,9 @@ import orjson
 
 from edge.cli._common import EXISTING_DB_HELP, Subcommands, settings_from, with_context
 from edge.context import Context
+from edge.origins import normalise_origin
 from edge.settings import add_arguments
-from edge.store.events import normalise_origin, valid_publisher_id
+from edge.store.events import valid_publisher_id
 
 
 def register(sub: Subcommands) -> None:
@@ -31,7 +32,8 @@ def register(sub: Subcommands) -> None:
         action="append",
         required=True,
         metavar="URL",
-        help="scheme://host[:port] of a page that embeds the tag; repeat for more",
+        help="http(s)://host[:port] of a page that embeds the tag, one host each (no path "
+        "or * wildcard; an internationalised host is stored in IDNA form); repeat for more",
     )
     add_arguments(add, ["db"])
     add.set_defaults(func=_add)

@@ -38,7 +38,7 @@ from edge.delivery.requests import json_body
 from edge.errors import BadRequest, Forbidden
 from edge.geo import locate_ip
 from edge.http import header, json_response
-from edge.store.events import normalise_origin
+from edge.origins import normalise_origin
 from matcher.types import GeoSignal, MatchRequest, MatchResult, ScoredAd
 
 MAX_KEYWORDS = 20

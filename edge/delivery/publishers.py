@@ -13,8 +13,8 @@ import contextlib
 import logging
 from functools import lru_cache
 
+from edge.origins import normalise_origin
 from edge.store import Publisher, Store
-from edge.store.events import normalise_origin
 
 log = logging.getLogger("edge.delivery.publishers")
 REFRESH_SECONDS = 3.0

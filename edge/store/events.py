@@ -28,12 +28,12 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeVar
-from urllib.parse import urlsplit
 
 import msgspec
 import orjson
 
 from edge.counters import CountBuffer, CountRow, DayRow, split_rows, times_rows
+from edge.origins import normalise_origin
 from edge.store.primitives import SQLitePrimitives
 
 ImpressionKind = Literal["url", "ugc", "ai-render", "ai-view", "legacy"]
@@ -154,31 +154,6 @@ _PUBLISHER_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 def valid_publisher_id(text: str) -> bool:
     return bool(_PUBLISHER_ID.fullmatch(text))
-
-
-def normalise_origin(text: str) -> str:
-    """``scheme://host[:port]`` as browsers send it in ``Origin``; ValueError otherwise.
-
-    Lower-cased, the default port dropped, a trailing ``/`` tolerated; a path, query,
-    fragment or credentials are refused (an origin has none).
-    """
-    raw = text.strip()
-    try:
-        parts = urlsplit(raw)
-        port = parts.port
-    except ValueError:
-        raise ValueError(f"not an origin: {text!r}") from None
-    scheme = parts.scheme.lower()
-    host = (parts.hostname or "").lower()
-    if scheme not in ("http", "https") or not host:
-        raise ValueError(f"an origin is http(s)://host[:port], got {text!r}")
-    if parts.path not in ("", "/") or parts.query or parts.fragment or "@" in parts.netloc:
-        raise ValueError(f"an origin has no path, query or credentials, got {text!r}")
-    if ":" in host:  # IPv6 literal
-        host = f"[{host}]"
-    if port is None or (scheme, port) in (("http", 80), ("https", 443)):
-        return f"{scheme}://{host}"
-    return f"{scheme}://{host}:{port}"
 
 
 class EventStore(abc.ABC):

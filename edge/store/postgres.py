@@ -37,6 +37,7 @@ from psycopg import errors as pg_errors
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from edge.counters import CountBuffer, CountRow, DayRow, split_rows
+from edge.origins import normalise_origin
 from edge.store.base import KeyRecord, Store, StoreUnavailable, TagVersionRecord
 from edge.store.events import (
     TAG_ID_PREFIX,
@@ -49,7 +50,6 @@ from edge.store.events import (
     PlacementFailure,
     Publisher,
     StoredClick,
-    normalise_origin,
     runs_of,
     valid_publisher_id,
 )

@@ -60,3 +60,15 @@ def test_env_variable_names_the_database(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("EDGE_DB", str(tmp_path / "env.db"))
     assert main(["publishers", "add", "pub-e", "--origin", "https://e.example"]) == 0
     assert (tmp_path / "env.db").exists()
+
+
+def test_origins_are_refused_or_stored_as_browsers_send_them(tmp_path, capsys):
+    db = str(tmp_path / "edge.db")
+    for origin in ("https://a b.example", "https://*.example.com"):
+        assert main(["publishers", "add", "pub-1", "--origin", origin, "--db", db]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("edge publishers add: an origin's host") and origin in err
+    assert (
+        main(["publishers", "add", "pub-1", "--origin", "https://bücher.example", "--db", db]) == 0
+    )
+    assert capsys.readouterr().out.strip() == "pub-1: https://xn--bcher-kva.example"

@@ -8,7 +8,6 @@ import pytest
 from edge import ledger
 from edge.settings import Settings
 from edge.store import Hover, Impression, PlacementFailure, PostgresStore, open_store
-from edge.store.events import normalise_origin
 from tests.store.conftest import sql
 
 
@@ -135,29 +134,6 @@ def test_publishers_upsert_merges_normalised_origins(store, run, counts):
 def test_publisher_id_is_checked(store, bad_id, run):
     with pytest.raises(ValueError):
         run(store.upsert_publisher(bad_id, [], 1.0))
-
-
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        ("https://a.example", "https://a.example"),
-        ("HTTP://A.Example:80", "http://a.example"),
-        ("http://127.0.0.1:8001/", "http://127.0.0.1:8001"),
-        ("http://[::1]:9000", "http://[::1]:9000"),
-    ],
-)
-def test_normalise_origin(text, expected):
-    assert normalise_origin(text) == expected
-
-
-@pytest.mark.parametrize(
-    "bad",
-    ["a.example", "ftp://a.example", "https://a.example/path", "https://u:p@a.example",
-     "https://a.example?q=1", "https://a.example:99999", "https://"],
-)  # fmt: skip
-def test_bad_origins_are_refused(bad):
-    with pytest.raises(ValueError):
-        normalise_origin(bad)
 
 
 def _failing_job(store):
