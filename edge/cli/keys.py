@@ -21,7 +21,12 @@ def register(sub: Subcommands) -> None:
 
     issue = ksub.add_parser("issue", help="issue a key; it is printed once, only its hash is kept")
     issue.add_argument("--env", required=True, choices=["production", "sandbox"])
-    issue.add_argument("--product", required=True, choices=PRODUCTS)
+    issue.add_argument(
+        "--product",
+        required=True,
+        choices=PRODUCTS,
+        help="the product the key opens (the sandbox serves no ai: such a key draws a warning)",
+    )
     issue.add_argument(
         "--name",
         default="",
@@ -74,6 +79,14 @@ def _issue(args: argparse.Namespace) -> int:
     async def work(ctx: Context) -> int:
         key, record = await ctx.keyring.issue(args.env, args.product, args.name)
         print(key)
+        if args.env == "sandbox" and args.product == "ai":
+            # Issued all the same (the format allows it, and a partner may keep one key set
+            # per environment), but nothing in the sandbox will accept it.
+            print(
+                "edge keys issue: warning: the sandbox serves no AI product (no /v1/ai "
+                "routes, no AI beacons); this key works nowhere until it does",
+                file=sys.stderr,
+            )
         print(
             f"issued {record.key_id} ({record.env}/{record.product}); store it now, "
             "it cannot be shown again",

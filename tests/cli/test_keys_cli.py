@@ -129,3 +129,15 @@ def test_rotating_again_warns_that_the_earlier_secondary_stops_now(tmp_path, cap
     out = capsys.readouterr()
     assert json.loads(out.out)["secondaryKey"] == a3  # stdout stays one JSON document
     assert f"warning: {a2_id}," in out.err and a3 not in out.err
+
+
+def test_a_sandbox_ai_key_is_issued_with_a_warning(tmp_path, capsys):
+    db = tmp_path / "edge.db"
+    argv = ["keys", "issue", "--env", "sandbox", "--product", "ai", "--db", str(db)]
+    assert main(argv) == 0
+    out = capsys.readouterr()
+    assert parse(out.out.strip()) is not None
+    assert "warning: the sandbox serves no AI product" in out.err
+    for env, product in (("production", "ai"), ("sandbox", "ugc"), ("sandbox", "ad-manager")):
+        assert main(["keys", "issue", "--env", env, "--product", product, "--db", str(db)]) == 0
+        assert "warning" not in capsys.readouterr().err
