@@ -141,7 +141,7 @@ class Context:
                 )
             if isinstance(self.matcher, Matcher):  # a test's stand-in has no estimates
                 await self._start_estimates(self.matcher)
-            await self.live_catalogue.sync(self)  # a catalogue loaded into the store wins
+            await self.live_catalogue.sync_at_start(self)  # one loaded into the store wins
             await self.tag_versions.record(self.store, self.clock())
             if self.geo is None:
                 # Opened once (mmap, C extension); lookups take microseconds on the event loop.

@@ -5,6 +5,8 @@ version (a bad file stores nothing). A production edge serves the live version: 
 start-up, when a node announces a new one (PostgreSQL: within a second), and in any case
 by checking the store every ``POLL_SECONDS`` (so SQLite workers, and nodes that missed an
 announcement, follow too). ``SIGHUP`` re-reads ``EDGE_CATALOGUE`` (the single-node way).
+A live version in the store wins over ``EDGE_CATALOGUE``; a start-up that finds the two
+different logs a warning naming both.
 
 A swap builds a whole new matcher off the event loop, sharing the loaded model, its
 thread, the gazetteer and the safety classifier; ad vectors come from the vector cache when
@@ -100,6 +102,30 @@ class LiveCatalogue:
             self.version = live[0]
             return False
         return await self.swap(ctx, catalogue, live[0])
+
+    async def sync_at_start(self, ctx: Context) -> None:
+        """The start-up ``sync``: a live version in the store wins over the file named by
+        ``EDGE_CATALOGUE``, and when it replaces a different file's demand, say so: an
+        operator who passed ``--catalogue`` would otherwise believe the file serves."""
+        path = ctx.settings.catalogue
+        served = None  # the content hash of the file's catalogue, when that one serves
+        if path is not None and self.version is None and ctx.matcher is not None:
+            served = ctx.matcher.catalogue.content_hash
+        await self.sync(ctx)
+        if served is None or self.version is None or ctx.matcher is None:
+            return
+        if ctx.matcher.catalogue.content_hash != served:
+            log.warning(
+                "catalogue: EDGE_CATALOGUE (--catalogue) %s is not served: the database "
+                "holds live catalogue version %d (stored by `edge catalogue load`), which "
+                "serves instead and always wins over the file. To serve the file, run "
+                "`edge catalogue load %s` on this database (every node follows); to keep "
+                "version %d, leave EDGE_CATALOGUE unset.",
+                path,
+                self.version,
+                path,
+                self.version,
+            )
 
     async def reload_file(self, ctx: Context, path: Path) -> bool:
         """Re-read the catalogue file (SIGHUP); a bad file changes nothing."""

@@ -151,7 +151,9 @@ class Settings:
     )
     catalogue: Path | None = _setting(
         None,
-        "Catalogue JSON of live demand (production only); empty: the bundled sandbox catalogue.",
+        "Catalogue JSON of live demand (production only); empty: the bundled sandbox catalogue. "
+        "A catalogue stored with `edge catalogue load` wins over it (a start-up warning names "
+        "both when they differ).",
         _optional_path,
     )
     geoip_db: Path | None = _setting(

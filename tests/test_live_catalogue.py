@@ -185,3 +185,30 @@ def test_start_rereads_the_catalogue_file_only_if_it_changed(tmp_path, noted, re
 
     asyncio.run(go())
     assert reads == ([path] if reread else [])
+
+
+@pytest.mark.parametrize("same", [False, True])
+def test_a_catalogue_file_the_stored_one_overrides_is_named_at_start(
+    make_client, tmp_path, capsys, caplog, same
+):
+    # The stored live version wins over --catalogue; when they differ the log says so and
+    # how to serve the file instead.
+    stored = tmp_path / "stored.json"
+    stored.write_bytes(orjson.dumps(bundled() if same else with_new_campaign(bundled())))
+    assert main(["catalogue", "load", str(stored), "--db", str(tmp_path / "edge.db")]) == 0
+    capsys.readouterr()
+    path = tmp_path / "file.json"
+    path.write_bytes(orjson.dumps(bundled()))  # what the shared matcher serves
+    with caplog.at_level("WARNING", logger="edge.catalogue"):
+        client = make_client(env="production", catalogue=path)
+    ctx = client.app.state.ctx
+    assert ctx.live_catalogue.version == 1
+    warnings = [r.getMessage() for r in caplog.records if "is not served" in r.getMessage()]
+    if same:
+        assert warnings == []
+        return
+    assert ctx.matcher.catalogue.campaign("cmp-hot-reload") is not None  # the stored one
+    (warning,) = warnings
+    assert f"EDGE_CATALOGUE (--catalogue) {path} is not served" in warning
+    assert "live catalogue version 1" in warning
+    assert f"`edge catalogue load {path}`" in warning
