@@ -75,7 +75,37 @@ def parse_json(body: bytes, invalid: type[EdgeError] = BadRequest) -> Any:
     try:
         return orjson.loads(body)
     except orjson.JSONDecodeError as exc:
-        raise invalid(f"the body is not valid JSON: {exc.msg} at position {exc.pos}") from None
+        # orjson calls any byte that is not UTF-8 "surrogates not allowed": said plainly.
+        refusal = not_utf8(body, invalid)
+        if refusal is None:
+            refusal = invalid(f"the body is not valid JSON: {exc.msg} at position {exc.pos}")
+        raise refusal from None
+
+
+def not_utf8(body: bytes, invalid: type[EdgeError]) -> EdgeError | None:
+    """``invalid`` saying that ``body`` is not UTF-8, or None when it is. JSON is UTF-8
+    whatever charset Content-Type names (RFC 8259, section 8.1), and a body that is not
+    is refused as that before anything else is said of it."""
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError as bad:
+        return invalid(
+            f"the body is not valid UTF-8 (byte {bad.start}); JSON must be sent as UTF-8",
+            field="body",
+        )
+    return None
+
+
+def json_refusal(body: bytes, invalid: type[EdgeError], reason: str) -> EdgeError:
+    """The answer to a body another JSON decoder could not read (``reason``: its words),
+    in ``parse_json``'s words, so every route says the same of the same bytes: msgspec
+    raises ``UnicodeDecodeError`` for bytes that are not UTF-8 and calls a lone
+    ``\\ud800`` "truncated"."""
+    try:
+        parse_json(body, invalid)
+    except EdgeError as exc:
+        return exc
+    return invalid(f"the body is not valid JSON: {reason}")
 
 
 async def read_body(request: Request, *, max_bytes: int, allow_text_plain: bool = False) -> bytes:

@@ -27,6 +27,7 @@ from msgspec import Meta
 from msgspec import inspect as mi
 
 from edge.errors import EdgeError
+from edge.http import json_refusal, not_utf8
 from edge.partner.fields import control_character
 
 T = TypeVar("T")
@@ -133,9 +134,13 @@ def decode(cls: type[T], raw: bytes, error: type[EdgeError]) -> T:
     try:
         value: T = compiled.decoder.decode(raw)
     except msgspec.ValidationError as exc:
-        raise _translate(cls, raw, str(exc), error) from None
-    except msgspec.DecodeError as exc:
-        raise error(f"the body is not valid JSON: {exc}") from None
+        raise _unreadable(raw, error) or _translate(cls, raw, str(exc), error) from None
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+        raise json_refusal(raw, error, str(exc)) from None
+    if compiled.skips and not raw.isascii():
+        refusal = not_utf8(raw, error)  # skipped values were never read, so never checked
+        if refusal is not None:
+            raise refusal
     try:
         compiled.post(value, "")
     except Invalid as exc:
@@ -144,11 +149,23 @@ def decode(cls: type[T], raw: bytes, error: type[EdgeError]) -> T:
     return value
 
 
+def _unreadable(raw: bytes, error: type[EdgeError]) -> EdgeError | None:
+    """The refusal of a body that is not UTF-8 or not JSON, else None. msgspec stops at
+    the first fault, which may come before such bytes; the body is refused as that, in
+    every route's words (``json_refusal``), before any field of it is named."""
+    try:
+        msgspec.json.decode(raw)
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+        return json_refusal(raw, error, str(exc))
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class _Compiled:
     decoder: msgspec.json.Decoder[Any]
     info: mi.Type  # the declaration as msgspec reads it, for error messages
     post: Check  # the rules left after decoding, compiled once into one walk
+    skips: bool  # some object's other keys are skipped unread (the legacy ``meta``)
 
 
 _COMPILED: dict[object, _Compiled] = {}
@@ -159,9 +176,27 @@ def _compiled(cls: object) -> _Compiled:
     done = _COMPILED.get(cls)
     if done is None:
         info = mi.type_info(cls)
-        done = _Compiled(msgspec.json.Decoder(cls), info, _compile(info, {}) or _nothing)
+        done = _Compiled(
+            msgspec.json.Decoder(cls), info, _compile(info, {}) or _nothing, _skips(info, set())
+        )
         _COMPILED[cls] = done
     return done
+
+
+def _skips(info: mi.Type, seen: set[type]) -> bool:
+    """Whether a value of ``info`` may hold an object whose unknown keys are skipped."""
+    if isinstance(info, mi.Metadata):
+        return _skips(info.type, seen)
+    if isinstance(info, mi.UnionType):
+        return any(_skips(t, seen) for t in info.types)
+    if isinstance(info, mi.ListType):
+        return _skips(info.item_type, seen)
+    if isinstance(info, mi.StructType):
+        if info.cls in seen:
+            return False
+        seen.add(info.cls)
+        return not info.forbid_unknown_fields or any(_skips(f.type, seen) for f in info.fields)
+    return False
 
 
 # -- the rules msgspec cannot check while decoding ------------------------------------------
