@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import orjson
+from starlette.datastructures import QueryParams
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -39,6 +40,17 @@ def counting_route(path: str, endpoint: Any, methods: list[str]) -> Route:
     assert route.methods is not None
     route.methods.discard("HEAD")
     return route
+
+
+def no_query(scope: Scope, invalid: type[EdgeError] = BadRequest) -> None:
+    """``invalid`` naming the first query parameter of a request to a route that takes
+    none: a stray or misspelt parameter is refused, never silently ignored. Parsed as
+    ``Request.query_params`` parses it, and only when there is one: an empty query string
+    costs one test."""
+    query: bytes = scope["query_string"]
+    if query:
+        for name in QueryParams(query):
+            raise invalid(f"unknown query parameter {name!r} (this route takes none)", field=name)
 
 
 def header(scope: Scope, name: bytes) -> str | None:

@@ -43,7 +43,8 @@ ERRORS = {
     409: "The key was already rotated; rotate its replacement",
     413: "Body larger than EDGE_MAX_BODY_BYTES",
     415: "Content-Type is not application/json (the /dea routes also take text/plain)",
-    422: "Body failed validation (not UTF-8, malformed JSON, missing or invalid field)",
+    422: "Body or query failed validation (not UTF-8, malformed JSON, missing or invalid "
+    "field, unknown query parameter); `field` names the culprit",
     429: "Rate limit exceeded: of this key (partner routes) or, on /dea, of this client "
     "address or publisher; retry after Retry-After",
     502: "Matching (or the key store) failed or missed its deadline; retry with backoff",

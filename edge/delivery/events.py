@@ -42,7 +42,7 @@ from edge.delivery.requests import (
     strict_query,
 )
 from edge.errors import BadRequest
-from edge.http import header, json_response, read_body, receive_body
+from edge.http import header, json_response, no_query, read_body, receive_body
 from edge.ivt import Client, Verdict, viewable_report
 from edge.lane import Answer, answer_of
 from edge.partner.fields import control_character
@@ -212,6 +212,7 @@ IMPRESSION_ANSWERS: dict[bool, Answer] = {c: answer_of(_acknowledged(c)) for c i
 
 
 async def _impression_body(ctx: Context, request: Request) -> bytes:
+    no_query(request.scope)
     return await read_body(request, max_bytes=ctx.settings.max_body_bytes, allow_text_plain=True)
 
 
@@ -232,6 +233,8 @@ async def direct_impression(
 ) -> Answer:
     """The POST impression beacon of ``surface`` in the beacon lane's direct form: the
     route's rules, read from the ASGI scope and answered with a constant."""
+    if scope["query_string"]:  # a beacon has none: the test is all it costs
+        no_query(scope)
     raw = await receive_body(
         scope, receive, max_bytes=ctx.settings.max_body_bytes, allow_text_plain=True
     )

@@ -15,13 +15,15 @@ from edge.context import Context
 from edge.delivery.schemas import struct_of
 from edge.delivery.validate import validate
 from edge.errors import BadRequest, ServiceUnavailable
-from edge.http import parse_json, read_json
+from edge.http import no_query, parse_json, read_json
 from edge.store import StoreUnavailable
 
 STORE_RETRY_AFTER = "1"
 
 
 async def json_body(ctx: Context, request: Request, schema: dict[str, Any]) -> dict[str, Any]:
+    """The body of a /dea POST; such a route takes no query parameters."""
+    no_query(request.scope)
     body = await read_json(request, max_bytes=ctx.settings.max_body_bytes, allow_text_plain=True)
     validate(body, schema)  # every /dea body schema is an object
     return cast(dict[str, Any], body)

@@ -13,7 +13,8 @@ from starlette.routing import BaseRoute, Route
 from edge import matching
 from edge.context import Context
 from edge.counters import count_outcome
-from edge.http import json_response, read_body
+from edge.errors import Unprocessable
+from edge.http import json_response, no_query, read_body
 from edge.partner import schemas
 from edge.partner.bodies import parse_ai
 from edge.partner.guard import admit
@@ -31,6 +32,7 @@ def routes(ctx: Context) -> list[BaseRoute]:
 
 async def process(ctx: Context, request: Request) -> Response:
     admission = await admit(ctx, request, "ai")
+    no_query(request.scope, Unprocessable)  # every refusal of this route is a 422
     body = parse_ai(await read_body(request, max_bytes=ctx.settings.max_body_bytes))
     result = await matching.match(
         ctx,

@@ -30,7 +30,7 @@ from edge.delivery.events import campaign_of
 from edge.delivery.requests import store_errors
 from edge.delivery.validate import validate
 from edge.errors import NotFound, Unprocessable
-from edge.http import json_response, read_json
+from edge.http import json_response, no_query, read_json
 from edge.openapi import error_for, error_response
 from edge.openapi import json_body as json_doc
 from edge.partner.guard import admit
@@ -47,6 +47,7 @@ def routes(ctx: Context) -> list[BaseRoute]:
 
 async def convert(ctx: Context, request: Request) -> Response:
     admission = await admit(ctx, request, "ad-manager")
+    no_query(request.scope)
     raw = await read_json(request, max_bytes=ctx.settings.max_body_bytes)
     validate(raw, schemas.CONVERSION_REQUEST)
     body = cast(dict[str, Any], raw)

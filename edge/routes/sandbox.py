@@ -18,7 +18,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from edge.context import Context
-from edge.http import read_body
+from edge.http import no_query, read_body
 from edge.partner import schemas
 from edge.partner.bodies import parse_ugc
 from edge.partner.flow import (
@@ -46,6 +46,7 @@ def routes(ctx: Context) -> list[BaseRoute]:
 async def process(ctx: Context, request: Request) -> Response:
     admission = await admit(ctx, request, "ugc", count=False)
     try:
+        no_query(request.scope)
         raw = await read_body(request, max_bytes=ctx.settings.max_body_bytes)
         body = parse_ugc(raw, sandbox=True)
     except Exception:

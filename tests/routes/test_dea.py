@@ -107,6 +107,17 @@ def test_impression_replay_and_forgery_over_http(edge):
 
 
 @pytest.mark.slow
+def test_a_query_parameter_on_a_beacon_post_is_refused_over_http(edge):
+    # The served lane answers this beacon in front of the app: it refuses the query too.
+    headers = {"Content-Type": "application/json", "X-Forwarded-For": US}
+    body = impression(edge, iid="http-imp-0003")
+    status, _, err = call(edge, "POST", "/dea/url/impression?x=1", body, headers)
+    assert status == 400 and orjson.loads(err)["error"]["field"] == "x"
+    status, _, ok = call(edge, "POST", "/dea/url/impression", body, headers)
+    assert status == 200 and orjson.loads(ok)["counted"] is True  # the refusal counted nothing
+
+
+@pytest.mark.slow
 def test_ai_beacons_over_http(edge):
     catalogue = load_catalogue()
     number = catalogue.ad_number(next(iter(catalogue.ad_sets()[0].ads)).id)
