@@ -6,7 +6,8 @@ start-up, when a node announces a new one (PostgreSQL: within a second), and in 
 by checking the store every ``POLL_SECONDS`` (so SQLite workers, and nodes that missed an
 announcement, follow too). ``SIGHUP`` re-reads ``EDGE_CATALOGUE`` (the single-node way).
 A live version in the store wins over ``EDGE_CATALOGUE``; a start-up that finds the two
-different logs a warning naming both.
+different logs a warning naming both, and a SIGHUP then serves the live version and says
+why the file is not re-read.
 
 A swap builds a whole new matcher off the event loop, sharing the loaded model, its
 thread, the gazetteer and the safety classifier; ad vectors come from the vector cache when
@@ -127,8 +128,26 @@ class LiveCatalogue:
                 self.version,
             )
 
+    async def reload(self, ctx: Context, path: Path) -> bool:
+        """SIGHUP: re-read the catalogue file, unless the store holds a live version, which
+        wins over the file here as at start-up (serving the file until the next poll would
+        swap demand twice in three seconds); that version is then served and the signal
+        says why the file is not."""
+        live = await ctx.store.live_catalogue()
+        if live is None:
+            return await self.reload_file(ctx, path)
+        log.warning(
+            "catalogue: SIGHUP does not reload %s: the database holds live catalogue version "
+            "%d (stored by `edge catalogue load`), which wins over the file. Run "
+            "`edge catalogue load %s` to serve the file.",
+            path,
+            live[0],
+            path,
+        )
+        return await self.sync(ctx)
+
     async def reload_file(self, ctx: Context, path: Path) -> bool:
-        """Re-read the catalogue file (SIGHUP); a bad file changes nothing."""
+        """Re-read the catalogue file; a bad file changes nothing."""
         try:
             catalogue = await asyncio.to_thread(load_catalogue, path)
         except CatalogueError as exc:
@@ -166,7 +185,7 @@ class LiveCatalogue:
             # Only the main thread may own signal handlers (a test's app runs elsewhere).
             with contextlib.suppress(RuntimeError, ValueError, NotImplementedError):
                 loop.add_signal_handler(
-                    signal.SIGHUP, lambda: self._spawn(self._logged(self.reload_file(ctx, path)))
+                    signal.SIGHUP, lambda: self._spawn(self._logged(self.reload(ctx, path)))
                 )
                 self._hup = True
                 changed = self._read_stamp is None or _file_stamp(path) != self._read_stamp

@@ -75,6 +75,34 @@ def test_load_then_sync_swaps_demand_and_a_bad_file_changes_nothing(make_client,
     assert ctx.matcher is current
 
 
+def test_sighup_keeps_the_stored_live_version_over_the_file(make_client, tmp_path, caplog):
+    # With a live version in the store, SIGHUP does not serve the file (the next poll
+    # would swap back to the stored version): it keeps that version and says why.
+    client = make_client(env="production")
+    ctx = client.app.state.ctx
+    stored = tmp_path / "stored.json"
+    stored.write_bytes(orjson.dumps(with_new_campaign(bundled())))
+    assert main(["catalogue", "load", str(stored), "--db", str(ctx.settings.db)]) == 0
+    assert client.portal.call(ctx.live_catalogue.sync, ctx) is True
+    served = ctx.matcher
+    path = tmp_path / "file.json"
+    path.write_bytes(orjson.dumps(bundled()))
+    with caplog.at_level("WARNING", logger="edge.catalogue"):
+        assert client.portal.call(ctx.live_catalogue.reload, ctx, path) is False
+    assert ctx.matcher is served and ctx.live_catalogue.version == 1
+    assert "SIGHUP does not reload" in caplog.text and "edge catalogue load" in caplog.text
+
+
+def test_sighup_reloads_the_file_without_a_stored_version(make_client, tmp_path):
+    client = make_client(env="production")
+    ctx = client.app.state.ctx
+    path = tmp_path / "file.json"
+    path.write_bytes(orjson.dumps(with_new_campaign(bundled())))
+    assert client.portal.call(ctx.live_catalogue.reload, ctx, path) is True
+    assert ctx.matcher.catalogue.campaign("cmp-hot-reload") is not None
+    assert ctx.live_catalogue.version is None
+
+
 def test_a_match_running_on_the_old_catalogue_finishes_on_it(make_client, shared_matcher):
     client = make_client(env="production")
     ctx = client.app.state.ctx
