@@ -19,7 +19,8 @@ and the counter bumps of an event, and the store writes them atomically with the
 - A click counts once per ``click_id`` (a replay counts nothing): a valid one as
   ``clicks``, an invalid one as ``invalid_clicks_<reason>``, for its ad, campaign and
   publisher. Only a valid production click of a CPC ad bills, its bid, and only while
-  the campaign is within its budget and today's cap; the store keeps at most one valid
+  the campaign is within its budget and today's cap (the last event before either bills
+  only what is left, ``clamp``); the store keeps at most one valid
   click per impression, and the edge re-judges a click that loses that race as a
   ``duplicate``.
 - A conversion counts once per click, as ``conversions`` for the ad and campaign; it
@@ -35,6 +36,7 @@ from collections.abc import Awaitable
 from edge.counters import CountRow, billed_counts, utc_day, with_day, with_days
 from edge.store.base import Store
 from edge.store.events import Click, Conversion, Hover, Impression, PlacementFailure
+from matcher.pacing import MIN_CHARGE_USD
 from matcher.types import PricingModel
 
 # Kinds that mean "the ad was rendered" and those that mean "the ad was viewable".
@@ -124,24 +126,43 @@ def failure_counts(failure: PlacementFailure) -> list[CountRow]:
     return rows
 
 
-def click_charge(click: Click, pricing: PricingModel | None, within_budget: bool) -> float | None:
+def clamp(price: float, headroom: float | None) -> float | None:
+    """What an event priced ``price`` bills when its campaign may still be billed
+    ``headroom`` USD (None: no budget or cap): the price, or the budget's last cents when
+    less is left (a budget is a hard stop on what is billed), or None once nothing is."""
+    if headroom is None:
+        return price
+    if headroom < MIN_CHARGE_USD:
+        return None
+    return min(price, headroom)
+
+
+def cpm_within(cpm: float, headroom: float | None) -> float | None:
+    """The CPM an impression bills at (``cpm / 1000`` each) with ``headroom`` left."""
+    charge = clamp(cpm / 1000.0, headroom)
+    return None if charge is None else charge * 1000.0
+
+
+def click_charge(
+    click: Click, pricing: PricingModel | None, headroom: float | None
+) -> float | None:
     """What a judged click bills (its ``invalid_reason`` set or None), or None: nothing.
 
     ``pricing``: its ad set's pricing model (None when the ad is not in the live catalogue);
-    ``within_budget``: whether its campaign may still be billed.
+    ``headroom``: USD its campaign may still be billed (None: no limit).
     """
     if click.invalid_reason is not None or click.env != "production":
         return None
-    if pricing is None or pricing.type != "cpc" or not within_budget:
+    if pricing is None or pricing.type != "cpc":
         return None
-    return pricing.bid_amount
+    return clamp(pricing.bid_amount, headroom)
 
 
-def conversion_charge(pricing: PricingModel | None, within_budget: bool) -> float | None:
+def conversion_charge(pricing: PricingModel | None, headroom: float | None) -> float | None:
     """What a conversion of a valid click bills, or None: nothing."""
-    if pricing is None or pricing.type != "cpa" or not within_budget:
+    if pricing is None or pricing.type != "cpa":
         return None
-    return pricing.bid_amount
+    return clamp(pricing.bid_amount, headroom)
 
 
 def click_counts(click: Click) -> list[CountRow]:

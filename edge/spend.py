@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 from edge.counters import utc_day
 from edge.store import Store
-from matcher.pacing import Spend, day_start, hard_stop
+from matcher.pacing import Spend, day_start, headroom
 from matcher.types import Campaign
 
 SPEND_REFRESH_SECONDS = 5.0
@@ -95,11 +95,11 @@ class SpendLedger:
             spend = self._spend = Spend(total=self._total, today=self._today)
         return spend
 
-    def billable(self, campaign: Campaign | None) -> bool:
-        """False once the campaign's budget or today's cap is reached (the event is then
-        stored unbilled). The events of the batch being committed are not in the figures
-        yet, so a campaign can overshoot by at most that one in-flight batch."""
-        return campaign is None or hard_stop(campaign, self.current()) is None
+    def headroom(self, campaign: Campaign | None) -> float | None:
+        """USD the campaign may still be billed (``ledger.clamp`` bills at most that), None
+        without a budget or a cap. The events of the batch being committed are not in the
+        figures yet, so a campaign can overshoot by at most that one in-flight batch."""
+        return None if campaign is None else headroom(campaign, self.current())
 
     def invalidate(self) -> None:
         self._fetched_at = None

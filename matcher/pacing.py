@@ -27,6 +27,9 @@ from matcher.types import Campaign
 
 DAY_SECONDS = 86400
 PACING_SLACK_SECONDS = 3600.0
+# Less than this left of a budget or cap (the float dust of summed charges, each event
+# billing at most what is left) is nothing left: the campaign stops and bills no more.
+MIN_CHARGE_USD = 1e-6
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,11 +71,11 @@ class Pacer:
 
     def holds_unspent(self, c: Campaign) -> bool:
         """Whether ``gate`` may hold ``c`` back while it has spent nothing, at some instant
-        of its flight. Only a zero budget or daily cap can, or a line with no slack: with
-        spend at zero, a positive budget's even line one ``slack`` past the start of the
-        flight (or of the day) is already above zero."""
-        if (c.budget_usd is not None and c.budget_usd <= 0) or (
-            c.daily_cap_usd is not None and c.daily_cap_usd <= 0
+        of its flight. Only a budget or daily cap of (next to) nothing can, or a line with
+        no slack: with spend at zero, a positive budget's even line one ``slack`` past the
+        start of the flight (or of the day) is already above zero."""
+        if (c.budget_usd is not None and c.budget_usd < MIN_CHARGE_USD) or (
+            c.daily_cap_usd is not None and c.daily_cap_usd < MIN_CHARGE_USD
         ):
             return True
         lines = self._flight.get(c.id) is not None or c.daily_cap_usd is not None
@@ -112,11 +115,25 @@ class Pacer:
 
 def hard_stop(c: Campaign, spend: Spend) -> str | None:
     """ "budget_exhausted" or "daily_cap_reached" once spend has reached either; else None."""
-    if c.budget_usd is not None and spend.total.get(c.id, 0.0) >= c.budget_usd:
+    if c.budget_usd is not None and spend.total.get(c.id, 0.0) > c.budget_usd - MIN_CHARGE_USD:
         return "budget_exhausted"
-    if c.daily_cap_usd is not None and spend.today.get(c.id, 0.0) >= c.daily_cap_usd:
+    if c.daily_cap_usd is not None and (
+        spend.today.get(c.id, 0.0) > c.daily_cap_usd - MIN_CHARGE_USD
+    ):
         return "daily_cap_reached"
     return None
+
+
+def headroom(c: Campaign, spend: Spend) -> float | None:
+    """USD the campaign may still be billed: what is left of its budget and of today's cap,
+    the smaller; None when it has neither (no limit)."""
+    left: float | None = None
+    if c.budget_usd is not None:
+        left = c.budget_usd - spend.total.get(c.id, 0.0)
+    if c.daily_cap_usd is not None:
+        today = c.daily_cap_usd - spend.today.get(c.id, 0.0)
+        left = today if left is None else min(left, today)
+    return left
 
 
 def as_spend(spend: Spend | Mapping[str, float] | None) -> Spend:

@@ -21,20 +21,33 @@ def click(**kw) -> Click:
 
 
 def test_only_a_valid_production_cpc_click_within_budget_bills_its_bid():
-    assert ledger.click_charge(click(), CPC, within_budget=True) == 1.25
-    assert ledger.click_charge(click(invalid_reason="duplicate"), CPC, True) is None
-    assert ledger.click_charge(click(env="sandbox"), CPC, True) is None
-    assert ledger.click_charge(click(), CPM, True) is None
-    assert ledger.click_charge(click(), CPA, True) is None
-    assert ledger.click_charge(click(), None, True) is None  # not in the live catalogue
-    assert ledger.click_charge(click(), CPC, within_budget=False) is None
+    assert ledger.click_charge(click(), CPC, headroom=None) == 1.25
+    assert ledger.click_charge(click(), CPC, headroom=100.0) == 1.25
+    assert ledger.click_charge(click(invalid_reason="duplicate"), CPC, None) is None
+    assert ledger.click_charge(click(env="sandbox"), CPC, None) is None
+    assert ledger.click_charge(click(), CPM, None) is None
+    assert ledger.click_charge(click(), CPA, None) is None
+    assert ledger.click_charge(click(), None, None) is None  # not in the live catalogue
+    assert ledger.click_charge(click(), CPC, headroom=0.0) is None
 
 
 def test_only_a_cpa_conversion_within_budget_bills_its_bid():
-    assert ledger.conversion_charge(CPA, within_budget=True) == 4.0
-    assert ledger.conversion_charge(CPA, within_budget=False) is None
-    assert ledger.conversion_charge(CPC, within_budget=True) is None
-    assert ledger.conversion_charge(None, within_budget=True) is None
+    assert ledger.conversion_charge(CPA, headroom=None) == 4.0
+    assert ledger.conversion_charge(CPA, headroom=0.0) is None
+    assert ledger.conversion_charge(CPC, headroom=None) is None
+    assert ledger.conversion_charge(None, headroom=None) is None
+
+
+def test_the_last_event_before_a_budget_bills_only_what_is_left():
+    # A budget is a hard stop on what is billed: an event priced over what is left bills
+    # the rest, and one after it nothing (float dust of summed charges is nothing).
+    assert ledger.clamp(3.0, headroom=1.0) == 1.0
+    assert ledger.clamp(3.0, headroom=-0.5) is None
+    assert ledger.clamp(3.0, headroom=1e-9) is None
+    assert ledger.conversion_charge(CPA, headroom=2.5) == 2.5
+    assert ledger.click_charge(click(), CPC, headroom=0.25) == 0.25
+    assert ledger.cpm_within(4.0, headroom=0.001) == pytest.approx(1.0)  # $0.001 each
+    assert ledger.cpm_within(4.0, headroom=None) == 4.0
 
 
 def test_a_valid_click_counts_as_a_click_and_its_charge_by_pricing_model():

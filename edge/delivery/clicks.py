@@ -161,5 +161,5 @@ def _with_charge(ctx: Context, click: Click, reason: str | None) -> Click:
     judged = replace(click, invalid_reason=reason)
     placement = ctx.matcher.catalogue.placement(click.ad_id) if ctx.matcher else None
     pricing = placement.ad_set.pricing_model if placement is not None else None
-    within_budget = ctx.spend.billable(campaign_of(ctx, click.campaign_id))
-    return replace(judged, charge_usd=ledger.click_charge(judged, pricing, within_budget))
+    headroom = ctx.spend.headroom(campaign_of(ctx, click.campaign_id))
+    return replace(judged, charge_usd=ledger.click_charge(judged, pricing, headroom))

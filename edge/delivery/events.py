@@ -69,25 +69,32 @@ def campaign_of(ctx: Context, campaign_id: str | None) -> Campaign | None:
     return ctx.matcher.catalogue.campaign(campaign_id)
 
 
-def _billed_cpm(ctx: Context, campaign_id: str | None, cpm: float | None) -> float | None:
+def billed_cpm(ctx: Context, campaign_id: str | None, cpm: float | None) -> float | None:
     """The CPM to bill, or None when the campaign has reached its budget or daily cap: the
-    impression is still stored and counted, never billed past the cap."""
-    if cpm is None or ctx.spend.billable(campaign_of(ctx, campaign_id)):
-        return cpm
-    return None
+    impression is still stored and counted, never billed past the cap (the last one before
+    it bills what is left)."""
+    if cpm is None:
+        return None
+    return ledger.cpm_within(cpm, ctx.spend.headroom(campaign_of(ctx, campaign_id)))
 
 
-async def _record(ctx: Context, imp: Impression) -> bool:
-    """Store the impression; once committed, what it bills counts toward the campaign's
-    spend at once (the pacing gate and the next billing decision see it)."""
-    try:
-        counted = await ledger.record_impression(ctx.store, imp)
-    except StoreUnavailable:
-        raise store_unavailable() from None
+async def count_impression(ctx: Context, imp: Impression) -> bool:
+    """Store the impression (``StoreUnavailable`` when the store cannot); once committed,
+    what it bills counts toward the campaign's spend at once (the pacing gate and the next
+    billing decision see it)."""
+    counted = await ledger.record_impression(ctx.store, imp)
     billed = ledger.billing_usd(imp)
     if counted and billed is not None:
         ctx.spend.add(imp.campaign_id, billed, imp.at)
     return counted
+
+
+async def _record(ctx: Context, imp: Impression) -> bool:
+    """``count_impression``, a store that cannot commit being a 503 (retry)."""
+    try:
+        return await count_impression(ctx, imp)
+    except StoreUnavailable:
+        raise store_unavailable() from None
 
 
 def _user_agent(scope: Scope, partner: bool) -> str:
@@ -170,7 +177,7 @@ def _impression(
         post_id=claims.post_id,
         slot_id=claims.slot_id,
         # Invalid: never billed; valid: billed unless the campaign reached its budget or cap.
-        cpm_usd=_billed_cpm(ctx, claims.campaign_id, claims.cpm_usd) if verdict.valid else None,
+        cpm_usd=billed_cpm(ctx, claims.campaign_id, claims.cpm_usd) if verdict.valid else None,
         invalid_reason=verdict.reason,
     )
 
@@ -338,7 +345,7 @@ async def _ai(ctx: Context, request: Request, kind: AiBeaconKind) -> Response:
         at=ctx.clock(),
         post_id=beacon.message_id,
         # A CPM ad is billed on its viewable impression only, never twice per message.
-        cpm_usd=_billed_cpm(ctx, campaign_id, cpm) if kind == "view" and verdict.valid else None,
+        cpm_usd=billed_cpm(ctx, campaign_id, cpm) if kind == "view" and verdict.valid else None,
         invalid_reason=verdict.reason,
     )
     await _record(ctx, imp)

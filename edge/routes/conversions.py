@@ -64,7 +64,7 @@ async def convert(ctx: Context, request: Request) -> Response:
     placement = ctx.matcher.catalogue.placement(click.ad_id) if ctx.matcher else None
     pricing = placement.ad_set.pricing_model if placement is not None else None
     charge = ledger.conversion_charge(
-        pricing, ctx.spend.billable(campaign_of(ctx, click.campaign_id))
+        pricing, ctx.spend.headroom(campaign_of(ctx, click.campaign_id))
     )
     conversion = Conversion(click, ctx.clock(), body.get("value_usd"), charge)
     async with store_errors():

@@ -20,9 +20,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from edge import keys, ledger
+from edge import keys
 from edge.context import Context
 from edge.creative import cpm_usd
+from edge.delivery.events import billed_cpm, count_impression
 from edge.errors import BadGateway, BadRequest, EdgeError, ServiceUnavailable, Unauthorized
 from edge.http import counting_route, json_response, read_body
 from edge.partner import schemas_admin
@@ -117,10 +118,10 @@ async def impression(ctx: Context, request: Request) -> Response:
         campaign_id=placement.campaign.id,
         at=ctx.clock(),
         post_id=post_id,
-        cpm_usd=cpm_usd(ctx, placement),
+        cpm_usd=billed_cpm(ctx, placement.campaign.id, cpm_usd(ctx, placement)),
     )
     try:
-        counted = await ledger.record_impression(ctx.store, imp)
+        counted = await count_impression(ctx, imp)
     except StoreUnavailable:
         raise _store_down("impression") from None
     headers = {**admission.headers, **_NO_STORE}

@@ -172,6 +172,32 @@ def test_a_cpa_conversion_bills_its_bid_once(client):
     assert c[("campaign", CPA_CAMPAIGN, "billable_usd_cpa")] == pytest.approx(CPA_BID)
 
 
+def test_conversions_one_after_another_never_bill_past_the_budget(client):
+    # $8,000 budget with $20 left and an $18 bid: the first conversion bills $18, the
+    # second the $2 left, the third nothing; the campaign's spend is its budget exactly.
+    key = issue_key(client, "ad-manager")
+    ctx = client.app.state.ctx
+    ctx.spend.add(CPA_CAMPAIGN, 7_980.0, ctx.clock())
+    billed = []
+    for n in range(3):
+        clicked(client, CPA_AD, CPA_CAMPAIGN, f"clk-0000000{n}")
+        billed.append(convert(client, f"clk-0000000{n}", key).json()["billed_usd"])
+    assert billed == [CPA_BID, pytest.approx(2.0), 0.0]
+    assert ctx.spend.current().total[CPA_CAMPAIGN] == pytest.approx(8_000.0)
+    assert counts(client)[("campaign", CPA_CAMPAIGN, "conversions")] == 3
+
+
+def test_the_last_click_before_the_budget_bills_what_is_left(client):
+    ctx = client.app.state.ctx
+    ctx.spend.add(CPC_CAMPAIGN, 20_000.0 - 0.5, ctx.clock())  # $0.50 left, a $1.40 bid
+    for n in range(2):
+        tok = token(client)
+        seen(client, tok, f"imp-0000000{n}")
+        assert click(client, tok, f"clk-0000000{n}").json()["counted"] is True
+    assert charges(client) == [("cpc", CPC_AD, pytest.approx(0.5))]
+    assert counts(client)[("ad", CPC_AD, "clicks")] == 2
+
+
 def test_a_conversion_of_a_cpc_click_counts_but_bills_nothing_more(client):
     key = issue_key(client, "ad-manager")
     clicked(client, CPC_AD, CPC_CAMPAIGN, "clk-00000001")

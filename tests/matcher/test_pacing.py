@@ -129,3 +129,19 @@ def test_no_flight_end_means_no_flight_line():
     pacer = Pacer([c])
     assert pacer.planned(c, parse_timestamp(START) + 60) is None
     assert pacer.gate(c, Spend({"c-1": 99}, {}), parse_timestamp(START) + 60) is None
+
+
+def test_a_budget_or_cap_billed_to_its_last_cents_stops_the_campaign():
+    # Each event bills at most what is left, so spend lands on the budget itself, give or
+    # take the float dust of summed charges: that is nothing left, not a sliver to serve.
+    from matcher.pacing import hard_stop, headroom
+
+    c = campaign(budget_usd=7.0, daily_cap_usd=5.0)
+    dust = Spend(total={"c-1": 0.1 + 0.2 + 6.7 - 1e-9}, today={})
+    assert hard_stop(c, dust) == "budget_exhausted"
+    assert hard_stop(c, Spend(total={"c-1": 4.0}, today={"c-1": 5.0 - 1e-9})) == (
+        "daily_cap_reached"
+    )
+    assert hard_stop(c, Spend(total={"c-1": 4.0}, today={"c-1": 4.5})) is None
+    assert headroom(c, Spend(total={"c-1": 4.0}, today={"c-1": 4.5})) == pytest.approx(0.5)
+    assert headroom(campaign(), Spend()) is None

@@ -202,6 +202,27 @@ def test_impression_is_stored_and_billed_once_per_idempotency_key(legacy):
     assert run(client, store.impression_count, "legacy") == 4
 
 
+def test_legacy_impressions_respect_the_budget_and_count_toward_spend(legacy):
+    # The earlier beacon bills like the others: the campaign's spend sees it at once, and
+    # past the budget it is stored unbilled.
+    client, key = legacy
+    ctx = client.app.state.ctx
+    p = next(
+        p
+        for p in ctx.matcher.catalogue.placements
+        if p.ad_set.pricing_model.type == "cpm" and p.campaign.budget_usd
+    )
+    cid = p.campaign.id
+    body = {"post_id": "p-9", "ad_id": p.ad.id}
+    post_json(client, "/ugc/impression", body, key)
+    spent = ctx.spend.current().total[cid]
+    assert spent > 0  # counted toward spend before any refresh from the store
+    ctx.spend.add(cid, p.campaign.budget_usd - spent, ctx.clock())
+    post_json(client, "/ugc/impression", body, key)
+    assert run(client, ctx.store.impression_count, "legacy") == 2
+    assert run(client, ctx.store.spend_by_campaign)[cid] == pytest.approx(spent)
+
+
 @pytest.mark.parametrize(
     ("body", "headers", "field"),
     [
