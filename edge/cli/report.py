@@ -12,8 +12,10 @@ second, so a report taken while it runs may lag by that much.
 Ads and campaigns also get ``ctr`` (valid clicks per viewable impression; null before the
 first one), ``billable_usd`` by pricing model (``billable_usd_cpm``, ``_cpc``, ``_cpa``),
 invalid events under keys starting with ``invalid`` (``invalid_clicks_<reason>``), and
-campaigns ``pacing``: spent against the even line (``planned_usd``) of the catalogue named
-by ``--catalogue`` / ``EDGE_CATALOGUE`` (the bundled one when unset).
+campaigns ``pacing``: spent against the even line (``planned_usd``) of the catalogue a
+production edge on this database serves: the live version stored by ``edge catalogue load``
+when there is one (it wins over the file, as in the edge), else the file named by
+``--catalogue`` / ``EDGE_CATALOGUE``, else the bundled one.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from edge.context import Context
 from edge.reports import daily
 from edge.settings import add_arguments
 from edge.store.events import REPORT_COUNTERS
-from matcher.catalogue import CatalogueError, load_catalogue
+from matcher.catalogue import CatalogueError, load_catalogue, parse_catalogue
 from matcher.pacing import Pacer
 from matcher.types import Campaign
 
@@ -219,14 +221,9 @@ def run(args: argparse.Namespace) -> int:
         print("edge report: --format csv lists day buckets: add --by day", file=sys.stderr)
         return 2
     settings = settings_from(args)
-    try:
-        campaigns = load_catalogue(settings.catalogue).campaigns
-    except CatalogueError as exc:
-        print(f"edge report: no pacing: {exc}")
-        campaigns = ()
 
     async def work(ctx: Context) -> dict[str, Any]:
-        return build(await ctx.store.counts(), campaigns)
+        return build(await ctx.store.counts(), await served_campaigns(ctx))
 
     report = with_context(settings, work, must_exist=True)
     if fmt == "json":
@@ -234,6 +231,23 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(render_text(report), end="")
     return 0
+
+
+async def served_campaigns(ctx: Context) -> tuple[Campaign, ...]:
+    """The campaigns a production edge on this database serves, for their pacing: the live
+    version stored by ``edge catalogue load`` (which wins over the file), else the file
+    named by ``EDGE_CATALOGUE``, else the bundled one. Nothing when none can be read
+    (said on stderr: the report itself still prints)."""
+    settings = ctx.settings
+    try:
+        live = await ctx.store.live_catalogue() if settings.is_production else None
+        body = None if live is None else await ctx.store.catalogue_body(live[0])
+        if body is not None:
+            return parse_catalogue(body).campaigns
+        return load_catalogue(settings.catalogue).campaigns
+    except CatalogueError as exc:
+        print(f"edge report: no pacing: {exc}", file=sys.stderr)
+        return ()
 
 
 def run_daily(args: argparse.Namespace, fmt: str) -> int:

@@ -180,3 +180,24 @@ def test_json_with_another_format_is_refused(tmp_path, capsys):
         assert "conflicts with --json" in out.err
     assert main(["report", "--json", "--format", "json", "--db", str(db)]) == 0  # they agree
     orjson.loads(capsys.readouterr().out)
+
+
+def test_pacing_reads_the_catalogue_loaded_into_the_database(tmp_path, capsys):
+    # `edge catalogue load` makes a file the live catalogue of every edge on the database;
+    # the report's pacing reads that one too, not the bundled catalogue.
+    from tests.test_live_catalogue import bundled, with_new_campaign
+
+    db = tmp_path / "edge.db"
+    doc = with_new_campaign(bundled())
+    doc["campaigns"][-1]["budget_usd"] = 50.0
+    path = tmp_path / "live.json"
+    path.write_bytes(orjson.dumps(doc))
+    assert main(["catalogue", "load", str(path), "--db", str(db)]) == 0
+    store = SQLiteStore(db)
+    store.open_blocking()
+    asyncio.run(store.add_counts([("campaign", "cmp-hot-reload", "billable_usd", 2.0)]))
+    store.close_blocking()
+    capsys.readouterr()
+    assert main(["report", "--json", "--db", str(db)]) == 0
+    camp = orjson.loads(capsys.readouterr().out)["campaign"]["cmp-hot-reload"]
+    assert camp["pacing"]["spent_usd"] == 2.0 and camp["pacing"]["budget_usd"] == 50.0
