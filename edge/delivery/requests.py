@@ -54,8 +54,8 @@ class BodyFields:
     def __call__(self, raw: bytes) -> tuple[Any, ...]:
         try:
             values = self._from_struct(self._decoder.decode(raw))
-            if self._optional:
-                return tuple(None if v is msgspec.UNSET else v for v in values)
+            if self._optional and msgspec.UNSET in values:
+                return tuple([None if v is msgspec.UNSET else v for v in values])
             return values
         # DecodeError (ValidationError is one), or UnicodeDecodeError for bytes that are
         # not UTF-8: msgspec raises that one as it is.
