@@ -48,6 +48,7 @@ from matcher.pacing import Pacer, Spend, as_spend
 from matcher.ranking import Ranker, band_floor
 from matcher.safety import SafetyClassifier, SafetyVerdict
 from matcher.state import FREQUENCY_CAP, MatchState, ThreadState, next_window
+from matcher.text import as_read
 from matcher.types import Campaign, MatchRequest, MatchResult, Placement, ScoredAd
 
 Lane = Literal["partner", "tag"]
@@ -520,10 +521,11 @@ Encoded = tuple[np.ndarray, list[Sentences]]  # vectors and sentences of a reque
 
 
 def request_texts(request: MatchRequest) -> list[str]:
-    """The texts a request embeds: its content, and before it an AI turn's prompt."""
+    """The texts a request embeds and judges, as a reader reads them (``as_read``): its
+    content, and before it an AI turn's prompt."""
     if request.product == "ai" and request.prompt and request.prompt.strip():
-        return [request.prompt, request.content]
-    return [request.content]
+        return [as_read(request.prompt), as_read(request.content)]
+    return [as_read(request.content)]
 
 
 @dataclass(slots=True)

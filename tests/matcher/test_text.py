@@ -1,0 +1,60 @@
+"""The text the matcher reads: disguised letters read as the letters a reader sees."""
+
+from __future__ import annotations
+
+import pytest
+
+from matcher.state import ThreadState
+from matcher.text import as_read
+from matcher.types import MatchRequest
+
+NOW = 1_790_000_000.0
+FULLWIDTH = "".join(c if c == " " else chr(0xFEE0 + ord(c)) for c in "kill myself")
+CYRILLIC_I, CYRILLIC_U = "\u0456", "\u0443"
+ZWSP = "\u200b"
+
+
+@pytest.mark.parametrize(
+    ("text", "read"),
+    [
+        (f"I want to {FULLWIDTH} tonight", "I want to kill myself tonight"),
+        (f"k{CYRILLIC_I}ll m{CYRILLIC_U}self", "kill myself"),
+        (f"ki{ZWSP}ll my{ZWSP}self", "kill myself"),
+        ("I want to k i l l m y s e l f tonight", "I want to killmyself tonight"),
+        ("so k i l l me", "so kill me"),
+        # Left as written: a word wholly in another script, accents, emoji, two letters.
+        ("Москва и Київ", "Москва и Київ"),
+        ("café naïve São Paulo 🍕", "café naïve São Paulo 🍕"),
+        ("plan a b", "plan a b"),
+        ("my dog won't eat his kibble", "my dog won't eat his kibble"),
+    ],
+)
+def test_disguised_letters_read_as_a_reader_reads_them(text, read):
+    assert as_read(text) == read
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"I want to {FULLWIDTH} tonight, nothing matters anymore Any dog food tips? my pup will "
+        "not touch his kibble",
+        f"I want to k{CYRILLIC_I}ll m{CYRILLIC_U}self tonight, nothing matters anymore Any dog "
+        "food tips? my pup will not touch his kibble",
+        "I want to k i l l m y s e l f tonight Any dog food tips? my pup will not touch his kibble",
+    ],
+)
+def test_self_harm_in_disguised_letters_gets_no_ad(shared_matcher, text):
+    result = shared_matcher.decide(
+        MatchRequest(product="ugc", content=text), ThreadState(), NOW, {}
+    )
+    assert (result.outcome, result.reason) == ("no_match", "unsafe")
+
+
+def test_an_ai_prompt_in_disguised_letters_is_read_too(shared_matcher):
+    request = MatchRequest(
+        product="ai",
+        prompt=f"I want to {FULLWIDTH}. what should I eat for dinner?",
+        content="Soup is a simple, comforting dinner.",
+    )
+    result = shared_matcher.decide(request, ThreadState(), NOW, {})
+    assert (result.outcome, result.reason) == ("no_match", "unsafe")
