@@ -91,15 +91,25 @@ class StoreMatchState:
     those writes run in the background (``writes``), never on the response path.
     """
 
-    def __init__(self, store: Store, writes: StateWrites | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        writes: StateWrites | None = None,
+        unscoped_disables: str | None = None,
+    ) -> None:
+        """``unscoped_disables``: a thread id whose disables count too (the bare id a
+        partner's disables were stored under before ids were scoped, see edge.threads)."""
         self.store = store
         self.writes = writes if writes is not None else StateWrites()
+        self.unscoped_disables = unscoped_disables
 
     async def load(
         self, thread_id: str | None, post_id: str | None, unit_id: str | None, now: float
     ) -> ThreadState:
         await self.writes.settled(_keys(thread_id, post_id))
-        return await self.store.load_matcher_state(thread_id, post_id, now, unit_id)
+        return await self.store.load_matcher_state(
+            thread_id, post_id, now, unit_id, also_disabled_in=self.unscoped_disables
+        )
 
     async def record_served(
         self, thread_id: str, unit_id: str, ad_ids: list[str], now: float
@@ -169,11 +179,18 @@ async def load_matcher(settings: Settings, model: MiniLM | None = None) -> Match
     return matcher
 
 
-async def match(ctx: Context, request: MatchRequest, *, lane: Lane = "partner") -> MatchResult:
+async def match(
+    ctx: Context,
+    request: MatchRequest,
+    *,
+    lane: Lane = "partner",
+    unscoped_disables: str | None = None,
+) -> MatchResult:
     """One match within ``EDGE_MATCH_TIMEOUT_MS``; a timeout or failure is a 502.
 
     ``lane``: ``partner`` for /v1 and the other keyed routes, ``tag`` for the tag's match
-    routes; each lane has its own model thread (see edge.admission)."""
+    routes; each lane has its own model thread (see edge.admission).
+    ``unscoped_disables``: see ``StoreMatchState``."""
     matcher = ctx.matcher
     if matcher is None:
         raise BadGateway(
@@ -184,7 +201,7 @@ async def match(ctx: Context, request: MatchRequest, *, lane: Lane = "partner") 
     try:
         async with asyncio.timeout(timeout):
             spend = await ctx.spend.snapshot(ctx.store)
-            state = StoreMatchState(ctx.store, ctx.state_writes)
+            state = StoreMatchState(ctx.store, ctx.state_writes, unscoped_disables)
             return await matcher.match(
                 request, state, ctx.clock(), spend, deadline=deadline, lane=lane
             )

@@ -39,6 +39,7 @@ from edge.errors import BadRequest, Forbidden
 from edge.geo import locate_ip
 from edge.http import header, json_response
 from edge.origins import normalise_origin
+from edge.threads import publisher_thread
 from matcher.types import GeoSignal, MatchRequest, MatchResult, ScoredAd
 
 MAX_KEYWORDS = 20
@@ -166,8 +167,10 @@ async def _match_groups(
         request = MatchRequest(
             product="ugc",
             content=group.content,
-            thread_id=group.post_id or page_url,
-            post_id=group.post_id,
+            # The publisher's own post (or page): scoped so that no partner's post of the
+            # same id shares its disables, frequency or no-match window (edge.threads).
+            thread_id=publisher_thread(pid, group.post_id or page_url),
+            post_id=None if group.post_id is None else publisher_thread(pid, group.post_id),
             geo=geo,
             max_ads=len(group.slot_ids),
         )

@@ -12,6 +12,8 @@ from edge.counters import count_outcome
 from edge.geo import locate_ip
 from edge.partner.bodies import UgcBody
 from edge.partner.geo import end_user_ip
+from edge.store import KeyRecord
+from edge.threads import partner_thread
 from matcher.types import GeoSignal, MatchRequest, MatchResult
 
 # Sandbox: about one post_id in five gets the no-match body,
@@ -27,22 +29,26 @@ def request_geo(ctx: Context, request: Request, signal: GeoSignal | None) -> Geo
     return locate_ip(ctx.geo, end_user_ip(request.headers.get("x-forwarded-for")))
 
 
-async def match_ugc(ctx: Context, request: Request, body: UgcBody, key_id: str) -> MatchResult:
+async def match_ugc(ctx: Context, request: Request, body: UgcBody, key: KeyRecord) -> MatchResult:
     """Match a post; BadGateway (502, Retry-After) when the matcher fails or times out."""
+    thread = partner_thread("ugc", key, body.post_id)  # the partner's own post, see edge.threads
     result = await matching.match(
         ctx,
         MatchRequest(
             product="ugc",
             content=body.message,
-            thread_id=body.post_id,  # disables and frequency are scoped to the thread
-            post_id=body.post_id,  # the no-match window is per post
+            thread_id=thread,  # disables and frequency are scoped to the thread
+            post_id=thread,  # the no-match window is per post
             geo=request_geo(ctx, request, body.geo),
             created_at=body.created_at,
             max_ads=ctx.settings.max_ads,
             explain=body.explain,
         ),
+        # Disables recorded before ids were scoped carry the bare post id (only UGC keys
+        # could disable), so a UGC post still honours them: see docs/decisions.md.
+        unscoped_disables=body.post_id,
     )
-    count_outcome(ctx.counters, key_id, result)
+    count_outcome(ctx.counters, key.key_id, result)
     return result
 
 

@@ -19,6 +19,7 @@ from edge.partner import schemas
 from edge.partner.bodies import parse_ai
 from edge.partner.guard import admit
 from edge.partner.render import ai_body
+from edge.threads import partner_thread
 from matcher.types import MatchRequest
 
 PATH = "/v1/ai/process"
@@ -41,7 +42,8 @@ async def process(ctx: Context, request: Request) -> Response:
             content=body.content,
             prompt=body.prompt,
             # Disables and frequency are per conversation; a lone turn is its own thread.
-            thread_id=body.conversation_id or body.message_id,
+            # Scoped to this partner's key family (edge.threads).
+            thread_id=partner_thread("ai", admission.key, body.conversation_id or body.message_id),
             turn_id=body.message_id,  # the frequency cap counts an ad once per turn
             geo=body.geo,
             max_ads=ctx.settings.max_ads,

@@ -32,6 +32,7 @@ from edge.partner.flow import match_ugc
 from edge.partner.guard import admit
 from edge.partner.render import legacy_ad
 from edge.store import Impression, StoreUnavailable
+from edge.threads import partner_thread
 
 PATHS = {
     "process": "/ugc/process",
@@ -78,7 +79,7 @@ def routes(ctx: Context) -> list[BaseRoute]:
 async def process(ctx: Context, request: Request) -> Response:
     admission = await admit(ctx, request, "ugc")
     body = parse_legacy_process(await read_body(request, max_bytes=ctx.settings.max_body_bytes))
-    result = await match_ugc(ctx, request, body, admission.key.key_id)
+    result = await match_ugc(ctx, request, body, admission.key)
     ads = [legacy_ad(s) for s in result.ads]  # no-match and empty both read "ads": []
     return json_response(
         {"post_id": body.post_id, "ads": ads}, headers={**admission.headers, **_NO_STORE}
@@ -88,8 +89,10 @@ async def process(ctx: Context, request: Request) -> Response:
 async def disable(ctx: Context, request: Request) -> Response:
     admission = await admit(ctx, request, "ugc")
     pairs = parse_disable(await read_body(request, max_bytes=ctx.settings.max_body_bytes))
+    key = admission.key  # the post is this partner's own: scoped as /ugc/process scopes it
+    rows = [(partner_thread("ugc", key, p.post_id), p.ad_id, p.meta_data) for p in pairs]
     try:
-        await ctx.store.disable_ads([(p.post_id, p.ad_id, p.meta_data) for p in pairs], ctx.clock())
+        await ctx.store.disable_ads(rows, ctx.clock())
     except StoreUnavailable:
         raise _store_down("disables") from None
     return json_response({"success": True}, headers={**admission.headers, **_NO_STORE})

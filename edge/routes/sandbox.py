@@ -65,7 +65,7 @@ async def process(ctx: Context, request: Request) -> Response:
                 "body in the sandbox, chosen by a hash of post_id; change post_id to match",
             }
         else:
-            result = await match_ugc(ctx, request, body, admission.key.key_id)
+            result = await match_ugc(ctx, request, body, admission.key)
             out = ugc_body(ctx, result, body.post_id)
             why = _explain(result)
         if body.explain:

@@ -39,7 +39,7 @@ async def process(ctx: Context, request: Request) -> Response:
 
     async def answer() -> dict[str, Any]:
         count_request(ctx, admission)
-        result = await match_ugc(ctx, request, body, admission.key.key_id)
+        result = await match_ugc(ctx, request, body, admission.key)
         return ugc_body(ctx, result, body.post_id)
 
     return await answer_once(ctx, request, admission, body, answer)

@@ -30,10 +30,16 @@ class MatcherStateStore(abc.ABC):
 
     @abc.abstractmethod
     async def load_matcher_state(
-        self, thread_id: str | None, post_id: str | None, now: float, unit_id: str | None = None
+        self,
+        thread_id: str | None,
+        post_id: str | None,
+        now: float,
+        unit_id: str | None = None,
+        also_disabled_in: str | None = None,
     ) -> ThreadState:
         """Disabled ads and recent serves of the thread (and those of ``unit_id`` in it),
-        and the post's no-match window."""
+        and the post's no-match window. With ``thread_id``, the ads disabled in the thread
+        ``also_disabled_in`` are in ``disabled`` too."""
 
     @abc.abstractmethod
     async def record_serves(
@@ -64,11 +70,16 @@ class SQLiteMatcherState(SQLitePrimitives, MatcherStateStore):
             await self.write(_disable, pairs, at)
 
     async def load_matcher_state(
-        self, thread_id: str | None, post_id: str | None, now: float, unit_id: str | None = None
+        self,
+        thread_id: str | None,
+        post_id: str | None,
+        now: float,
+        unit_id: str | None = None,
+        also_disabled_in: str | None = None,
     ) -> ThreadState:
         if thread_id is None and post_id is None:
             return ThreadState()
-        return await self.read(_load, thread_id, post_id, now, unit_id)
+        return await self.read(_load, thread_id, post_id, now, unit_id, also_disabled_in)
 
     async def record_serves(
         self, thread_id: str, unit_id: str, ad_ids: list[str], at: float
@@ -105,6 +116,7 @@ def _load(
     post_id: str | None,
     now: float,
     unit_id: str | None,
+    also_disabled_in: str | None,
 ) -> ThreadState:
     disabled: frozenset[str] = frozenset()
     served: dict[str, int] = {}
@@ -113,7 +125,8 @@ def _load(
         disabled = frozenset(
             r[0]
             for r in conn.execute(
-                "SELECT ad_id FROM thread_disables WHERE thread_id = ?", (thread_id,)
+                "SELECT ad_id FROM thread_disables WHERE thread_id IN (?, ?)",
+                (thread_id, thread_id if also_disabled_in is None else also_disabled_in),
             )
         )
         rows = conn.execute(

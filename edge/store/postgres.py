@@ -802,11 +802,16 @@ class PostgresStore(Store):
         await self.write(disable)
 
     async def load_matcher_state(
-        self, thread_id: str | None, post_id: str | None, now: float, unit_id: str | None = None
+        self,
+        thread_id: str | None,
+        post_id: str | None,
+        now: float,
+        unit_id: str | None = None,
+        also_disabled_in: str | None = None,
     ) -> ThreadState:
         if thread_id is None and post_id is None:
             return ThreadState()
-        return await self.read(_load_state, thread_id, post_id, now, unit_id)
+        return await self.read(_load_state, thread_id, post_id, now, unit_id, also_disabled_in)
 
     async def record_serves(
         self, thread_id: str, unit_id: str, ad_ids: list[str], at: float
@@ -1165,14 +1170,21 @@ _BATCHED: dict[Callable[..., Any], Callable[..., Awaitable[list[Any]]]] = {
 
 
 async def _load_state(
-    conn: Conn, thread_id: str | None, post_id: str | None, now: float, unit_id: str | None
+    conn: Conn,
+    thread_id: str | None,
+    post_id: str | None,
+    now: float,
+    unit_id: str | None,
+    also_disabled_in: str | None,
 ) -> ThreadState:
     disabled: frozenset[str] = frozenset()
     served: dict[str, int] = {}
     unit_ads: frozenset[str] = frozenset()
     if thread_id is not None:
         rows = await _all(
-            conn, "SELECT ad_id FROM thread_disables WHERE thread_id = %s", (thread_id,)
+            conn,
+            "SELECT ad_id FROM thread_disables WHERE thread_id IN (%s, %s)",
+            (thread_id, thread_id if also_disabled_in is None else also_disabled_in),
         )
         disabled = frozenset(r[0] for r in rows)
         rows = await _all(

@@ -50,7 +50,9 @@ def test_keywords_fills_slots_best_first_with_url_tokens(client, monkeypatch):
     assert claims.cpm_usd == 4.0 and claims.campaign_id == "cmp-ad-1"
     assert body["keywords"] == ["kw-ad-1", "shared", "kw-ad-2"]
     req = fake.requests[0]
-    assert (req.product, req.thread_id, req.post_id, req.max_ads) == ("ugc", PAGE, None, 2)
+    # The page is the thread, scoped to its publisher (edge.threads).
+    assert (req.thread_id, req.post_id) == (f"tag:{PUB}:{PAGE}", None)
+    assert (req.product, req.max_ads) == ("ugc", 2)
     assert req.content == "Trail\n\ntrail running shoes for wet rock"
     # The client (216.160.83.56) is located and passed on for geo targeting.
     assert req.geo.zipcode == "98354" and req.geo.state == "US-WA"
@@ -110,8 +112,8 @@ def test_placements_group_by_text_and_post_and_keep_request_order(client, monkey
                         "retry_after_seconds": 3600}  # fmt: skip
     assert slots[4]["reason"] == "suppressed"
     assert len(fake.requests) == 4  # the two late slots shared one match
-    ugc = next(r for r in fake.requests if r.post_id == "p-1")
-    assert ugc.thread_id == "p-1" and ugc.max_ads == 1
+    ugc = next(r for r in fake.requests if r.post_id == f"tag:{PUB}:p-1")
+    assert ugc.thread_id == f"tag:{PUB}:p-1" and ugc.max_ads == 1
 
 
 def test_counters_per_publisher_and_ad(client, monkeypatch):

@@ -111,9 +111,11 @@ def test_prompt_content_and_thread_reach_the_matcher(ai, script):
     call(ai, TURN)
     req = script.last
     assert (req.product, req.content, req.prompt) == ("ai", TURN["content"], TURN["prompt"])
-    assert (req.thread_id, req.turn_id, req.post_id) == ("c-9", "m-1", None)
+    # The partner's own conversation: scoped to its key family (edge.threads).
+    assert req.thread_id.startswith("ai:key_") and req.thread_id.endswith(":c-9")
+    assert (req.turn_id, req.post_id) == ("m-1", None)
     call(ai, {"message_id": "m-2", "content": "hello"})
-    assert script.last.thread_id == "m-2" and script.last.prompt is None
+    assert script.last.thread_id.endswith(":m-2") and script.last.prompt is None
 
 
 def test_location_is_used_for_geo(ai, script):

@@ -253,7 +253,9 @@ def test_matched_ads_carry_the_spec_fields_and_the_edge_pixel(prod, script):
 def test_match_request_is_scoped_to_the_post(prod, script):
     call(prod, POST)
     req = script.last
-    assert (req.product, req.post_id, req.thread_id) == ("ugc", "p-42", "p-42")
+    # The partner's own post: scoped to its key family (edge.threads).
+    assert req.product == "ugc" and req.post_id == req.thread_id
+    assert req.thread_id.startswith("ugc:key_") and req.thread_id.endswith(":p-42")
     assert req.content == POST["message"] and req.max_ads == 3
 
 

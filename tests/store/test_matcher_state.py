@@ -36,6 +36,20 @@ def test_disables_are_idempotent_and_thread_scoped(go, db_target):
     assert rows == [("ad-a", '{"source":"x"}', T0), ("ad-b", None, T0)]
 
 
+def test_disables_of_a_second_thread_can_be_read_with_a_thread(go):
+    async def fn(s):
+        await s.disable_ads([("bare", "ad-a", None), ("ugc:key_1:bare", "ad-b", None)], T0)
+        both = await s.load_matcher_state("ugc:key_1:bare", None, T0, also_disabled_in="bare")
+        alone = await s.load_matcher_state("ugc:key_1:bare", None, T0)
+        other = await s.load_matcher_state("ugc:key_2:bare", None, T0, also_disabled_in="x")
+        return both, alone, other
+
+    both, alone, other = go(fn)
+    assert both.disabled == {"ad-a", "ad-b"}
+    assert alone.disabled == {"ad-b"}
+    assert other.disabled == frozenset()
+
+
 def test_serves_count_distinct_units_within_the_window(go):
     async def fn(s):
         await s.record_serves("t", "post-1", ["ad-a", "ad-b"], T0)

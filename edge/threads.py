@@ -1,0 +1,29 @@
+"""Scoped thread keys: whose post or conversation the matcher's state belongs to.
+
+Partners and publishers name their posts and conversations themselves, so two of them can
+send the same id ("1", "post-7"). Every id the edge hands the matcher for its state
+(disables, frequency, no-match windows) is first scoped here by who sent it, so one
+partner's post never suppresses, caps or backs off another's, and a UGC post never touches
+an AI conversation of the same name:
+
+- a partner's (``/v1``, sandbox and earlier routes): ``<product>:<key family>:<id>``; the
+  key family (``KeyRecord.family``) outlives a rotation, so a rotated key keeps its state;
+- a publisher's (the tag's ``/dea`` slots): ``tag:<publisher id>:<id>``.
+
+Neither a product, a key family (``key_<hex>``) nor a publisher id (``A-Z a-z 0-9 _ . -``)
+holds a colon, so two scoped keys are equal only when all three parts are.
+"""
+
+from __future__ import annotations
+
+from edge.store import KeyRecord
+
+
+def partner_thread(product: str, key: KeyRecord, thread_id: str) -> str:
+    """A partner's post or conversation id, scoped to its key family and product."""
+    return f"{product}:{key.family}:{thread_id}"
+
+
+def publisher_thread(publisher_id: str, thread_id: str) -> str:
+    """A post id (or page URL) from a publisher's page, scoped to that publisher."""
+    return f"tag:{publisher_id}:{thread_id}"
