@@ -21,6 +21,7 @@ until every node reads both, so a token issued by one node counts on any other.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import secrets
 from dataclasses import dataclass
@@ -83,10 +84,41 @@ def ai_click_url(
 
 @dataclass(frozen=True, slots=True)
 class AiBeacon:
+    """A verified AI beacon. Partners number messages within a conversation, so a
+    ``message_id`` repeats across conversations (and partners): its impression and click
+    are keyed on the message in its conversation. A message without a conversation is
+    keyed on its id alone (``ai:...``, as before conversations were part of the key); one
+    with a conversation under ``ai-c:``, the conversation id preceded by its length, so no
+    two (conversation, message) pairs and no lone message id share a key."""
+
     kind: AiBeaconKind
     ad_id: int
     message_id: str
     conversation_id: str
+
+    def _keyed(self, *head: str) -> str:
+        conv, message = self.conversation_id, self.message_id
+        if not conv:
+            return ":".join(("ai", *head, str(self.ad_id), message))
+        return ":".join(("ai-c", *head, str(self.ad_id), str(len(conv)), conv, message))
+
+    def impression_key(self, kind: AiBeaconKind) -> str:
+        """The dedupe key of this ad's ``kind`` impression (render, view) of the message."""
+        return self._keyed(kind)
+
+    @property
+    def click_impression_key(self) -> str:
+        """The impression a click on this ad in the message belongs to (one valid click)."""
+        return self._keyed()
+
+    @property
+    def derived_click_id(self) -> str:
+        """The click id when the partner names none: one per ad and message, so a refired
+        click URL is a replay (ids hold no line separators: the join is unambiguous)."""
+        parts = [str(self.ad_id), self.message_id]
+        if self.conversation_id:
+            parts.append(self.conversation_id)
+        return "ai-" + hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
 
 
 def verify_ai_beacon(signer: Signer, kind: AiBeaconKind, query: dict[str, str]) -> AiBeacon:

@@ -7,6 +7,7 @@ from edge.beacons import (
     IMPRESSION_PURPOSE,
     IMPRESSION_TOKEN_TTL_SECONDS,
     LEGACY_IMPRESSION_PURPOSE,
+    AiBeacon,
     ImpressionClaims,
     InvalidToken,
     ai_beacon_urls,
@@ -304,3 +305,26 @@ def test_strict_token_base64_takes_one_text_per_bytes():
         assert len(read) == usable
         assert all(_b64(got) == text[:-1] + last for last, got in read.items())
         assert read[text[-1]] == data
+
+
+def test_an_ai_message_is_keyed_in_its_conversation():
+    def beacon(message_id, conversation_id=""):
+        return AiBeacon("render", 7, message_id, conversation_id)
+
+    keys = {
+        b.impression_key("render")
+        for b in (
+            beacon("1", "c-1"),
+            beacon("1", "c-2"),
+            beacon("1"),
+            beacon("c-1:1"),
+            beacon("1:1", "c"),
+            beacon("1", "c:1"),
+            beacon("2:c-1:1"),
+        )
+    }
+    assert len(keys) == 7
+    assert beacon("1").impression_key("view") == "ai:view:7:1"  # as before conversations
+    assert beacon("1").click_impression_key == "ai:7:1"
+    assert beacon("1", "c-1").derived_click_id != beacon("1", "c-2").derived_click_id
+    assert beacon("1", "c-1").derived_click_id == beacon("1", "c-1").derived_click_id

@@ -17,7 +17,6 @@ makes it billable is decided in the edge (here and in ``edge.ledger``), never in
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass, replace
 
@@ -77,19 +76,18 @@ async def ai_click(ctx: Context, request: Request) -> Response:
     except InvalidToken as exc:
         raise BadRequest(str(exc), field="sig", code="invalid_signature") from None
     click_id = query.get("click_id")
-    if click_id is None:  # one id per (ad, message): a refired URL is a replay
-        digest = hashlib.sha256(f"{beacon.ad_id}\n{beacon.message_id}".encode()).hexdigest()
-        click_id = "ai-" + digest[:32]
+    if click_id is None:  # one id per ad and message: a refired URL is a replay
+        click_id = beacon.derived_click_id
     elif not _CLICK_ID.fullmatch(click_id):
         raise BadRequest("click_id is 8 to 64 of A-Z a-z 0-9 _ -", field="click_id")
     ad_id, campaign_id, _cpm = ai_attribution(ctx, beacon.ad_id)
-    seen = tuple(f"ai:{k}:{beacon.ad_id}:{beacon.message_id}" for k in ("render", "view"))
+    seen = (beacon.impression_key("render"), beacon.impression_key("view"))
     await record_click(
         _Judge(request, None, None, partner=True),
         ctx,
         Click(
             click_id=click_id,
-            impression_key=f"ai:{beacon.ad_id}:{beacon.message_id}",
+            impression_key=beacon.click_impression_key,
             kind="ai",
             env=ctx.settings.env,
             ad_id=ad_id,
@@ -109,8 +107,8 @@ class _Judge:
     bound_to: str | None  # the client the token was issued to
     publisher_id: str | None
     # Fired by a partner (the AI click URL), perhaps from one server for many users: no
-    # per-client click rate (one click per ad and message is the cap), and the user's
-    # browser may be named in X-Device-User-Agent.
+    # per-client click rate (one click per ad and message, in its conversation, is the
+    # cap), and the user's browser may be named in X-Device-User-Agent.
     partner: bool = False
 
 

@@ -2,7 +2,8 @@
 
 Every counted beacon is committed before its 2xx. Impressions count once per
 signed token and once per the tag's ``impression_id`` (a replay sharing either counts
-nothing); AI beacons count once per ``(kind, ad_id, message_id)``. A forged, tampered,
+nothing); AI beacons count once per ``(kind, ad_id, message_id)`` within the message's
+conversation (``AiBeacon.impression_key``). A forged, tampered,
 expired or misdirected token is a 400 and counts nothing.
 
 Every impression goes through the invalid-traffic rules (``edge.ivt``) first: an invalid
@@ -338,7 +339,7 @@ async def _ai(ctx: Context, request: Request, kind: AiBeaconKind) -> Response:
     verdict = _verdict(ctx, request.scope, bound_to=None, publisher_id=None, partner=True)
     imp = Impression(
         kind="ai-render" if kind == "render" else "ai-view",
-        dedupe_keys=(f"ai:{kind}:{beacon.ad_id}:{beacon.message_id}",),
+        dedupe_keys=(beacon.impression_key(kind),),  # per message in its conversation
         env=ctx.settings.env,
         ad_id=ad_id,
         campaign_id=campaign_id,

@@ -212,7 +212,10 @@ def _ai_beacon(ctx: Context, kind: str) -> dict[str, Any]:
             {"name": "sig", "in": "query", "required": True, "schema": text},
         ],
         "responses": {
-            "204": {"description": "Stored once per (ad_id, message_id); replays count nothing"},
+            "204": {
+                "description": "Stored once per (ad_id, message_id) in its conversation; "
+                "replays count nothing"
+            },
             **_errors(ctx, 400, 503),
         },
     }

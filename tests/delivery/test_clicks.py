@@ -238,11 +238,12 @@ def test_conversions_do_not_exist_on_the_sandbox(make_client):
 # -- the AI product's signed click URL -----------------------------------------------------------
 
 
-def ai_urls(client, message_id="m-1"):
+def ai_urls(client, message_id="m-1", conversation_id="c-1"):
     ctx = client.app.state.ctx
     number = ctx.matcher.catalogue.ad_number(CPC_AD)
-    _, view = ai_beacon_urls(ctx.signer, ctx.settings.base_url, number, message_id, "c-1")
-    clk = ai_click_url(ctx.signer, ctx.settings.base_url, number, message_id, "c-1")
+    base, conv = ctx.settings.base_url, conversation_id
+    _, view = ai_beacon_urls(ctx.signer, base, number, message_id, conv)
+    clk = ai_click_url(ctx.signer, base, number, message_id, conv)
     return urlsplit(view), urlsplit(clk)
 
 
@@ -273,6 +274,22 @@ def test_ai_clicks_a_partner_server_fires_for_many_users_are_all_valid(client):
     assert c[("ad", CPC_AD, "clicks")] == 4
     assert not [k for k in c if k[2].startswith("invalid_clicks")]
     assert charges(client) == [("cpc", CPC_AD, CPC_BID)] * 4
+
+
+def test_ai_clicks_on_one_message_id_in_two_conversations_bill_each(client):
+    """ "m-1" of two conversations is two messages: each click is its own, valid after its
+    own conversation's view only; a refired click URL is still one click."""
+    for conv in ("c-1", "c-2"):
+        view, clk = ai_urls(client, "m-1", conv)
+        assert client.get(f"{view.path}?{view.query}").status_code == 204
+        for _ in range(2):
+            assert client.get(f"{clk.path}?{clk.query}").status_code == 204
+    _, unseen = ai_urls(client, "m-1", "c-3")  # no view in this conversation
+    assert client.get(f"{unseen.path}?{unseen.query}").status_code == 204
+    c = counts(client)
+    assert c[("ad", CPC_AD, "clicks")] == 2
+    assert c[("ad", CPC_AD, "invalid_clicks_click_before_impression")] == 1
+    assert charges(client) == [("cpc", CPC_AD, CPC_BID)] * 2
 
 
 @pytest.mark.parametrize(

@@ -191,6 +191,25 @@ def test_ai_beacons_count_once_per_ad_message_and_kind(client):
     assert spend(client) == pytest.approx(expected)  # billed on the view, once
 
 
+def test_one_message_id_in_two_conversations_counts_in_each(client):
+    """Partners number messages per conversation: "m-1" of two conversations (or two
+    partners) is two messages, and a replay within one conversation is still one."""
+    placement, render, view = _ai_urls(client, "m-1", "c-1")
+    _, render2, view2 = _ai_urls(client, "m-1", "c-2")
+    _, lone_render, _ = _ai_urls(client, "m-1", None)  # no conversation: the message alone
+    for url in (render, view, render2, view2, render, view, lone_render, lone_render):
+        assert client.get(f"{url.path}?{url.query}").status_code == 204
+    assert stored(client, "ai-render") == 3 and stored(client, "ai-view") == 2
+    c = counts(client)
+    ad_id = placement.ad.id
+    assert c[("ad", ad_id, "impressions")] == 3 and c[("ad", ad_id, "viewable_impressions")] == 2
+    pricing = placement.ad_set.pricing_model
+    expected = (
+        {placement.campaign.id: 2 * pricing.bid_amount / 1000} if pricing.type == "cpm" else {}
+    )
+    assert spend(client) == pytest.approx(expected)  # each conversation's view bills once
+
+
 @pytest.mark.parametrize(
     "tamper",
     [
