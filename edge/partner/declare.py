@@ -13,6 +13,12 @@ is attached to the declaration (``Meta(extra=...)``) and run once after it:
 A refusal is the edge's error (400, or 422 on ``/v1/ai/process``) in the house style, with
 ``field`` the JSON path a partner would write (``geo_target.lat``, ``[2].ad_id``): msgspec's
 message is read back into that style, using the declaration for the limits it names.
+
+msgspec recurses once per level of nesting, within Python's recursion limit less the stack
+already in use, so a deep body raises ``RecursionError``. Such a body is read by
+``parse_json`` instead: it holds every route to one nesting limit (orjson's, refused as
+"depth limit exceeded"), and what it accepts is converted into the declaration, so the
+answer never depends on how deep the stack was.
 """
 
 from __future__ import annotations
@@ -23,11 +29,12 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import msgspec
+import orjson
 from msgspec import Meta
 from msgspec import inspect as mi
 
 from edge.errors import EdgeError
-from edge.http import json_refusal, not_utf8
+from edge.http import json_refusal, not_utf8, parse_json
 from edge.partner.fields import control_character
 
 T = TypeVar("T")
@@ -137,6 +144,8 @@ def decode(cls: type[T], raw: bytes, error: type[EdgeError]) -> T:
         raise _unreadable(raw, error) or _translate(cls, raw, str(exc), error) from None
     except (msgspec.DecodeError, UnicodeDecodeError) as exc:
         raise json_refusal(raw, error, str(exc)) from None
+    except RecursionError:
+        value = _converted(cls, raw, error)
     if compiled.skips and not raw.isascii():
         refusal = not_utf8(raw, error)  # skipped values were never read, so never checked
         if refusal is not None:
@@ -157,7 +166,24 @@ def _unreadable(raw: bytes, error: type[EdgeError]) -> EdgeError | None:
         msgspec.json.decode(raw)
     except (msgspec.DecodeError, UnicodeDecodeError) as exc:
         return json_refusal(raw, error, str(exc))
+    except RecursionError:
+        try:
+            parse_json(raw, error)
+        except EdgeError as exc:
+            return exc
     return None
+
+
+def _converted(cls: type[T], raw: bytes, error: type[EdgeError]) -> T:
+    """``raw``, nested deeper than msgspec can recurse, read by ``parse_json`` (the nesting
+    limit every route shares) and converted into ``cls``: the values a free-form field
+    takes as given are passed through, not walked, so nothing recurses."""
+    untyped = parse_json(raw, error)
+    try:
+        value: T = msgspec.convert(untyped, cls)
+    except msgspec.ValidationError as exc:
+        raise _translate(cls, raw, str(exc), error) from None
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -405,6 +431,11 @@ def _value_at(raw: bytes, segments: list[tuple[str, int | None]]) -> Any:
         value: Any = msgspec.json.decode(raw)
     except msgspec.DecodeError:
         return None
+    except RecursionError:  # deeper than msgspec recurses: orjson reads what the route took
+        try:
+            value = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            return None
     for key, index in segments:
         if index is not None and isinstance(value, list) and index < len(value):
             value = value[index]
