@@ -214,6 +214,10 @@ class Provoker:
             return self.convert(status, key)
         if status == 200:
             return send(method, path, valid, key)
+        if path == "/ugc/impression" and status == 422:  # an Idempotency-Key reused
+            send(method, path, valid, key, **{"Idempotency-Key": "k-1"})
+            other = {**valid, "post_id": "p-2"}
+            return send(method, path, other, key, **{"Idempotency-Key": "k-1"})
         if status in (400, 422):
             return send(method, path, invalid, key)
         if status == 401:

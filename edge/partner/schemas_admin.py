@@ -244,10 +244,10 @@ def legacy_doc(ctx: Context, paths: dict[str, str]) -> dict[str, Any]:
                 "required": ["post_id", "acknowledged"],
                 "properties": {"post_id": {"type": "string"}, "acknowledged": {"type": "boolean"}},
             },
-            "Durably stored; a replay of the same Idempotency-Key counts once "
+            "Durably stored; a replay of the same Idempotency-Key and body counts once "
             "(answered with Idempotent-Replayed: true)",
         ),
-        (400, 401, 413, 415, 429, 502, 503),
+        (400, 401, 413, 415, 422, 429, 502, 503),
         tag="legacy",
         body=IMPRESSION_REQUEST,
         params=[
@@ -256,7 +256,8 @@ def legacy_doc(ctx: Context, paths: dict[str, str]) -> dict[str, Any]:
                 "in": "header",
                 "required": False,
                 "schema": {"type": "string", "maxLength": 255},
-                "description": "Retries with the same key count once",
+                "description": "Retries with the same key and body count once; the key "
+                "sent again with another body is a 422 idempotency_key_reused",
             }
         ],
     )

@@ -12,10 +12,12 @@ EDGE_LEGACY_API=1; without it these paths are 404 (partner paths carry the /v1 p
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import uuid
 from functools import partial
 from typing import Any
 
+import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
@@ -24,7 +26,14 @@ from edge import keys
 from edge.context import Context
 from edge.creative import cpm_usd
 from edge.delivery.events import billed_cpm, count_impression
-from edge.errors import BadGateway, BadRequest, EdgeError, ServiceUnavailable, Unauthorized
+from edge.errors import (
+    BadGateway,
+    BadRequest,
+    EdgeError,
+    ServiceUnavailable,
+    Unauthorized,
+    Unprocessable,
+)
 from edge.http import counting_route, json_response, read_body
 from edge.partner import schemas_admin
 from edge.partner.bodies import parse_disable, parse_impression, parse_legacy_process
@@ -110,12 +119,19 @@ async def impression(ctx: Context, request: Request) -> Response:
         raise BadRequest(f"ad_id {ad_id!r} is not an ad of the catalogue", field="ad_id")
     # Without an Idempotency-Key every call is a new impression: many readers of one
     # thread see the same (post_id, ad_id), so that pair cannot be the dedupe key.
-    # Scoped to the key family: a retry sent with the new key after a rotation is the same
-    # call, not a second impression.
-    dedupe = f"legacy:{admission.key.family}:{idem}" if idem else f"legacy:once:{uuid.uuid4()}"
+    if idem is None:
+        dedupe: tuple[str, ...] = (f"legacy:once:{uuid.uuid4()}",)
+    else:
+        dedupe = _idempotency_keys(admission.key.family, idem, post_id, ad_id)
+        try:
+            replayed = await _replayed(ctx, *dedupe)
+        except StoreUnavailable:
+            raise _store_down("impression") from None
+        if replayed:
+            return _impression_answer(admission.headers, post_id, replayed=True)
     imp = Impression(
         kind="legacy",
-        dedupe_keys=(dedupe,),
+        dedupe_keys=dedupe,
         env=ctx.settings.env,
         ad_id=ad_id,
         campaign_id=placement.campaign.id,
@@ -127,10 +143,39 @@ async def impression(ctx: Context, request: Request) -> Response:
         counted = await count_impression(ctx, imp)
     except StoreUnavailable:
         raise _store_down("impression") from None
-    headers = {**admission.headers, **_NO_STORE}
-    if not counted:
-        headers["Idempotent-Replayed"] = "true"
-    return json_response({"post_id": post_id, "acknowledged": True}, headers=headers)
+    return _impression_answer(admission.headers, post_id, replayed=not counted)
+
+
+def _idempotency_keys(family: str, idem: str, post_id: str, ad_id: str) -> tuple[str, str]:
+    """The dedupe keys of an impression sent with an Idempotency-Key: the key's scope, and
+    the scope with the body, which tells a retry (the same body) from a reuse (another).
+    Scoped to the key family: a retry sent with the new key after a rotation is the same
+    call, not a second impression."""
+    body = hashlib.sha256(orjson.dumps([post_id, ad_id])).hexdigest()
+    return f"legacy:{family}:{idem}", f"legacy-body:{family}:{body}:{idem}"
+
+
+async def _replayed(ctx: Context, scope: str, with_body: str) -> bool:
+    """Whether an impression was counted under this Idempotency-Key already, with this
+    body. A key counted with another body is a 422: counting it would break the key's
+    promise to count once, and a replay would acknowledge an impression never counted."""
+    if not await ctx.store.impression_stored(scope):
+        return False
+    if await ctx.store.impression_stored(with_body):
+        return True
+    raise Unprocessable(
+        "Idempotency-Key was already used with a different body (post_id, ad_id); "
+        "send a new key for a new impression",
+        field="Idempotency-Key",
+        code="idempotency_key_reused",
+    )
+
+
+def _impression_answer(headers: dict[str, str], post_id: str, *, replayed: bool) -> Response:
+    out = {**headers, **_NO_STORE}
+    if replayed:
+        out["Idempotent-Replayed"] = "true"
+    return json_response({"post_id": post_id, "acknowledged": True}, headers=out)
 
 
 async def rotate(ctx: Context, request: Request) -> Response:

@@ -202,6 +202,28 @@ def test_impression_is_stored_and_billed_once_per_idempotency_key(legacy):
     assert run(client, store.impression_count, "legacy") == 4
 
 
+@pytest.mark.parametrize(
+    "other",
+    [{"post_id": "p-10", "ad_id": "ad-gps-watch"}, {"post_id": "p-9", "ad_id": "ad-dog-food"}],
+)
+def test_an_idempotency_key_reused_with_another_body_is_422(legacy, other):
+    # A retry is the same call: the key sent with another impression is a mistake to
+    # report, neither counted nor acknowledged as a replay of what it is not.
+    client, key = legacy
+    store = client.app.state.ctx.store
+    body = {"post_id": "p-9", "ad_id": "ad-gps-watch"}
+    first = post_json(client, "/ugc/impression", body, key, **{"Idempotency-Key": "imp-1"})
+    assert first.status_code == 200
+    r = post_json(client, "/ugc/impression", other, key, **{"Idempotency-Key": "imp-1"})
+    err = assert_error_shape(r, 422, "idempotency_key_reused")
+    assert err["field"] == "Idempotency-Key"
+    assert "Idempotent-Replayed" not in r.headers and "RateLimit" in r.headers
+    assert run(client, store.impression_count, "legacy") == 1
+    retry = post_json(client, "/ugc/impression", body, key, **{"Idempotency-Key": "imp-1"})
+    assert retry.status_code == 200 and retry.headers["Idempotent-Replayed"] == "true"
+    assert run(client, store.impression_count, "legacy") == 1
+
+
 def test_legacy_impressions_respect_the_budget_and_count_toward_spend(legacy):
     # The earlier beacon bills like the others: the campaign's spend sees it at once, and
     # past the budget it is stored unbilled.
@@ -253,6 +275,19 @@ def test_impression_store_outage_is_503_and_not_acknowledged(legacy, monkeypatch
     r = post_json(client, "/ugc/impression", {"post_id": "p", "ad_id": "ad-gps-watch"}, key)
     assert_error_shape(r, 503)
     assert r.headers["Retry-After"] == "5" and "acknowledged" not in r.text
+
+
+def test_an_idempotency_key_the_store_cannot_look_up_is_503(legacy, monkeypatch):
+    client, key = legacy
+
+    async def down(*args):
+        raise StoreUnavailable("locked")
+
+    monkeypatch.setattr(client.app.state.ctx.store, "impression_stored", down)
+    body = {"post_id": "p", "ad_id": "ad-gps-watch"}
+    r = post_json(client, "/ugc/impression", body, key, **{"Idempotency-Key": "imp-1"})
+    assert_error_shape(r, 503)
+    assert r.headers["Retry-After"] == "5"
 
 
 # -- GET /keys/apiKey --------------------------------------------------------------------------
