@@ -8,10 +8,11 @@ The matcher decides; the state only remembers. The edge adapts its store to ``Ma
   lately (the cap); serving the same unit again (a refresh) does not count twice;
 - a no-match window per post: after a miss the post is not matched again until it ends.
 
-Backoff schedule (``next_window``): while the post is young (under ``YOUNG_POST_SECONDS``)
-or the demand changed since the last miss, windows are minutes (5, 10, 20, capped at 30);
-otherwise hours, doubling with each miss (1, 2, 4 ... capped at 24). Unsafe content starts
-on the hours schedule at once: news stays news, and more demand will not make it safe.
+Backoff schedule (``next_window``): while the post is young (under ``YOUNG_POST_SECONDS``
+old; a ``created_at`` in the future is age 0) or the demand changed since the last miss,
+windows are minutes (5, 10, 20, capped at 30); otherwise hours, doubling with each miss
+(1, 2, 4 ... capped at 24). Unsafe content starts on the hours schedule at once: news stays
+news, and more demand will not make it safe.
 """
 
 from __future__ import annotations
@@ -75,7 +76,8 @@ def next_window(
 ) -> Backoff:
     """The window after one more miss of a post (the module docstring has the schedule)."""
     misses = (previous.misses if previous else 0) + 1
-    young = created_at is not None and 0 <= now - created_at < YOUNG_POST_SECONDS
+    # A post from the future (a partner's clock ahead of ours) is brand new: age 0.
+    young = created_at is not None and max(0.0, now - created_at) < YOUNG_POST_SECONDS
     changed = previous is not None and previous.demand != demand
     if reason == "unsafe":
         seconds = min(HOURS_CAP, HOURS_BASE * 2 ** max(0, misses - 1))

@@ -40,6 +40,12 @@ def test_young_post_stays_on_minutes():
     assert old == [300, 3600]
 
 
+@pytest.mark.parametrize("ahead", [5.0, YOUNG_POST_SECONDS + 1, 253402300799.0 - T0])
+def test_a_post_from_the_future_is_young(ahead):
+    # Partner clock skew, or a created_at of 9999-12-31T23:59:59Z: age 0, not old.
+    assert windows(3, created_at=T0 + ahead) == [300, 600, 1200]
+
+
 def test_changed_demand_brings_minutes_back():
     assert windows(3, demands=["a", "a", "b"]) == [300, 3600, 1200]
 
