@@ -256,7 +256,9 @@ AI_RESPONSE = {
         "no_ad_reason": {
             "type": "string",
             "description": "Only when ads is empty: unsafe (brand safety), "
-            "no_relevant_demand, backoff, suppressed, ...",
+            "no_relevant_demand, or the gate that held the most relevant ads back: "
+            "disabled_in_thread, frequency_capped, budget_exhausted, daily_cap_reached, "
+            "pacing_ahead (suppressed: an answer without ads or reason)",
         },
     },
 }
