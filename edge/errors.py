@@ -1,8 +1,9 @@
 """The error family and the one JSON error shape every route answers with.
 
 ``{"error": {"code": "...", "message": "...", "field": "..."}}``; ``field`` only where one
-field is at fault. Handlers below turn our errors, Starlette's HTTP errors (404, 405) and
-unexpected exceptions into that shape; a 500 body never carries a stack trace.
+field is at fault. Handlers below turn our errors, Starlette's HTTP errors (404, 405), a
+database outage no route answered itself (503 with Retry-After) and unexpected exceptions
+into that shape; a 500 body never carries a stack trace.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import orjson
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
+
+from edge.store.base import StoreUnavailable
 
 log = logging.getLogger("edge.errors")
 
@@ -135,6 +138,21 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return error_response(exc.status_code, code, message, headers=exc.headers)
 
 
+# What a route that does not answer a database outage itself says: the store is down for a
+# while (a node reconnects on its own), not that the request was wrong or the server broke.
+STORE_DOWN_RETRY_AFTER = "5"
+
+
+async def _store_down(request: Request, exc: Exception) -> Response:
+    log.warning("database unavailable on %s %s: %s", request.method, request.url.path, exc)
+    return error_response(
+        503,
+        "unavailable",
+        "the database is not answering; retry shortly",
+        headers={"Retry-After": STORE_DOWN_RETRY_AFTER},
+    )
+
+
 async def _unexpected(request: Request, exc: Exception) -> Response:
     # Logged with its traceback for operators; the caller learns only that it failed.
     log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
@@ -148,8 +166,15 @@ async def known_error(request: Request, exc: Exception) -> Response | None:
         return await _edge_error(request, exc)
     if isinstance(exc, HTTPException):
         return await _http_error(request, exc)
+    if isinstance(exc, StoreUnavailable):
+        return await _store_down(request, exc)
     return None
 
 
 def exception_handlers() -> dict[Any, Any]:
-    return {EdgeError: _edge_error, HTTPException: _http_error, Exception: _unexpected}
+    return {
+        EdgeError: _edge_error,
+        HTTPException: _http_error,
+        StoreUnavailable: _store_down,
+        Exception: _unexpected,
+    }

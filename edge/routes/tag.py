@@ -218,6 +218,11 @@ _VERSION_SCHEMA: dict[str, Any] = {
 }
 
 
+# The versions the edge built are kept in the database; while it does not answer, the
+# manifest and a pinned earlier version cannot be read.
+_STORE_DOWN = error_response("The database is not answering; retry after Retry-After seconds")
+
+
 def openapi(ctx: Context) -> dict[str, Any]:
     build = ctx.tag
     tags = ["tag"]
@@ -253,6 +258,7 @@ def openapi(ctx: Context) -> dict[str, Any]:
                         **_TAG_RESPONSES,
                         "404": error_response("A version this edge never built"),
                         "410": error_response("An earlier version past its retention time"),
+                        "503": _STORE_DOWN,
                     },
                 }
             },
@@ -328,7 +334,8 @@ def openapi(ctx: Context) -> dict[str, Any]:
                                 },
                             },
                             "The tag manifest",
-                        )
+                        ),
+                        "503": _STORE_DOWN,
                     },
                 }
             },
