@@ -2,7 +2,8 @@
 
 ``check_files(settings)`` looks at every setting that names a file or folder (the database,
 the catalogue, the geo database, the DMA table, the cache folder) the way the edge will use
-it, and raises ``SettingsError`` naming the variable, its flag, the path and the reason:
+it (a PostgreSQL URL: one connection to it), and raises ``SettingsError`` naming the
+variable, its flag, the path and the reason:
 
     EDGE_CATALOGUE (--catalogue): /srv/ads.json: no such file
 
@@ -20,8 +21,13 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
+
 from edge.settings import Settings, SettingsError
+from edge.store.postgres import redact_url
 from geoip import GeoDatabaseError, open_reader
+
+SERVER_CHECK_S = 10  # the longest a start waits for a PostgreSQL server to answer
 
 
 def where(name: str) -> str:
@@ -50,7 +56,8 @@ def check_files(settings: Settings) -> None:
 def check_db(settings: Settings) -> None:
     """The database can be created (with its folder), opened and written."""
     path = settings.db
-    if isinstance(path, str):  # a server URL, not a file: its own client reports its errors
+    if isinstance(path, str):
+        _check_server(path)
         return
     if path.is_dir():
         raise bad("db", path, "is a folder, not a database file")
@@ -80,6 +87,17 @@ def check_db(settings: Settings) -> None:
             with contextlib.suppress(OSError):
                 if path.exists() and path.stat().st_size == 0:
                     path.unlink()
+
+
+def _check_server(url: str) -> None:
+    """A PostgreSQL URL: the server answers it and lets the user in (one connection, at
+    most ``SERVER_CHECK_S``); the URL is named without its password."""
+    try:
+        with psycopg.connect(url, connect_timeout=SERVER_CHECK_S):
+            pass
+    except (psycopg.Error, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise bad("db", redact_url(url), f"cannot open: {first}") from None
 
 
 def _sqlite_reason(exc: sqlite3.Error, path: Path) -> str:

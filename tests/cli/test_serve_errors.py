@@ -96,6 +96,15 @@ def test_unusable_database_for_a_state_command(tmp_path: Path) -> None:
     assert line == "edge: EDGE_DB (--db): d.db: is a folder, not a database file"
 
 
+@pytest.mark.parametrize("command", [("serve",), ("keys", "list")])
+def test_a_postgresql_server_that_does_not_answer(tmp_path: Path, command) -> None:
+    # Nothing listens on the port: one line naming the URL without its password.
+    url = f"postgresql://edge:secret@127.0.0.1:{free_port()}/edge"
+    line = one_line(edge(tmp_path, *command, "--db", url))
+    prefix = "edge: EDGE_DB (--db): postgresql://edge@127.0.0.1:"
+    assert line.startswith(prefix) and "cannot open:" in line and "secret" not in line, line
+
+
 def test_read_only_database(tmp_path: Path) -> None:
     # A database the edge may read but not write. Root writes any file, so as root the edge
     # runs without that privilege.
