@@ -178,16 +178,26 @@ def test_workers_share_the_model_loaded_before_the_fork(tmp_path):
 
 
 def test_a_worker_that_cannot_start_stops_the_edge_with_its_status(tmp_path):
-    # An unreachable database: every worker fails at start-up; the supervisor exits rather
+    # A catalogue that does not validate (a readable file: the start check passes, each
+    # worker's start-up refuses it): the supervisor exits with the worker's status rather
     # than restarting them in a loop.
+    catalogue = tmp_path / "catalogue.json"
+    catalogue.write_text('{"campaigns": [{"id": "x"}]}')
     edge = EdgeProcess(
-        db="postgresql://postgres@127.0.0.1:1/nowhere",
-        settings={"EDGE_WORKERS": "2", "EDGE_LOG_LEVEL": "warning"},
+        db=tmp_path / "edge.db",
+        settings={
+            "EDGE_WORKERS": "2",
+            "EDGE_LOG_LEVEL": "warning",
+            "EDGE_CATALOGUE": str(catalogue),
+        },
         start_timeout=60,
     )
-    with pytest.raises(RuntimeError, match="exited with 3 while starting"):
-        edge.start()
-    edge.stop()
+    try:
+        with pytest.raises(RuntimeError, match="exited with 2 while starting"):
+            edge.start()
+        assert "while starting; stopping" in edge.output()
+    finally:
+        edge.__exit__(None, None, None)  # stops it and closes its log
 
 
 @pytest.mark.slow

@@ -72,8 +72,8 @@ def test_a_database_url_that_cannot_be_reached_is_one_line(capsys):
     url = "postgresql://postgres@127.0.0.1:1/nowhere"
     assert main(["keys", "list", "--db", url]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("edge: database postgresql://postgres@127.0.0.1:1/nowhere")
-    assert "EDGE_DB (--db): cannot open" in err
+    assert err.startswith("edge: EDGE_DB (--db): postgresql://postgres@127.0.0.1:1/nowhere: ")
+    assert "cannot open" in err and len(err.strip().splitlines()) == 1
 
 
 def test_a_password_never_shows(capsys):
