@@ -93,7 +93,11 @@ def _check_server(url: str) -> None:
     """A PostgreSQL URL: the server answers it and lets the user in (one connection, at
     most ``SERVER_CHECK_S``); the URL is named without its password."""
     try:
-        with psycopg.connect(url, connect_timeout=SERVER_CHECK_S):
+        # The URL's own connect_timeout, when it has one, is used (and so checked) as given.
+        dsn = url
+        if "connect_timeout" not in psycopg.conninfo.conninfo_to_dict(url):
+            dsn = psycopg.conninfo.make_conninfo(url, connect_timeout=SERVER_CHECK_S)
+        with psycopg.connect(dsn):
             pass
     except (psycopg.Error, ValueError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

@@ -105,6 +105,13 @@ def test_a_postgresql_server_that_does_not_answer(tmp_path: Path, command) -> No
     assert line.startswith(prefix) and "cannot open:" in line and "secret" not in line, line
 
 
+def test_a_postgresql_url_with_a_bad_option_is_refused_at_start(tmp_path: Path) -> None:
+    # An option the pool would fail on later ("connect_timeout=abc") stops the start too.
+    url = f"postgresql://edge@127.0.0.1:{free_port()}/edge?connect_timeout=abc"
+    line = one_line(edge(tmp_path, "serve", "--db", url))
+    assert "cannot open:" in line and "connect_timeout" in line, line
+
+
 def test_read_only_database(tmp_path: Path) -> None:
     # A database the edge may read but not write. Root writes any file, so as root the edge
     # runs without that privilege.
