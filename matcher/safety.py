@@ -147,8 +147,12 @@ _LEXICON: tuple[tuple[str, str], ...] = (
         r"(?:thinking|thinkin|thought|think) (?:about|of) ending it all|"
         r"(?:i|i'?m|im|i am) (?:just )?(?:feel|feeling) like ending it all|"
         r"(?:considering|contemplating) ending it all|"
-        # "kms" only as a verb ("wanna kms"); "10 kms" is a distance.
-        r"(?:wanna|want to|gonna|going to|about to) kms\b|"
+        # "kms" only as a verb ("wanna kms", "ima kms") or as a clause of its own ("im so
+        # done. kms."); "10 kms" and "kms of trail" are distances.
+        r"(?:wanna|want to|gonna|going to|about to|ima|imma|i'?ll|i will|finna|tryna|bouta|"
+        r"might as well|might just|should just|ready to|need to) kms\b|"
+        r"(?:^|(?<=[.!?;\n] )|(?<=[.!?;\n]))kms(?= *(?:[.!?;)]|$|\n|lol\b|lmao\b|fr\b|rn\b|"
+        r"tbh\b|ngl\b|honestly\b|already\b))|"
         # Self-injury: the words, or hurting oneself on purpose ("cut myself" alone is
         # shaving or chopping onions).
         r"self[- ]injur(?:y|e|ed|es|ing|ious)|self[- ]mutilat(?:e|ed|es|ing|ion)|"
@@ -625,12 +629,13 @@ class SafetyClassifier:
         sentence = text
         alone = False
         if len(u.texts) > 1:
-            # The sentence whose score for the class stands highest over its threshold, or,
-            # when only the margin fired, the one nearest to the self-harm exemplars; a
-            # sentence judged alone (second pass) is named as such.
+            # The unit whose score for the class stands highest over its threshold, or, when
+            # only the margin fired, the one nearest to the self-harm exemplars: a sentence
+            # (one judged alone by the second pass is named as such), or the whole text when
+            # it reads more unsafe than any of its scored sentences.
             by_margin = cls == "self_harm" and peak[k] < 1.0
-            by = ratio[1:, -1] if by_margin else ratio[1:, k]
-            unit = 1 + int(by.argmax())
+            by = ratio[:, -1] if by_margin else ratio[:, k]
+            unit = int(by.argmax())
             sentence = u.texts[unit]
             alone = u.first is not None and unit >= u.first
         return SafetyVerdict(
