@@ -12,12 +12,10 @@ EDGE_LEGACY_API=1; without it these paths are 404 (partner paths carry the /v1 p
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import uuid
 from functools import partial
 from typing import Any
 
-import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
@@ -120,18 +118,16 @@ async def impression(ctx: Context, request: Request) -> Response:
     # Without an Idempotency-Key every call is a new impression: many readers of one
     # thread see the same (post_id, ad_id), so that pair cannot be the dedupe key.
     if idem is None:
-        dedupe: tuple[str, ...] = (f"legacy:once:{uuid.uuid4()}",)
+        dedupe = f"legacy:once:{uuid.uuid4()}"
     else:
-        dedupe = _idempotency_keys(admission.key.family, idem, post_id, ad_id)
-        try:
-            replayed = await _replayed(ctx, *dedupe)
-        except StoreUnavailable:
-            raise _store_down("impression") from None
-        if replayed:
+        # Scoped to the key family: a retry sent with the new key after a rotation is the
+        # same call, not a second impression.
+        dedupe = f"legacy:{admission.key.family}:{idem}"
+        if await _replayed(ctx, dedupe, post_id, ad_id):
             return _impression_answer(admission.headers, post_id, replayed=True)
     imp = Impression(
         kind="legacy",
-        dedupe_keys=dedupe,
+        dedupe_keys=(dedupe,),
         env=ctx.settings.env,
         ad_id=ad_id,
         campaign_id=placement.campaign.id,
@@ -143,25 +139,25 @@ async def impression(ctx: Context, request: Request) -> Response:
         counted = await count_impression(ctx, imp)
     except StoreUnavailable:
         raise _store_down("impression") from None
+    if not counted and idem is not None:
+        # Another call with this key was counted between the check above and this write:
+        # a replay if it carried this body, the reuse's 422 if not.
+        await _replayed(ctx, dedupe, post_id, ad_id)
     return _impression_answer(admission.headers, post_id, replayed=not counted)
 
 
-def _idempotency_keys(family: str, idem: str, post_id: str, ad_id: str) -> tuple[str, str]:
-    """The dedupe keys of an impression sent with an Idempotency-Key: the key's scope, and
-    the scope with the body, which tells a retry (the same body) from a reuse (another).
-    Scoped to the key family: a retry sent with the new key after a rotation is the same
-    call, not a second impression."""
-    body = hashlib.sha256(orjson.dumps([post_id, ad_id])).hexdigest()
-    return f"legacy:{family}:{idem}", f"legacy-body:{family}:{body}:{idem}"
-
-
-async def _replayed(ctx: Context, scope: str, with_body: str) -> bool:
+async def _replayed(ctx: Context, dedupe: str, post_id: str, ad_id: str) -> bool:
     """Whether an impression was counted under this Idempotency-Key already, with this
-    body. A key counted with another body is a 422: counting it would break the key's
-    promise to count once, and a replay would acknowledge an impression never counted."""
-    if not await ctx.store.impression_stored(scope):
+    body (its stored post_id and ad_id). A key counted with another body is a 422:
+    counting it would break the key's promise to count once, and a replay would
+    acknowledge an impression never counted."""
+    try:
+        stored = await ctx.store.impression_target(dedupe)
+    except StoreUnavailable:
+        raise _store_down("impression") from None
+    if stored is None:
         return False
-    if await ctx.store.impression_stored(with_body):
+    if stored == (post_id, ad_id):
         return True
     raise Unprocessable(
         "Idempotency-Key was already used with a different body (post_id, ad_id); "

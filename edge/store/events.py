@@ -208,6 +208,10 @@ class EventStore(abc.ABC):
         """Whether an impression with this dedupe key is stored."""
 
     @abc.abstractmethod
+    async def impression_target(self, dedupe_key: str) -> tuple[str | None, str] | None:
+        """The (post_id, ad_id) of the impression stored under this dedupe key, or None."""
+
+    @abc.abstractmethod
     async def valid_click_stored(self, impression_key: str) -> bool:
         """Whether this impression has a valid click stored."""
 
@@ -293,6 +297,9 @@ class SQLiteEventStore(SQLitePrimitives, EventStore):
 
     async def impression_stored(self, dedupe_key: str) -> bool:
         return await self.read(_impression_stored, dedupe_key)
+
+    async def impression_target(self, dedupe_key: str) -> tuple[str | None, str] | None:
+        return await self.read(_impression_target, dedupe_key)
 
     async def valid_click_stored(self, impression_key: str) -> bool:
         return await self.read(_valid_click_stored, impression_key)
@@ -586,6 +593,15 @@ def _click_by_id(conn: sqlite3.Connection, click_id: str) -> StoredClick | None:
 def _impression_stored(conn: sqlite3.Connection, key: str) -> bool:
     found = conn.execute("SELECT 1 FROM impression_keys WHERE dedupe_key = ?", (key,))
     return found.fetchone() is not None
+
+
+def _impression_target(conn: sqlite3.Connection, key: str) -> tuple[str | None, str] | None:
+    row = conn.execute(
+        "SELECT i.post_id, i.ad_id FROM impression_keys k JOIN impressions i "
+        "ON i.id = k.impression_id WHERE k.dedupe_key = ?",
+        (key,),
+    ).fetchone()
+    return None if row is None else (row[0], row[1])
 
 
 def _valid_click_stored(conn: sqlite3.Connection, impression_key: str) -> bool:

@@ -680,6 +680,15 @@ class PostgresStore(Store):
         )
         return row is not None
 
+    async def impression_target(self, dedupe_key: str) -> tuple[str | None, str] | None:
+        row = await self.read(
+            _one,
+            "SELECT i.post_id, i.ad_id FROM impression_keys k JOIN impressions i "
+            "ON i.id = k.impression_id WHERE k.dedupe_key = %s",
+            (dedupe_key,),
+        )
+        return None if row is None else (row[0], row[1])
+
     async def valid_click_stored(self, impression_key: str) -> bool:
         row = await self.read(
             _one,

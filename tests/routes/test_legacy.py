@@ -224,6 +224,35 @@ def test_an_idempotency_key_reused_with_another_body_is_422(legacy, other):
     assert run(client, store.impression_count, "legacy") == 1
 
 
+def test_a_key_reused_by_a_concurrent_call_with_another_body_is_422(legacy):
+    # Two first calls with one key race: both find the key unused, one is counted. The
+    # other carried another body, so it is the 422 of a reuse, not a replay's 200.
+    client, key = legacy
+    store = client.app.state.ctx.store
+    body = {"post_id": "p-9", "ad_id": "ad-gps-watch"}
+    other = {"post_id": "p-10", "ad_id": "ad-gps-watch"}
+    first = post_json(client, "/ugc/impression", body, key, **{"Idempotency-Key": "imp-1"})
+    assert first.status_code == 200
+    stored = store.impression_target
+    checks: list[str] = []
+
+    async def unused_at_first(dedupe_key: str):
+        # The first check of each call sees the key before the other call's commit.
+        checks.append(dedupe_key)
+        return None if len(checks) == 1 else await stored(dedupe_key)
+
+    store.impression_target = unused_at_first
+    try:
+        r = post_json(client, "/ugc/impression", other, key, **{"Idempotency-Key": "imp-1"})
+        assert_error_shape(r, 422, "idempotency_key_reused")
+        checks.clear()
+        same = post_json(client, "/ugc/impression", body, key, **{"Idempotency-Key": "imp-1"})
+        assert same.status_code == 200 and same.headers["Idempotent-Replayed"] == "true"
+    finally:
+        store.impression_target = stored
+    assert run(client, store.impression_count, "legacy") == 1
+
+
 def test_legacy_impressions_respect_the_budget_and_count_toward_spend(legacy):
     # The earlier beacon bills like the others: the campaign's spend sees it at once, and
     # past the budget it is stored unbilled.
@@ -283,7 +312,7 @@ def test_an_idempotency_key_the_store_cannot_look_up_is_503(legacy, monkeypatch)
     async def down(*args):
         raise StoreUnavailable("locked")
 
-    monkeypatch.setattr(client.app.state.ctx.store, "impression_stored", down)
+    monkeypatch.setattr(client.app.state.ctx.store, "impression_target", down)
     body = {"post_id": "p", "ad_id": "ad-gps-watch"}
     r = post_json(client, "/ugc/impression", body, key, **{"Idempotency-Key": "imp-1"})
     assert_error_shape(r, 503)

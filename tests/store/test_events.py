@@ -217,6 +217,17 @@ def test_impressions_by_the_tags_impression_id(store, run):
     assert run(store.impressions_by_tag_id([])) == {}
 
 
+def test_the_impression_a_dedupe_key_points_to(store, run):
+    # Every key of an impression, a replay's new ones included, names its post and ad.
+    run(ledger.record_impression(store, imp(("k:1", "k:2"), post_id="p-1", ad_id="ad-7")))
+    run(ledger.record_impression(store, imp(("k:2", "k:3"), post_id="p-2", ad_id="ad-8")))
+    run(ledger.record_impression(store, imp(("k:4",))))
+    for key in ("k:1", "k:2", "k:3"):
+        assert run(store.impression_target(key)) == ("p-1", "ad-7")
+    assert run(store.impression_target("k:4")) == (None, "ad-1")
+    assert run(store.impression_target("k:5")) is None
+
+
 def test_clicks_and_conversions_once_each_with_their_charges(store, run, counts, db_target):
     from edge.store import Click, ClickConflict, Conversion
 
