@@ -16,6 +16,8 @@ Rules, in order (the first that applies is the reason):
 - ``not_viewable`` (tag impressions): the beacon's own report of what was in view falls
   short of a viewable impression (less than 30% of the ad, or less than one second).
 - ``click_before_impression`` (clicks): the click's impression was never stored.
+- ``impression_invalid`` (clicks): the click's impression was stored as invalid traffic (a
+  bot's, another client's, not viewable, over its rate): a click cannot make it valid.
 - ``rate_limited``: the client went over its rate (tag impressions: ``EDGE_IVT_IMPRESSIONS``
   per client address; the tag's clicks: 1 a minute, 3 per 10 minutes, 10 an hour, 25 a
   day). Beacons a partner fires (the UGC pixel, the AI render, view and click URLs) have no
@@ -49,6 +51,7 @@ Reason = Literal[
     "publisher_removed",
     "rate_limited",
     "click_before_impression",
+    "impression_invalid",
     "not_viewable",
 ]
 REASONS: tuple[Reason, ...] = (
@@ -57,6 +60,7 @@ REASONS: tuple[Reason, ...] = (
     "publisher_removed",
     "rate_limited",
     "click_before_impression",
+    "impression_invalid",
     "not_viewable",
 )
 CLIENT_PURPOSE = "client/v1"
@@ -283,16 +287,19 @@ class TrafficClassifier:
         binding: str | None = None,
         publisher_known: bool = True,
         impression_seen: bool = True,
+        impression_valid: bool = True,
         rate_limited: bool = True,
     ) -> Verdict:
-        """A click: the impression rules, then click-before-impression, then (when
-        ``rate_limited``) the click rates (1/min, 3/10 min, 10/h, 25/day per client
-        address)."""
+        """A click: the impression rules, then click-before-impression, then a click on an
+        impression stored as invalid, then (when ``rate_limited``) the click rates (1/min,
+        3/10 min, 10/h, 25/day per client address)."""
         found = self._common(client, bound_to, binding, publisher_known)
         if found is not None:
             return found
         if not impression_seen:
             return _INVALID["click_before_impression"]
+        if not impression_valid:
+            return _INVALID["impression_invalid"]
         if rate_limited and not self._clicks.allow(key):
             return _INVALID["rate_limited"]
         return VALID

@@ -56,7 +56,8 @@ words:
                         past a campaign's budget or daily cap (bar the batch in flight)
   invalid_*             events stored but never billed, by reason: invalid_<reason> for
                         impressions, invalid_clicks_<reason> for clicks (click_before_impression:
-                        no stored impression; duplicate: a second click on one impression;
+                        no stored impression; impression_invalid: its impression was
+                        stored invalid; duplicate: a second click on one impression;
                         bot_user_agent, client_mismatch, rate_limited, publisher_removed;
                         not_viewable: a tag beacon reporting under 30% in view or 1 s)
   pacing                per campaign: spent_usd, planned_usd (the even line now; null without

@@ -117,7 +117,8 @@ async def record_click(
 ) -> bool:
     """Judge the click, store it durably, and count its charge toward the campaign's spend.
 
-    ``impression_keys``: dedupe keys of which any one stored means the impression was.
+    ``impression_keys``: dedupe keys of which any one stored means the impression was (and
+    any one stored valid, that it was valid).
     """
     async with store_errors():
         reason = await _invalid_reason(judge, ctx, click.impression_key, impression_keys)
@@ -135,17 +136,23 @@ async def record_click(
 async def _invalid_reason(
     judge: _Judge, ctx: Context, impression_key: str, impression_keys: tuple[str, ...]
 ) -> str | None:
-    seen = False
+    # Seen: any of the keys names a stored impression; valid: one of them a valid one (an
+    # AI ad's render may be a bot's and its view not).
+    seen = valid = False
     for key in impression_keys:
-        if await ctx.store.impression_stored(key):
+        stored = await ctx.store.stored_impression(key)
+        if stored is not None:
             seen = True
-            break
+            if stored.invalid_reason is None:
+                valid = True
+                break
     verdict = click_verdict(
         ctx,
         judge.request,
         bound_to=judge.bound_to,
         publisher_id=judge.publisher_id,
         impression_seen=seen,
+        impression_valid=valid,
         partner=judge.partner,
     )
     if verdict.reason is not None:

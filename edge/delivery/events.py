@@ -142,11 +142,13 @@ def click_verdict(
     bound_to: str | None,
     publisher_id: str | None,
     impression_seen: bool,
+    impression_valid: bool = True,
     partner: bool = False,
 ) -> Verdict:
     """The invalid-traffic verdict of a click beacon (the click routes call this): the
-    impression's rules, click-before-impression, then the per-client click rates (not for
-    a ``partner``'s click, fired perhaps from one server for many users)."""
+    impression's rules, click-before-impression, a click on an impression stored as
+    invalid, then the per-client click rates (not for a ``partner``'s click, fired perhaps
+    from one server for many users)."""
     client = ctx.clients.of_scope(request.scope)
     user_agent = _user_agent(request.scope, partner)
     return ctx.traffic.classify_click(
@@ -156,6 +158,7 @@ def click_verdict(
         binding=None if bound_to is None else ctx.clients.binding(client, user_agent),
         publisher_known=publisher_id is None or ctx.publishers.get(publisher_id) is not None,
         impression_seen=impression_seen,
+        impression_valid=impression_valid,
         rate_limited=not partner,
     )
 

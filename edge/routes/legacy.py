@@ -152,12 +152,12 @@ async def _replayed(ctx: Context, dedupe: str, post_id: str, ad_id: str) -> bool
     counting it would break the key's promise to count once, and a replay would
     acknowledge an impression never counted."""
     try:
-        stored = await ctx.store.impression_target(dedupe)
+        stored = await ctx.store.stored_impression(dedupe)
     except StoreUnavailable:
         raise _store_down("impression") from None
     if stored is None:
         return False
-    if stored == (post_id, ad_id):
+    if (stored.post_id, stored.ad_id) == (post_id, ad_id):
         return True
     raise Unprocessable(
         "Idempotency-Key was already used with a different body (post_id, ad_id); "

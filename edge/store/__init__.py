@@ -14,6 +14,7 @@ from edge.store.events import (
     PlacementFailure,
     Publisher,
     StoredClick,
+    StoredImpression,
 )
 from edge.store.postgres import PostgresStore
 from edge.store.sqlite import SQLiteStore
@@ -35,6 +36,7 @@ __all__ = [
     "Store",
     "StoreUnavailable",
     "StoredClick",
+    "StoredImpression",
     "TagVersionRecord",
     "open_store",
 ]

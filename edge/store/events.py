@@ -99,6 +99,16 @@ class Click:
 
 
 @dataclass(frozen=True, slots=True)
+class StoredImpression:
+    """What a click or a retry needs of a stored impression: its post, its ad, and the
+    reason it was stored as invalid traffic (None: valid)."""
+
+    post_id: str | None
+    ad_id: str
+    invalid_reason: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class StoredClick:
     row: int
     click_id: str
@@ -208,8 +218,8 @@ class EventStore(abc.ABC):
         """Whether an impression with this dedupe key is stored."""
 
     @abc.abstractmethod
-    async def impression_target(self, dedupe_key: str) -> tuple[str | None, str] | None:
-        """The (post_id, ad_id) of the impression stored under this dedupe key, or None."""
+    async def stored_impression(self, dedupe_key: str) -> StoredImpression | None:
+        """The impression stored under this dedupe key, or None."""
 
     @abc.abstractmethod
     async def valid_click_stored(self, impression_key: str) -> bool:
@@ -298,8 +308,8 @@ class SQLiteEventStore(SQLitePrimitives, EventStore):
     async def impression_stored(self, dedupe_key: str) -> bool:
         return await self.read(_impression_stored, dedupe_key)
 
-    async def impression_target(self, dedupe_key: str) -> tuple[str | None, str] | None:
-        return await self.read(_impression_target, dedupe_key)
+    async def stored_impression(self, dedupe_key: str) -> StoredImpression | None:
+        return await self.read(_stored_impression, dedupe_key)
 
     async def valid_click_stored(self, impression_key: str) -> bool:
         return await self.read(_valid_click_stored, impression_key)
@@ -595,13 +605,13 @@ def _impression_stored(conn: sqlite3.Connection, key: str) -> bool:
     return found.fetchone() is not None
 
 
-def _impression_target(conn: sqlite3.Connection, key: str) -> tuple[str | None, str] | None:
+def _stored_impression(conn: sqlite3.Connection, key: str) -> StoredImpression | None:
     row = conn.execute(
-        "SELECT i.post_id, i.ad_id FROM impression_keys k JOIN impressions i "
+        "SELECT i.post_id, i.ad_id, i.invalid_reason FROM impression_keys k JOIN impressions i "
         "ON i.id = k.impression_id WHERE k.dedupe_key = ?",
         (key,),
     ).fetchone()
-    return None if row is None else (row[0], row[1])
+    return None if row is None else StoredImpression(*row)
 
 
 def _valid_click_stored(conn: sqlite3.Connection, impression_key: str) -> bool:

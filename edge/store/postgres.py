@@ -50,6 +50,7 @@ from edge.store.events import (
     PlacementFailure,
     Publisher,
     StoredClick,
+    StoredImpression,
     runs_of,
     valid_publisher_id,
 )
@@ -680,14 +681,14 @@ class PostgresStore(Store):
         )
         return row is not None
 
-    async def impression_target(self, dedupe_key: str) -> tuple[str | None, str] | None:
+    async def stored_impression(self, dedupe_key: str) -> StoredImpression | None:
         row = await self.read(
             _one,
-            "SELECT i.post_id, i.ad_id FROM impression_keys k JOIN impressions i "
-            "ON i.id = k.impression_id WHERE k.dedupe_key = %s",
+            "SELECT i.post_id, i.ad_id, i.invalid_reason FROM impression_keys k "
+            "JOIN impressions i ON i.id = k.impression_id WHERE k.dedupe_key = %s",
             (dedupe_key,),
         )
-        return None if row is None else (row[0], row[1])
+        return None if row is None else StoredImpression(*row)
 
     async def valid_click_stored(self, impression_key: str) -> bool:
         row = await self.read(

@@ -103,6 +103,23 @@ def test_a_click_without_a_stored_impression_is_invalid_and_never_billed(client)
     seen(client, tok, "imp-00000001")
 
 
+def test_a_click_on_an_impression_stored_as_invalid_is_invalid_and_never_billed(client):
+    # The tag reported the ad barely in view: the impression is stored, not viewable. A
+    # click on it cannot make it valid, nor bill.
+    tok = token(client)
+    body = {
+        "impression_token": tok, "impression_id": "imp-00000001", "v": "1.0.0",
+        "visible_ratio": 0.05, "visible_ms": 10,
+    }  # fmt: skip
+    assert client.post("/dea/url/impression", json=body).json()["counted"] is True
+    assert click(client, tok, "clk-00000001").json()["counted"] is True
+    assert charges(client) == []
+    c = counts(client)
+    assert c[("ad", CPC_AD, "invalid_not_viewable")] == 1
+    assert c[("ad", CPC_AD, "invalid_clicks_impression_invalid")] == 1
+    assert ("ad", CPC_AD, "clicks") not in c
+
+
 def test_a_text_plain_click_is_taken_as_sendbeacon_sends_it(client):
     tok = token(client)
     seen(client, tok, "imp-00000001")
@@ -261,6 +278,27 @@ def test_ai_click_after_its_view_bills_once(client):
     assert (
         c[("ad", CPC_AD, "invalid_clicks_click_before_impression")] == 1
     )  # m-2 was never rendered
+
+
+def test_an_ai_click_after_a_bots_view_is_invalid_unless_a_valid_render_was_stored(client):
+    view, clk = ai_urls(client)
+    bot = {"User-Agent": "Googlebot/2.1 (+http://www.google.com/bot.html)"}
+    assert client.get(f"{view.path}?{view.query}", headers=bot).status_code == 204
+    assert client.get(f"{clk.path}?{clk.query}").status_code == 204
+    assert charges(client) == []
+    assert counts(client)[("ad", CPC_AD, "invalid_clicks_impression_invalid")] == 1
+    # Another message: its render by a bot, its view by the user's browser. One valid
+    # impression is enough for its click.
+    ctx = client.app.state.ctx
+    number = ctx.matcher.catalogue.ad_number(CPC_AD)
+    render, view2 = (
+        urlsplit(u) for u in ai_beacon_urls(ctx.signer, ctx.settings.base_url, number, "m-2", "c-1")
+    )
+    _, clk2 = ai_urls(client, "m-2")
+    assert client.get(f"{render.path}?{render.query}", headers=bot).status_code == 204
+    assert client.get(f"{view2.path}?{view2.query}").status_code == 204
+    assert client.get(f"{clk2.path}?{clk2.query}").status_code == 204
+    assert charges(client) == [("cpc", CPC_AD, CPC_BID)]
 
 
 def test_ai_clicks_a_partner_server_fires_for_many_users_are_all_valid(client):

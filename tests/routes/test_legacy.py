@@ -233,7 +233,7 @@ def test_a_key_reused_by_a_concurrent_call_with_another_body_is_422(legacy):
     other = {"post_id": "p-10", "ad_id": "ad-gps-watch"}
     first = post_json(client, "/ugc/impression", body, key, **{"Idempotency-Key": "imp-1"})
     assert first.status_code == 200
-    stored = store.impression_target
+    stored = store.stored_impression
     checks: list[str] = []
 
     async def unused_at_first(dedupe_key: str):
@@ -241,7 +241,7 @@ def test_a_key_reused_by_a_concurrent_call_with_another_body_is_422(legacy):
         checks.append(dedupe_key)
         return None if len(checks) == 1 else await stored(dedupe_key)
 
-    store.impression_target = unused_at_first
+    store.stored_impression = unused_at_first
     try:
         r = post_json(client, "/ugc/impression", other, key, **{"Idempotency-Key": "imp-1"})
         assert_error_shape(r, 422, "idempotency_key_reused")
@@ -249,7 +249,7 @@ def test_a_key_reused_by_a_concurrent_call_with_another_body_is_422(legacy):
         same = post_json(client, "/ugc/impression", body, key, **{"Idempotency-Key": "imp-1"})
         assert same.status_code == 200 and same.headers["Idempotent-Replayed"] == "true"
     finally:
-        store.impression_target = stored
+        store.stored_impression = stored
     assert run(client, store.impression_count, "legacy") == 1
 
 
@@ -312,7 +312,7 @@ def test_an_idempotency_key_the_store_cannot_look_up_is_503(legacy, monkeypatch)
     async def down(*args):
         raise StoreUnavailable("locked")
 
-    monkeypatch.setattr(client.app.state.ctx.store, "impression_target", down)
+    monkeypatch.setattr(client.app.state.ctx.store, "stored_impression", down)
     body = {"post_id": "p", "ad_id": "ad-gps-watch"}
     r = post_json(client, "/ugc/impression", body, key, **{"Idempotency-Key": "imp-1"})
     assert_error_shape(r, 503)

@@ -7,7 +7,14 @@ import pytest
 
 from edge import ledger
 from edge.settings import Settings
-from edge.store import Hover, Impression, PlacementFailure, PostgresStore, open_store
+from edge.store import (
+    Hover,
+    Impression,
+    PlacementFailure,
+    PostgresStore,
+    StoredImpression,
+    open_store,
+)
 from tests.store.conftest import sql
 
 
@@ -222,10 +229,12 @@ def test_the_impression_a_dedupe_key_points_to(store, run):
     run(ledger.record_impression(store, imp(("k:1", "k:2"), post_id="p-1", ad_id="ad-7")))
     run(ledger.record_impression(store, imp(("k:2", "k:3"), post_id="p-2", ad_id="ad-8")))
     run(ledger.record_impression(store, imp(("k:4",))))
+    run(ledger.record_impression(store, imp(("k:6",), invalid_reason="bot_user_agent")))
     for key in ("k:1", "k:2", "k:3"):
-        assert run(store.impression_target(key)) == ("p-1", "ad-7")
-    assert run(store.impression_target("k:4")) == (None, "ad-1")
-    assert run(store.impression_target("k:5")) is None
+        assert run(store.stored_impression(key)) == StoredImpression("p-1", "ad-7", None)
+    assert run(store.stored_impression("k:4")) == StoredImpression(None, "ad-1", None)
+    assert run(store.stored_impression("k:5")) is None
+    assert run(store.stored_impression("k:6")).invalid_reason == "bot_user_agent"
 
 
 def test_clicks_and_conversions_once_each_with_their_charges(store, run, counts, db_target):
