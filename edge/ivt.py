@@ -154,12 +154,14 @@ def client_key(signer: Signer, client: Client) -> str:
 
 class BotDetector:
     """Known crawler and bot user agents, from the ``crawler-user-agents`` package's list,
-    compiled once into one expression; verdicts are cached per user-agent string."""
+    compiled once into one expression; verdicts are cached per user-agent string. Matched
+    without regard to case: a bot that sends "CURL/8.5.0" or "googlebot/2.1" is the same
+    bot (no browser's user agent matches either way)."""
 
     def __init__(self, patterns: Sequence[str] | None = None) -> None:
         if patterns is None:
             patterns = [entry["pattern"] for entry in crawleruseragents.CRAWLER_USER_AGENTS_DATA]
-        self._regex = re.compile("|".join(f"(?:{p})" for p in patterns))
+        self._regex = re.compile("|".join(f"(?:{p})" for p in patterns), re.IGNORECASE)
         self.is_bot = lru_cache(maxsize=8192)(self._is_bot)
 
     def _is_bot(self, user_agent: str) -> bool:

@@ -50,6 +50,38 @@ def test_bot_and_missing_user_agents_are_invalid(ua):
     assert verdict(classifier(), Client("203.0.113.7", ua)) == "bot_user_agent"
 
 
+@pytest.mark.parametrize(
+    "ua", ["CURL/8.5.0", "Python-Requests/2.31.0", "googlebot/2.1", "headlesschrome", "BINGBOT/2.0"]
+)
+def test_a_bot_in_other_letter_case_is_still_a_bot(ua):
+    assert verdict(classifier(), Client("203.0.113.7", ua)) == "bot_user_agent"
+
+
+BROWSERS = (
+    CHROME,
+    "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) "
+    "Chrome/131.0.0.0 Safari/537.36 Edg/131.0.0.0",
+    "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) "
+    "Version/17.6 Safari/605.1.15",
+    "Mozilla/5.0 (X11; Linux x86_64; rv:133.0) Gecko/20100101 Firefox/133.0",
+    "Mozilla/5.0 (iPhone; CPU iPhone OS 17_6 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like "
+    "Gecko) Version/17.6 Mobile/15E148 Safari/604.1",
+    "Mozilla/5.0 (Linux; Android 14; SM-S918B) AppleWebKit/537.36 (KHTML, like Gecko) "
+    "SamsungBrowser/26.0 Chrome/122.0.0.0 Mobile Safari/537.36",
+    "Mozilla/5.0 (iPhone; CPU iPhone OS 17_6 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like "
+    "Gecko) Mobile/15E148 Instagram 350.0.0.26.91",
+    "Mozilla/5.0 (Linux; Android 14; Pixel 8 Build/AP2A; wv) AppleWebKit/537.36 (KHTML, like "
+    "Gecko) Version/4.0 Chrome/131.0.6778.81 Mobile Safari/537.36",
+    "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) "
+    "Chrome/131.0.0.0 YaBrowser/24.10.0.0 Safari/537.36",
+)
+
+
+@pytest.mark.parametrize("ua", BROWSERS)
+def test_browsers_are_not_bots(ua):
+    assert not BotDetector().is_bot(ua)
+
+
 def test_a_browser_is_valid_and_the_detector_uses_the_maintained_list():
     assert verdict(classifier()) is None
     assert BotDetector().is_bot("Googlebot/2.1")
