@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import crawleruseragents
 import pytest
 
 from edge.ivt import (
@@ -13,6 +14,7 @@ from edge.ivt import (
     TrafficClassifier,
     client_binding,
     client_key,
+    lower_pattern,
 )
 from edge.settings import RateLimit, Settings
 from edge.signing import Signer
@@ -55,6 +57,20 @@ def test_bot_and_missing_user_agents_are_invalid(ua):
 )
 def test_a_bot_in_other_letter_case_is_still_a_bot(ua):
     assert verdict(classifier(), Client("203.0.113.7", ua)) == "bot_user_agent"
+
+
+def test_every_listed_crawler_instance_is_a_bot_in_any_case():
+    # The list's own example user agents, as sent and upper-cased; and a pattern's escapes
+    # keep their meaning when its letters are lower-cased.
+    detector = BotDetector()
+    instances = [
+        ua for entry in crawleruseragents.CRAWLER_USER_AGENTS_DATA for ua in entry["instances"]
+    ]
+    assert len(instances) > 1000
+    missed = [ua for ua in instances if not (detector.is_bot(ua) and detector.is_bot(ua.upper()))]
+    assert missed == []
+    assert lower_pattern(r"Spider[\s\S]*spider\.com") == r"spider[\s\S]*spider\.com"
+    assert BotDetector([r"Current[\s\S]*RSS Reader"]).is_bot("CURRENT/2 (rss reader)")
 
 
 BROWSERS = (
