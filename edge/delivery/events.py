@@ -257,6 +257,13 @@ async def _ugc_pixel(ctx: Context, request: Request) -> Response:
     # token alone is the dedupe key, and a replay is answered 204 like the first.
     query = strict_query(request, ["t"], required=["t"])
     claims = read_claims(ctx, query["t"], "ugc", "t")
+    if claims.client is not None:
+        # The tag's token, bound to the browser it was issued to: the pixel's partner rules
+        # (no per-client rate, the device header) must not apply to it.
+        raise BadRequest(
+            "t is a token the tag was given: it reports through POST /dea/ugc/impression",
+            field="t",
+        )
     verdict = _verdict(
         ctx,
         request.scope,

@@ -157,6 +157,20 @@ def test_pixel_get_refuses_bad_queries(client):
     assert stored(client) == 0
 
 
+def test_the_pixel_refuses_a_token_the_tag_was_given(client):
+    # A tag token is bound to its browser and judged by the tag beacon's rules (the client's
+    # rate among them): the pixel, made for partners' unbound tokens, must not take it.
+    ctx = client.app.state.ctx
+    tag = issue_impression_token(
+        ctx.signer, surface="ugc", env=ctx.settings.env, ad_id="ad-1", campaign_id="cmp-1",
+        now=ctx.clock(), cpm_usd=4.0, publisher_id=PUB, slot_id="side", post_id="p-42",
+        client="binding-of-one-browser",
+    )[0]  # fmt: skip
+    err = assert_error_shape(client.get("/dea/ugc/impression", params={"t": tag}), 400)
+    assert err["field"] == "t" and "POST /dea/ugc/impression" in err["message"]
+    assert stored(client) == 0
+
+
 def _ai_urls(client, message_id="m-1", conversation_id="c-9"):
     ctx = client.app.state.ctx
     catalogue = ctx.matcher.catalogue
