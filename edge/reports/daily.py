@@ -58,7 +58,8 @@ class DayRange:
         start = (
             _day("--since", since)
             if since is not None
-            else end - dt.timedelta(days=DEFAULT_DAYS - 1)
+            # (never before the calendar's first day: "--until 0001-01-05" is a short range)
+            else dt.date.fromordinal(max(1, end.toordinal() - (DEFAULT_DAYS - 1)))
         )
         if start > end:
             raise RangeError(f"--since {start} is after --until {end}")

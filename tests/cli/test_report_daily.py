@@ -150,3 +150,6 @@ def test_range_parsing_defaults():
     assert DayRange.parse("2026-09-22", None, now).days == ["2026-09-22", "2026-09-23"]
     with pytest.raises(RangeError):
         DayRange.parse("2026-09-24", None, now)  # after today, the default end
+    # The calendar's first days: the default start stops at its first day.
+    assert DayRange.parse(None, "0001-01-05", now).days[0] == "0001-01-01"
+    assert len(DayRange.parse(None, "0001-01-30", now).days) == 30
