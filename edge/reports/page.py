@@ -93,7 +93,10 @@ def render(
     else:
         for title, kind, note in RATES:
             body.append(_rate_section(title, kind, names, entries, colours, note))
-        body.append(_pacing_section(names, everyone, colours, campaigns, spent_total, now))
+    # Pacing even when nothing was counted: a campaign that is not delivering at all is the
+    # one pacing is there to show.
+    body.append(_pacing_section(names, everyone, colours, campaigns, spent_total, now))
+    if entries:
         body.append(_numbers(names, entries))
     body.append("</main>")
     return _document("Reports", "\n".join(body))

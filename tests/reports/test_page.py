@@ -52,6 +52,16 @@ def test_a_campaign_with_neither_spend_nor_plan_gets_no_chart():
     assert "<figure" not in html and "Nothing counted for any campaign" in html
 
 
+def test_a_campaign_not_delivering_at_all_is_charted_when_nothing_was_counted():
+    # No bucket in these days for any campaign: the rates have nothing to show, but the
+    # campaign's even line against nothing spent is what pacing is there to show.
+    html = render(DAYS, [], [campaign()], {}, NOW, "production")
+    assert "Nothing counted for any campaign" in html
+    figure = html.split('<figure data-campaign="cmp-1">')[1].split("</figure>")[0]
+    assert "even line (plan), 2026-09-20: $2,000.00</title>" in figure
+    assert "spent, 2026-09-20: $0.00</title>" in figure
+
+
 def test_rates_leave_a_gap_where_a_day_has_no_denominator():
     rows = [("2026-09-19", "campaign", "c", "matches", 4.0),
             ("2026-09-19", "campaign", "c", "impressions", 2.0),
