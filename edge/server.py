@@ -544,7 +544,13 @@ def serve(settings: Settings) -> None:
     # and without a catalogue file, it must not end the process.
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     if settings.workers > 1:
-        sock = bind_socket(settings.host, settings.port)
+        try:
+            sock = bind_socket(settings.host, settings.port)
+        except OSError as exc:  # a busy port, an address not of this host: one line, exit 2
+            raise SettingsError(
+                f"EDGE_PORT (--port): cannot listen on {settings.host}:{settings.port}: "
+                f"{exc.strerror or exc}"
+            ) from None
         log.info("%d workers on %s:%d", settings.workers, settings.host, settings.port)
         model = preload_model(settings)  # before the fork: the workers share its pages
         code = Supervisor(settings.workers, sock, partial(_worker, settings, model)).run()

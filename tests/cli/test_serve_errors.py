@@ -150,6 +150,19 @@ def test_busy_port_gives_the_bind_error_not_ready(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_busy_port_with_workers_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = edge(tmp_path, "serve", "--db", "e.db", "--port", str(port), "--workers", "2")
+    assert result.returncode == 2
+    line = one_line(result)
+    assert line.startswith(f"edge: EDGE_PORT (--port): cannot listen on 127.0.0.1:{port}: ")
+    assert "address already in use" in line.lower()
+
+
+@pytest.mark.slow
 def test_ready_is_logged_once_listening(tmp_path: Path) -> None:
     with EdgeProcess(db=tmp_path / "e.db") as proc:
         out = proc.output()
