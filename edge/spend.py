@@ -6,6 +6,13 @@ every billing row this process commits is added at once (``add``, called after t
 Spend only grows, so a refresh keeps the larger of the stored and the in-memory figure per
 campaign: a billing commit that lands while the store is being read is never lost.
 
+A charge this process has decided but not yet committed is held (``bill``): from the
+moment of the decision, with no await between the headroom it read and the hold, every
+later decision's ``headroom`` counts it, so events decided at once (a group-commit batch,
+conversions in flight together) cannot together bill past a budget or today's cap. The
+hold becomes spend when its row commits and is dropped when the write counts nothing (a
+replay) or fails.
+
 A billing row changes one campaign's figure in place (``add`` costs the same with ten
 campaigns or ten thousand). The billing decision on the event loop reads those live maps
 (``current``); a decision handed to the matcher's thread gets a copy that no later commit
@@ -18,7 +25,7 @@ store answers today's from the campaigns' day buckets, bumped in each billing co
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from edge.counters import utc_day
 from edge.store import Store
@@ -44,6 +51,9 @@ class SpendLedger:
         self._day = day_start(clock())
         self._fetched_at: float | None = None
         self._lock = asyncio.Lock()
+        # Charges decided and not yet committed, per campaign: (USD, how many). Counted by
+        # ``headroom`` only (the pacing gate reads committed spend).
+        self._held: dict[str, tuple[float, int]] = {}
 
     async def snapshot(self, store: Store) -> Spend:
         """The spend now, re-read from the store first when the last read is stale: a copy
@@ -83,6 +93,33 @@ class SpendLedger:
             self._today[campaign_id] = self._today.get(campaign_id, 0.0) + amount
         self._changes += 1
 
+    async def bill(
+        self, campaign_id: str | None, amount: float | None, at: float, write: Awaitable[bool]
+    ) -> bool:
+        """Await ``write``, the commit of an event (True: counted) that bills ``amount``
+        (None: nothing) to the campaign, with the amount held against its headroom until
+        then; counted, it becomes the campaign's spend, otherwise the hold is dropped.
+
+        The hold is taken before the first await, so a caller that decided ``amount`` from
+        ``headroom`` and calls this with no await between has the two as one step: no other
+        decision can read the headroom in between."""
+        if not campaign_id or amount is None or amount <= 0:
+            return await write
+        usd, n = self._held.get(campaign_id, (0.0, 0))
+        self._held[campaign_id] = (usd + amount, n + 1)
+        counted = False
+        try:
+            counted = await write
+        finally:
+            usd, n = self._held[campaign_id]
+            if n == 1:  # the last one: dropped exactly, no float dust left behind
+                del self._held[campaign_id]
+            else:
+                self._held[campaign_id] = (usd - amount, n - 1)
+            if counted:
+                self.add(campaign_id, amount, at)
+        return counted
+
     def current(self) -> Spend:
         """What is known now, without a store read (the billing decision's input): a view of
         the live figures, for use at once on the event loop (later commits change it)."""
@@ -97,9 +134,14 @@ class SpendLedger:
 
     def headroom(self, campaign: Campaign | None) -> float | None:
         """USD the campaign may still be billed (``ledger.clamp`` bills at most that), None
-        without a budget or a cap. The events of the batch being committed are not in the
-        figures yet, so a campaign can overshoot by at most that one in-flight batch."""
-        return None if campaign is None else headroom(campaign, self.current())
+        without a budget or a cap: what is left of both after its committed spend and the
+        charges this process holds for it (``bill``). Another process's billing shows up
+        at the next refresh."""
+        if campaign is None:
+            return None
+        left = headroom(campaign, self.current())
+        held = self._held.get(campaign.id)
+        return left if left is None or held is None else left - held[0]
 
     def invalidate(self) -> None:
         self._fetched_at = None

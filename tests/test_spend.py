@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from edge.counters import utc_day
 from edge.spend import SpendLedger
+from edge.store import StoreUnavailable
 from matcher.pacing import DAY_SECONDS, day_start
+from matcher.types import Campaign
 
 
 class FakeStore:
@@ -99,3 +103,52 @@ def test_a_snapshot_is_a_copy_that_later_commits_leave_alone(clock):
     clock.advance(DAY_SECONDS)  # a new day empties today: a new copy
     assert asyncio.run(ledger.snapshot(store)).today == {}
     assert after.today == {"c": 2.0}
+
+
+def campaign(budget: float | None = None, daily_cap: float | None = None) -> Campaign:
+    return Campaign(
+        id="c", advertiser_name="A", status="active", start_at=None, end_at=None,
+        budget_usd=budget, ad_sets=(), daily_cap_usd=daily_cap,
+    )  # fmt: skip
+
+
+def test_a_charge_is_held_from_its_decision_until_its_write_is_done(clock):
+    """Charges being written count against the headroom at once; the committed one then
+    counts as spend, and the holds of a replay and of a failed write are dropped."""
+    ledger = SpendLedger(clock)
+    budget, capped = campaign(budget=10.0), campaign(daily_cap=6.0)
+
+    async def run() -> list[object]:
+        loop = asyncio.get_running_loop()
+        writes = [loop.create_future() for _ in range(3)]
+        bills = [
+            asyncio.ensure_future(ledger.bill("c", usd, clock(), w))
+            for usd, w in zip((4.0, 4.0, 2.0), writes, strict=True)
+        ]
+        await asyncio.sleep(0)  # each runs to its write: all three held, none committed
+        assert ledger.headroom(budget) == pytest.approx(0.0)
+        assert ledger.headroom(capped) == pytest.approx(-4.0)  # a cap counts holds too
+        assert ledger.current().total == {}  # the pacing gate reads committed spend
+        writes[0].set_result(True)  # committed
+        writes[1].set_result(False)  # a replay: counted nothing
+        writes[2].set_exception(StoreUnavailable("disk full"))
+        return await asyncio.gather(*bills, return_exceptions=True)
+
+    first, replay, failed = asyncio.run(run())
+    assert first is True and replay is False and isinstance(failed, StoreUnavailable)
+    assert ledger.current().total == {"c": 4.0} and ledger.current().today == {"c": 4.0}
+    assert ledger.headroom(budget) == 6.0 and ledger.headroom(capped) == 2.0  # no hold left
+    assert ledger.headroom(campaign()) is None  # no budget, no cap: no limit
+
+
+def test_an_event_that_bills_nothing_holds_nothing(clock):
+    ledger = SpendLedger(clock)
+
+    async def write() -> bool:
+        assert ledger.headroom(campaign(budget=1.0)) == 1.0
+        return True
+
+    for amount in (None, 0.0):
+        assert asyncio.run(ledger.bill("c", amount, clock(), write())) is True
+    assert asyncio.run(ledger.bill(None, 1.0, clock(), write())) is True
+    assert ledger.current().total == {}

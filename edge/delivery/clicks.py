@@ -18,6 +18,7 @@ makes it billable is decided in the edge (here and in ``edge.ledger``), never in
 from __future__ import annotations
 
 import re
+from collections.abc import Awaitable
 from dataclasses import dataclass, replace
 
 from starlette.requests import Request
@@ -124,13 +125,20 @@ async def record_click(
         reason = await _invalid_reason(judge, ctx, click.impression_key, impression_keys)
         judged = _with_charge(ctx, click, reason)
         try:
-            counted = await ledger.record_click(ctx.store, judged)
+            counted = await _store(ctx, judged)
         except ClickConflict:  # another click of this impression committed first
-            judged = _with_charge(ctx, click, "duplicate")
-            counted = await ledger.record_click(ctx.store, judged)
-    if counted and judged.charge_usd:
-        ctx.spend.add(judged.campaign_id, judged.charge_usd, judged.at)
+            counted = await _store(ctx, _with_charge(ctx, click, "duplicate"))
     return counted
+
+
+def _store(ctx: Context, judged: Click) -> Awaitable[bool]:
+    """Store the judged click, its charge held against the campaign's headroom from now
+    until the commit (called right after the decision, with no await between: clicks in
+    flight together each see the others' charges), then counted as its spend; the hold
+    of a replay or a failed write is dropped."""
+    return ctx.spend.bill(
+        judged.campaign_id, judged.charge_usd, judged.at, ledger.record_click(ctx.store, judged)
+    )
 
 
 async def _invalid_reason(

@@ -17,6 +17,7 @@ IAB header for beacons fired on a user's behalf), else on their own ``User-Agent
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable
 from typing import Any
 
 from starlette.requests import Request
@@ -73,21 +74,25 @@ def campaign_of(ctx: Context, campaign_id: str | None) -> Campaign | None:
 def billed_cpm(ctx: Context, campaign_id: str | None, cpm: float | None) -> float | None:
     """The CPM to bill, or None when the campaign has reached its budget or daily cap: the
     impression is still stored and counted, never billed past the cap (the last one before
-    it bills what is left)."""
+    it bills what is left). The impression built with it goes to ``count_impression`` with
+    no await between, which holds the charge before any other decision reads the headroom."""
     if cpm is None:
         return None
     return ledger.cpm_within(cpm, ctx.spend.headroom(campaign_of(ctx, campaign_id)))
 
 
-async def count_impression(ctx: Context, imp: Impression) -> bool:
-    """Store the impression (``StoreUnavailable`` when the store cannot); once committed,
-    what it bills counts toward the campaign's spend at once (the pacing gate and the next
-    billing decision see it)."""
-    counted = await ledger.record_impression(ctx.store, imp)
-    billed = ledger.billing_usd(imp)
-    if counted and billed is not None:
-        ctx.spend.add(imp.campaign_id, billed, imp.at)
-    return counted
+def count_impression(ctx: Context, imp: Impression) -> Awaitable[bool]:
+    """Store the impression (awaited: True when counted, ``StoreUnavailable`` when the
+    store cannot). What it bills is held against the campaign's headroom from the start of
+    the await until the commit, then counts as its spend (the pacing gate and the next
+    billing decision see it); a replay's or a failed write's hold is dropped. (One
+    coroutine around the store's: this runs on every impression beacon.)"""
+    return ctx.spend.bill(
+        imp.campaign_id,
+        ledger.billing_usd(imp),
+        imp.at,
+        ledger.record_impression(ctx.store, imp),
+    )
 
 
 async def _record(ctx: Context, imp: Impression) -> bool:

@@ -63,15 +63,20 @@ async def convert(ctx: Context, request: Request) -> Response:
         )
     placement = ctx.matcher.catalogue.placement(click.ad_id) if ctx.matcher else None
     pricing = placement.ad_set.pricing_model if placement is not None else None
-    charge = ledger.conversion_charge(
-        pricing, ctx.spend.headroom(campaign_of(ctx, click.campaign_id))
-    )
-    conversion = Conversion(click, ctx.clock(), body.get("value_usd"), charge)
     async with store_errors():
-        counted = await ledger.record_conversion(ctx.store, conversion)
+        # The decision and the hold of its charge (``spend.bill``) with no await between:
+        # conversions in flight together each see the others' charges.
+        charge = ledger.conversion_charge(
+            pricing, ctx.spend.headroom(campaign_of(ctx, click.campaign_id))
+        )
+        conversion = Conversion(click, ctx.clock(), body.get("value_usd"), charge)
+        counted = await ctx.spend.bill(
+            click.campaign_id,
+            charge,
+            conversion.at,
+            ledger.record_conversion(ctx.store, conversion),
+        )
     billed = charge if counted and charge else 0.0
-    if billed:
-        ctx.spend.add(click.campaign_id, billed, conversion.at)
     return json_response(
         {"acknowledged": True, "counted": counted, "billed_usd": billed},
         headers={**admission.headers, "Cache-Control": "no-store"},

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
+import httpx2 as httpx
+
 from edge import matching
 from matcher.types import (
     Ad,
@@ -22,6 +27,26 @@ def register(client, publisher_id: str = PUB, *origins: str) -> None:
     ctx = client.app.state.ctx
     client.portal.call(ctx.store.upsert_publisher, publisher_id, list(origins or (ORIGIN,)), 1.0)
     client.portal.call(ctx.publishers.refresh)
+
+
+def at_once(client, requests: list[tuple[str, str, dict[str, Any]]]) -> list[httpx.Response]:
+    """Send ``(method, url, httpx keywords)`` requests all at once in the app's event loop,
+    as concurrent callers would, and return the answers in order: from the test client's
+    address and user agent (httpx's own is on the crawler list). These bypass the
+    ``make_client`` check that every answer is documented."""
+    from tests.conftest import US_CLIENT
+
+    async def send() -> list[httpx.Response]:
+        transport = httpx.ASGITransport(app=client.app, client=US_CLIENT)
+        agent = {"User-Agent": client.headers["user-agent"]}
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://testserver", headers=agent
+        ) as http:
+            return list(
+                await asyncio.gather(*(http.request(m, url, **kw) for m, url, kw in requests))
+            )
+
+    return client.portal.call(send)
 
 
 def placement(ad_id: str = "ad-1", *, pricing: str = "cpm", bid: float = 4.0) -> Placement:

@@ -8,7 +8,7 @@ import pytest
 
 from edge.beacons import ai_beacon_urls, ai_click_url, issue_impression_token
 from tests.conftest import assert_error_shape, issue_key
-from tests.delivery.helpers import PUB, register
+from tests.delivery.helpers import PUB, at_once, register
 
 CPC_AD, CPC_CAMPAIGN, CPC_BID = "ad-dog-food", "cmp-happy-hound", 1.4  # bundled catalogue
 CPA_AD, CPA_CAMPAIGN, CPA_BID = "ad-meal-kit", "cmp-weeknight", 18.0
@@ -215,6 +215,27 @@ def test_the_last_click_before_the_budget_bills_what_is_left(client):
     assert counts(client)[("ad", CPC_AD, "clicks")] == 2
 
 
+def test_conversions_at_once_never_bill_past_the_budget(client):
+    # $40 left of the $8,000 budget, an $18 bid, ten conversions reported at once (one
+    # Ad Manager key's burst): $18, $18 and the $4 left, then nothing. Each decision sees
+    # the charges still being written beside it, not only the committed ones.
+    key = issue_key(client, "ad-manager")
+    ctx = client.app.state.ctx
+    ids = [f"clk-{n:08d}" for n in range(10)]
+    for click_id in ids:
+        clicked(client, CPA_AD, CPA_CAMPAIGN, click_id)
+    ctx.spend.add(CPA_CAMPAIGN, 7_960.0, ctx.clock())
+    headers = {"X-API-Key": key}
+    reports = [("POST", CONVERSIONS, {"headers": headers, "json": {"click_id": c}}) for c in ids]
+    answers = at_once(client, reports)
+    assert [r.status_code for r in answers] == [200] * 10
+    billed = sorted(r.json()["billed_usd"] for r in answers)
+    assert billed == [0.0] * 7 + [pytest.approx(4.0), CPA_BID, CPA_BID]
+    assert sum(amount for _p, _ad, amount in charges(client)) == pytest.approx(40.0)
+    assert ctx.spend.current().total[CPA_CAMPAIGN] == pytest.approx(8_000.0)
+    assert counts(client)[("campaign", CPA_CAMPAIGN, "conversions")] == 10
+
+
 def test_a_conversion_of_a_cpc_click_counts_but_bills_nothing_more(client):
     key = issue_key(client, "ad-manager")
     clicked(client, CPC_AD, CPC_CAMPAIGN, "clk-00000001")
@@ -328,6 +349,23 @@ def test_ai_clicks_on_one_message_id_in_two_conversations_bill_each(client):
     assert c[("ad", CPC_AD, "clicks")] == 2
     assert c[("ad", CPC_AD, "invalid_clicks_click_before_impression")] == 1
     assert charges(client) == [("cpc", CPC_AD, CPC_BID)] * 2
+
+
+def test_clicks_at_once_never_bill_past_the_budget(client):
+    """Six AI clicks fired at once (a partner's server, no per-client rate) on a CPC
+    campaign with $3 left and a $1.40 bid: $1.40, $1.40 and the $0.20 left, never more."""
+    ctx = client.app.state.ctx
+    clicks = []
+    for n in range(6):
+        view, clk = ai_urls(client, f"m-{n}")
+        assert client.get(f"{view.path}?{view.query}").status_code == 204
+        clicks.append(("GET", f"{clk.path}?{clk.query}", {}))
+    ctx.spend.add(CPC_CAMPAIGN, 20_000.0 - 3.0, ctx.clock())
+    assert [r.status_code for r in at_once(client, clicks)] == [204] * 6
+    billed = sorted(amount for _p, _ad, amount in charges(client))
+    assert billed == [pytest.approx(0.2), CPC_BID, CPC_BID]
+    assert ctx.spend.current().total[CPC_CAMPAIGN] == pytest.approx(20_000.0)
+    assert counts(client)[("ad", CPC_AD, "clicks")] == 6
 
 
 @pytest.mark.parametrize(

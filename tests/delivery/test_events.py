@@ -15,7 +15,7 @@ from edge.delivery.validate import validate
 from edge.signing import Signer
 from edge.store import StoreUnavailable
 from tests.conftest import assert_error_shape, other_tail
-from tests.delivery.helpers import ORIGIN, PUB, register
+from tests.delivery.helpers import ORIGIN, PUB, at_once, register
 
 PAGE = "https://news.example/a/1"
 
@@ -319,6 +319,25 @@ def test_impressions_past_the_budget_are_stored_but_not_billed(client):
         assert r.json()["counted"] is True
     assert spend(client) == pytest.approx({"cmp-baybites": 0.004})
     assert stored(client) == 2
+    assert ctx.spend.current().total["cmp-baybites"] == pytest.approx(1500.0)
+
+
+def test_impressions_at_once_never_bill_past_the_budget(client):
+    # cmp-baybites with $0.01 left of its $1,500 budget, five $6 CPM pixels ($0.006 each)
+    # fired at once: one bills $0.006, one the $0.004 left, the others nothing. The rows of
+    # the batch being committed count against the budget before they land.
+    ctx = client.app.state.ctx
+    ctx.spend.add("cmp-baybites", 1500.0 - 0.01, ctx.clock())
+    pixels = [
+        ("GET", "/dea/ugc/impression", {"params": {"t": tok}})
+        for tok in (
+            token(client, "ugc", campaign_id="cmp-baybites", ad_id="ad-bay-delivery", cpm_usd=6.0)
+            for _ in range(5)
+        )
+    ]
+    assert [r.status_code for r in at_once(client, pixels)] == [204] * 5
+    assert stored(client) == 5
+    assert spend(client) == pytest.approx({"cmp-baybites": 0.01})
     assert ctx.spend.current().total["cmp-baybites"] == pytest.approx(1500.0)
 
 
