@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     load_cpus = set(range(args.load_cores))
     key = secrets.token_urlsafe(32)
     signer = Signer(key.encode())
-    ad = edge_env.bench_ad()
+    ad = edge_env.bench_ad(synthetic_catalogue=True)  # the edge serves prepare()'s
     json_headers = {"Content-Type": "application/json"}
     tmp = Path(tempfile.mkdtemp(prefix="bench-cores-"))
     progress(f"{os.cpu_count()} cores: load on {sorted(load_cpus)}, workers {args.counts}")

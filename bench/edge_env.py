@@ -12,18 +12,22 @@ from pathlib import Path
 
 from starlette.routing import Route
 
+from bench import synthetic
 from edge.app import create_app
 from edge.settings import Settings
 
 
 @dataclass(frozen=True, slots=True)
 class BenchAd:
-    """The ad the benchmark's impression tokens name: a CPM ad, so that each valid
-    impression bills (a billing row, spend and the billed counters, as in production). No
-    publisher: a token naming one the bench's database does not hold is judged invalid."""
+    """The ad the benchmark's impression tokens name: a CPM ad of a campaign in the
+    benchmarked edge's live catalogue (without budget or a large one), so that each valid
+    impression bills (a billing row, spend and the billed counters, as in production): one
+    of a campaign the live catalogue lacks bills nothing. The default is the bundled
+    catalogue's. No publisher: a token naming one the bench's database does not hold is
+    judged invalid."""
 
-    ad_id: str = "bench-ad"
-    campaign_id: str = "bench-campaign"
+    ad_id: str = "ad-gps-watch"
+    campaign_id: str = "cmp-stride"
     publisher_id: str | None = None
     cpm_usd: float = 2.5
 
@@ -78,7 +82,11 @@ def edge_settings(signing_key: str = "", **extra: str) -> dict[str, str]:
     return env
 
 
-def bench_ad() -> BenchAd:
+def bench_ad(synthetic_catalogue: bool = False) -> BenchAd:
+    """The bench ad of the catalogue the benchmarked edge serves: the bundled one, or with
+    ``synthetic_catalogue`` ``bench.synthetic``'s (its odd campaigns are CPM ones)."""
+    if synthetic_catalogue:
+        return BenchAd(ad_id=f"ad-{synthetic.ADS_PER_CAMPAIGN}", campaign_id="cmp-1")
     return BenchAd()
 
 

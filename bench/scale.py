@@ -99,7 +99,7 @@ def run(options: Options) -> Section:
 
     key = secrets.token_urlsafe(32)
     signer = Signer(key.encode())
-    ad = edge_env.bench_ad()
+    ad = edge_env.bench_ad(synthetic_catalogue=True)  # the edge serves prepare()'s
     json_headers = {"Content-Type": "application/json"}
     tmp = Path(tempfile.mkdtemp(prefix="bench-scale-"))
     catalogue_file, cache_dir = prepare(tmp, UGC_ADS)

@@ -25,6 +25,8 @@ and the counter bumps of an event, and the store writes them atomically with the
   ``duplicate``.
 - A conversion counts once per click, as ``conversions`` for the ad and campaign; it
   bills the bid of a CPA ad, within the campaign's budget and cap.
+- An event of a campaign no longer in the live catalogue is counted as usual but bills
+  nothing: there is no budget or cap left to check it against (its headroom is 0).
 - Impressions, viewable impressions, valid clicks and billed amounts also go to the day
   buckets of the event's UTC day (``edge.counters.with_days``), in the same transaction.
 """

@@ -136,9 +136,12 @@ class SpendLedger:
         """USD the campaign may still be billed (``ledger.clamp`` bills at most that), None
         without a budget or a cap: what is left of both after its committed spend and the
         charges this process holds for it (``bill``). Another process's billing shows up
-        at the next refresh."""
+        at the next refresh.
+
+        Nothing (0) for a campaign not in the live catalogue (None): the edge has no budget
+        or cap to check its late events against, so they are counted and bill nothing."""
         if campaign is None:
-            return None
+            return 0.0
         left = headroom(campaign, self.current())
         held = self._held.get(campaign.id)
         return left if left is None or held is None else left - held[0]

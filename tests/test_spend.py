@@ -152,3 +152,11 @@ def test_an_event_that_bills_nothing_holds_nothing(clock):
         assert asyncio.run(ledger.bill("c", amount, clock(), write())) is True
     assert asyncio.run(ledger.bill(None, 1.0, clock(), write())) is True
     assert ledger.current().total == {}
+
+
+def test_a_campaign_not_in_the_live_catalogue_has_no_headroom(clock):
+    """The billing paths look the event's campaign up in the live catalogue; one it no
+    longer has (None) has no budget or cap to check, so nothing is left to bill."""
+    ledger = SpendLedger(clock)
+    assert ledger.headroom(None) == 0.0
+    assert ledger.headroom(campaign()) is None  # in the catalogue, without limits

@@ -24,7 +24,8 @@ from edge.signing import Signer
 from edge.store import open_store
 
 PATH = "/dea/url/impression"
-# A reader's browser and a registered publisher: valid impressions, each billed.
+# A reader's browser, a registered publisher and a CPM ad of the live (bundled) catalogue:
+# valid impressions, each billed.
 READER = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0"
 
 
@@ -47,7 +48,7 @@ def written_bytes(pid: int) -> int:
 
 def body(signer: Signer) -> bytes:
     token, _ = issue_impression_token(
-        signer, surface="url", env="production", ad_id="w-ad", campaign_id="w-cmp",
+        signer, surface="url", env="production", ad_id="ad-gps-watch", campaign_id="cmp-stride",
         now=time.time(), cpm_usd=2.0, publisher_id="w-pub", slot_id="s",
     )  # fmt: skip
     return orjson.dumps(
@@ -142,7 +143,7 @@ def test_two_workers_share_the_port_and_the_sqlite_database(tmp_path):
         await store.open()
         try:
             spend = await store.spend_by_campaign()
-            return await store.impression_count(), spend.get("w-cmp", 0.0)
+            return await store.impression_count(), spend.get("cmp-stride", 0.0)
         finally:
             await store.close()
 

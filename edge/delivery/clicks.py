@@ -12,7 +12,7 @@ makes it billable is decided in the edge (here and in ``edge.ledger``), never in
 - a second click on one impression is invalid (``duplicate``): at most one billable click
   per impression, whatever the number of click ids;
 - a valid click of a CPC ad bills its bid, in the same commit, unless the campaign has
-  reached its budget or today's cap.
+  reached its budget or today's cap or is no longer in the live catalogue.
 """
 
 from __future__ import annotations

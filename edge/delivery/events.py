@@ -72,10 +72,11 @@ def campaign_of(ctx: Context, campaign_id: str | None) -> Campaign | None:
 
 
 def billed_cpm(ctx: Context, campaign_id: str | None, cpm: float | None) -> float | None:
-    """The CPM to bill, or None when the campaign has reached its budget or daily cap: the
-    impression is still stored and counted, never billed past the cap (the last one before
-    it bills what is left). The impression built with it goes to ``count_impression`` with
-    no await between, which holds the charge before any other decision reads the headroom."""
+    """The CPM to bill, or None when the campaign has reached its budget or daily cap or is
+    no longer in the live catalogue: the impression is still stored and counted, never
+    billed past the cap (the last one before it bills what is left). The impression built
+    with it goes to ``count_impression`` with no await between, which holds the charge
+    before any other decision reads the headroom."""
     if cpm is None:
         return None
     return ledger.cpm_within(cpm, ctx.spend.headroom(campaign_of(ctx, campaign_id)))

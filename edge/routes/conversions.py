@@ -9,7 +9,8 @@ macro of its own ``click_through_url``. Rules:
 - an invalid click (no impression, a duplicate) is refused: 422 ``invalid_click``;
 - one conversion per click: a second report answers ``counted: false`` and bills nothing;
 - a conversion of a CPA ad bills its bid in the same commit, unless the campaign has
-  reached its budget or today's cap; other pricing models count it without billing.
+  reached its budget or today's cap or is no longer in the live catalogue; other pricing
+  models count it without billing.
 
 Production only: the sandbox bills nothing, so it has no conversions.
 """

@@ -3,6 +3,7 @@
 import os
 import shutil
 
+import orjson
 import pytest
 
 from bench import cores
@@ -117,3 +118,25 @@ def test_each_beacon_token_is_bound_to_the_client_that_sends_it():
     assert [bound_to(b) for b in bodies] == [client_binding(signer, c) for c in clients]
     assert len({bound_to(b) for b in bodies}) == 3  # one binding per client of 4 beacons
     assert bound_to(mint_bodies(signer, 1, edge_env.bench_ad(), clients_every=0)[0]) is None
+
+
+@pytest.mark.parametrize("synthetic_catalogue", [False, True], ids=["bundled", "synthetic"])
+def test_the_bench_ad_is_a_cpm_ad_of_the_live_catalogue(synthetic_catalogue):
+    """The beacons' tokens name a CPM ad of a campaign the benchmarked edge serves: one of
+    a campaign missing from the live catalogue would bill nothing, and the benchmark
+    would skip the billing, spend and billed counters it claims to measure."""
+    from bench import edge_env, synthetic
+    from matcher.catalogue import Catalogue, load_catalogue, parse_catalogue
+
+    ad = edge_env.bench_ad(synthetic_catalogue)
+    catalogue: Catalogue = (
+        parse_catalogue(orjson.dumps(synthetic.catalogue_dict(100)))
+        if synthetic_catalogue
+        else load_catalogue()
+    )
+    placement = catalogue.placement(ad.ad_id)
+    assert placement is not None and placement.campaign.id == ad.campaign_id
+    assert placement.ad_set.pricing_model.type == "cpm"
+    budget = placement.campaign.budget_usd
+    assert budget is None or budget >= 10_000
+    assert placement.campaign.daily_cap_usd is None

@@ -236,6 +236,22 @@ def test_conversions_at_once_never_bill_past_the_budget(client):
     assert counts(client)[("campaign", CPA_CAMPAIGN, "conversions")] == 10
 
 
+def test_clicks_and_conversions_of_a_campaign_gone_from_the_live_catalogue_bill_nothing(client):
+    # The tokens name a campaign the live catalogue no longer has (their ads are filed
+    # under other campaigns now): no budget to check them against, so the click and the
+    # conversion are counted, never billed.
+    key = issue_key(client, "ad-manager")
+    clicked(client, CPC_AD, "cmp-gone", "clk-00000001")
+    clicked(client, CPA_AD, "cmp-gone", "clk-00000002")
+    assert convert(client, "clk-00000002", key).json() == {
+        "acknowledged": True, "counted": True, "billed_usd": 0.0,
+    }  # fmt: skip
+    assert charges(client) == []
+    c = counts(client)
+    assert c[("campaign", "cmp-gone", "clicks")] == 2
+    assert c[("campaign", "cmp-gone", "conversions")] == 1
+
+
 def test_a_conversion_of_a_cpc_click_counts_but_bills_nothing_more(client):
     key = issue_key(client, "ad-manager")
     clicked(client, CPC_AD, CPC_CAMPAIGN, "clk-00000001")

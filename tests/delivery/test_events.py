@@ -4,6 +4,7 @@ Replays count once (same token or same impression id), forgeries count nothing, 
 answer that says ``counted`` is already in the store.
 """
 
+from dataclasses import replace
 from urllib.parse import urlsplit
 
 import orjson
@@ -14,8 +15,10 @@ from edge.delivery import schemas
 from edge.delivery.validate import validate
 from edge.signing import Signer
 from edge.store import StoreUnavailable
+from matcher.catalogue import Catalogue
 from tests.conftest import assert_error_shape, other_tail
-from tests.delivery.helpers import ORIGIN, PUB, at_once, register
+from tests.delivery.helpers import ORIGIN, PUB, at_once, placement, register
+from tests.routes.conftest import Script
 
 PAGE = "https://news.example/a/1"
 
@@ -48,8 +51,11 @@ def counts(client) -> dict:
 
 
 @pytest.fixture
-def client(make_client):
-    c = make_client()
+def client(make_client, shared_matcher):
+    # The live catalogue: the bundled one and "cmp-1", the campaign the tokens here name
+    # (an impression of a campaign not in the live catalogue bills nothing).
+    cmp_1 = replace(placement("ad-1").campaign, id="cmp-1")
+    c = make_client(matcher=Script(Catalogue([*shared_matcher.catalogue.campaigns, cmp_1])))
     register(c)  # tokens name publisher PUB; an unregistered one's are invalid
     c.headers["Origin"] = ORIGIN  # failure reports need the publisher's registered origin
     return c
@@ -339,6 +345,32 @@ def test_impressions_at_once_never_bill_past_the_budget(client):
     assert stored(client) == 5
     assert spend(client) == pytest.approx({"cmp-baybites": 0.01})
     assert ctx.spend.current().total["cmp-baybites"] == pytest.approx(1500.0)
+
+
+def test_impressions_of_a_campaign_gone_from_the_live_catalogue_bill_nothing(make_client):
+    # A $0.03 budget and a $10 CPM ($0.01 an impression): three pixels bill the budget,
+    # three more nothing. Then the operator removes the campaign, and three tokens issued
+    # while it was live (good for a day) come back: counted, but there is no budget left
+    # to check them against, so they bill nothing either.
+    lamp = placement("ad-lamp", pricing="cpm", bid=10.0)
+    campaign = replace(lamp.campaign, budget_usd=0.03)
+    other = placement("ad-other").campaign
+    script = Script(Catalogue([campaign, other]))
+    client = make_client(matcher=script)
+    register(client)
+    tokens = [
+        token(client, "ugc", ad_id="ad-lamp", campaign_id=campaign.id, cpm_usd=10.0)
+        for _ in range(9)
+    ]
+    for tok in tokens[:6]:
+        assert client.get("/dea/ugc/impression", params={"t": tok}).status_code == 204
+    assert spend(client) == pytest.approx({campaign.id: 0.03})
+    script.catalogue = Catalogue([other])  # the campaign left the live catalogue
+    for tok in tokens[6:]:
+        assert client.get("/dea/ugc/impression", params={"t": tok}).status_code == 204
+    assert stored(client) == 9
+    assert counts(client)[("campaign", campaign.id, "impressions")] == 9
+    assert spend(client) == pytest.approx({campaign.id: 0.03})
 
 
 def test_a_token_of_the_earlier_form_still_counts_once_and_bills(client):

@@ -12,9 +12,11 @@ import pytest
 from edge.beacons import issue_impression_token
 from edge.cli.report import build
 from edge.settings import RateLimit
+from matcher.catalogue import Catalogue
 from tests.conftest import assert_error_shape
-from tests.delivery.helpers import ORIGIN, PUB, matched, register, script
+from tests.delivery.helpers import ORIGIN, PUB, matched, placement, register, script
 from tests.delivery.test_events import imp_body, spend, stored
+from tests.routes.conftest import Script
 
 PAGE = "https://news.example/a/1"
 CHROME = (
@@ -32,7 +34,9 @@ def kw_body(**kw):
 
 @pytest.fixture
 def client(make_client):
-    c = make_client()
+    # The matches here serve "ad-1": its campaign is in the live catalogue, so its valid
+    # impressions bill (a campaign not in the live catalogue bills nothing).
+    c = make_client(matcher=Script(Catalogue([placement("ad-1").campaign])))
     register(c)
     return c
 

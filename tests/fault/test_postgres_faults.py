@@ -26,7 +26,8 @@ from tests.pgserver import PostgresServer
 pytestmark = pytest.mark.slow
 PATH = "/dea/url/impression"
 # A reader's browser, a registered publisher and a generous per-client rate: these
-# impressions are valid, so each is billed (invalid traffic is stored but never billed).
+# impressions are valid, so each is billed (invalid traffic is stored but never billed),
+# their ad a CPM ad of the live (bundled) catalogue (a campaign it lacks bills nothing).
 READER = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0"
 VALID = {"EDGE_IVT_IMPRESSIONS": "1000000/1s"}
 
@@ -56,7 +57,7 @@ def durable_postgres():
 
 def body(signer: Signer) -> tuple[str, bytes]:
     token, _ = issue_impression_token(
-        signer, surface="url", env="production", ad_id="f-ad", campaign_id="f-cmp",
+        signer, surface="url", env="production", ad_id="ad-gps-watch", campaign_id="cmp-stride",
         now=time.time(), cpm_usd=2.0, publisher_id="f-pub", slot_id="s",
     )  # fmt: skip
     iid = str(uuid.uuid4())

@@ -40,7 +40,8 @@ from edge.signing import Signer
 PATH = "/dea/url/impression"
 ROUNDS = 3
 CLIENTS = 8
-AD_ID, CAMPAIGN_ID, PUBLISHER_ID = "fault-ad", "fault-cmp", "fault-pub"
+# A CPM ad of the live (bundled) catalogue: an impression of a campaign it lacks bills nothing.
+AD_ID, CAMPAIGN_ID, PUBLISHER_ID = "ad-gps-watch", "cmp-stride", "fault-pub"
 # A reader's browser (a bot's impressions would be stored as invalid and never billed).
 READER = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0"
 CPM_USD = 2.5  # priced per mille: each impression also writes a billing event
