@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from edge.store.base import StoreUnavailable
@@ -153,9 +153,19 @@ async def _store_down(request: Request, exc: Exception) -> Response:
     )
 
 
+def log_unhandled(method: str, path: str, exc: BaseException) -> None:
+    """An error no handler answered, logged with its traceback for operators; a client gone
+    before its body ended (it hung up, or the server's body timeout closed it) is no fault
+    of the server's: one line, no traceback (the answer goes nowhere)."""
+    if isinstance(exc, ClientDisconnect):
+        log.info("client gone before the body of %s %s ended", method, path)
+    else:
+        log.error("unhandled error on %s %s", method, path, exc_info=exc)
+
+
 async def _unexpected(request: Request, exc: Exception) -> Response:
-    # Logged with its traceback for operators; the caller learns only that it failed.
-    log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    # Logged for operators; the caller learns only that it failed.
+    log_unhandled(request.method, request.url.path, exc)
     return error_response(500, "internal_error", "the server failed to answer this request")
 
 

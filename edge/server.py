@@ -10,6 +10,10 @@ Connection limits, each a setting:
   socket when it fires, and a count of the bytes read before the headers ended, answering
   431 past the limit. h11's ``max_incomplete_event_size`` would bound the size but not the
   time, and h11 costs the hot path more CPU per request.
+- ``EDGE_BODY_TIMEOUT_SECONDS``: neither has uvicorn a bound on the body (headers with a
+  ``Content-Length`` and then a stalled or trickled body held the connection, and its slot
+  of ``EDGE_MAX_CONNECTIONS``, for ever), so the same class bounds the time from the end of
+  the headers to the end of the body: 408 and close, or just close once an answer started.
 """
 
 from __future__ import annotations
@@ -240,12 +244,17 @@ class EdgeCycle(RequestResponseCycle):
 
 
 class GuardedHttpToolsProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol with a header timeout and a header size limit.
+    """uvicorn's httptools protocol with a header timeout, a header size limit and a body
+    timeout.
 
-    Both run per request, so both are kept cheap: the timeout is a deadline noted when a
-    request begins and one timer per connection that is re-armed only when it fires before
+    All run per request, so all are kept cheap: the header timeout is a deadline noted when
+    a request begins and one timer per connection that is re-armed only when it fires before
     the deadline (no timer is made and cancelled per request), and the headers are measured
-    only when the bytes received could exceed the limit.
+    only when the bytes received could exceed the limit. The body timeout costs a request
+    whose body comes with its headers (a beacon, any GET) two flag writes and one test per
+    chunk: its deadline is noted, and its own timer per connection armed, only when a chunk
+    ends inside a body; the timer is re-armed, like the head's, when it fires before the
+    deadline of a later body.
 
     uvicorn's keep-alive timeout is kept the same way: uvicorn makes a timer after every
     response and cancels it when the next request's bytes come (~1.6 us a request); here
@@ -255,6 +264,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     """
 
     header_timeout: float = 10.0
+    body_timeout: float = 20.0
     max_header_bytes: int = 16_384
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -267,6 +277,9 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._refused = False  # answered and closing: the parser's later callbacks are moot
         self._idle_timer: asyncio.TimerHandle | None = None
         self._idle_deadline: float | None = None  # loop time to close by, while idle
+        self._in_body = False  # a request's headers have ended and its body has not
+        self._body_deadline = 0.0  # loop time by which that body must have ended; 0: not noted
+        self._body_timer: asyncio.TimerHandle | None = None
 
     # uvicorn's protocol narrows asyncio's BaseTransport to Transport; this keeps its signature.
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -275,6 +288,10 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._stop_head_clock()
+        self._in_body = False
+        if self._body_timer is not None:
+            self._body_timer.cancel()
+            self._body_timer = None
         self._idle_deadline = None
         if self._idle_timer is not None:
             self._idle_timer.cancel()
@@ -317,6 +334,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             return
         self._chunk_bytes = len(data)
         super().data_received(data)
+        if self._in_body and not self._body_deadline and not self._refused:
+            self._start_body_clock()  # this chunk ended inside a body: it is due by then
         if self._in_head and not self._refused:
             # Bytes of chunks that ended inside the headers (httptools buffers a header
             # until it ends, so this is what bounds memory); the chunk that completes them
@@ -347,14 +366,18 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         before = self.cycle
         super().on_headers_complete()
         cycle = self.cycle
-        if cycle is not before and type(cycle) is RequestResponseCycle:
-            cycle.__class__ = EdgeCycle  # before its task first runs
+        if cycle is not before:  # a request (not an upgrade): its body is due
+            self._in_body = True  # until on_message_complete (the same feed, for most)
+            self._body_deadline = 0.0
+            if type(cycle) is RequestResponseCycle:
+                cycle.__class__ = EdgeCycle  # before its task first runs
 
     def on_body(self, body: bytes) -> None:
         if not self._refused:
             super().on_body(body)
 
     def on_message_complete(self) -> None:
+        self._in_body = False
         if not self._refused:
             super().on_message_complete()
 
@@ -395,10 +418,52 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         else:  # connected and never sent a byte
             self.transport.close()
 
+    def _start_body_clock(self) -> None:
+        """The body whose headers ended in this chunk is due within the body timeout."""
+        self._body_deadline = self.loop.time() + self.body_timeout
+        if self._body_timer is None:
+            self._body_timer = self.loop.call_at(self._body_deadline, self._body_clock_rang)
+
+    def _body_clock_rang(self) -> None:
+        self._body_timer = None
+        if not self._in_body or self._refused or self.transport.is_closing():
+            return  # the body ended: the next one that spans chunks re-arms
+        now = self.loop.time()
+        if self._body_deadline - now > 0.001:  # a later body began since it was set
+            self._body_timer = self.loop.call_at(self._body_deadline, self._body_clock_rang)
+        elif self.flow.read_paused:
+            # The server stopped reading (a pipelined request waiting for the one before,
+            # or a large body the app has not read yet): the wait is not the client's.
+            # Reading resumes once the app reads or answers; the client then has a timeout.
+            self._body_deadline = now + self.body_timeout
+            self._body_timer = self.loop.call_at(self._body_deadline, self._body_clock_rang)
+        else:
+            self._body_too_slow()
+
+    def _body_too_slow(self) -> None:
+        """Past the body timeout: 408 and close, or only close when an answer has begun
+        (the app answered without reading the whole body, or is answering: nothing more
+        can be said on this connection)."""
+        cycle = self.cycle
+        # The app's receive() gets http.disconnect and its send() writes nothing from now
+        # on (what connection_lost does, done at once so no answer follows the 408).
+        if not cycle.response_complete:
+            cycle.disconnected = True
+        cycle.message_event.set()
+        if cycle.response_started:
+            self._refused = True
+            self._in_body = False
+            self.transport.close()
+            return
+        self._refuse(
+            _refusal(408, "Request Timeout", "request_timeout", "the body came too slowly")
+        )
+
     def _refuse(self, raw: bytes) -> None:
         self._refused = True
         self._stop_head_clock()
         self._in_head = False
+        self._in_body = False
         with contextlib.suppress(Exception):
             self.transport.write(raw)
         self.transport.close()
@@ -411,6 +476,7 @@ def guarded_protocol(settings: Settings) -> type[GuardedHttpToolsProtocol]:
         (GuardedHttpToolsProtocol,),
         {
             "header_timeout": float(settings.header_timeout_seconds),
+            "body_timeout": float(settings.body_timeout_seconds),
             "max_header_bytes": settings.max_header_bytes,
         },
     )

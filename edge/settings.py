@@ -297,6 +297,11 @@ class Settings:
         "Time a client has from connecting (or starting a request) to the end of its headers.",
         _int_in(1, 300),
     )
+    body_timeout_seconds: int = _setting(
+        20,
+        "Time a client has from the end of a request's headers to the end of its body.",
+        _int_in(1, 300),
+    )
     max_header_bytes: int = _setting(
         16_384,
         "Largest request line plus headers, in bytes (431 above).",

@@ -1,22 +1,29 @@
 """Connection limits of ``edge serve`` over real sockets: header size (431), header timeout
-(slowloris and silent sockets), keep-alive timeout, and the concurrency limit (503)."""
+(slowloris and silent sockets), body timeout (stalled and trickled bodies), keep-alive
+timeout, and the concurrency limit (503)."""
 
 from __future__ import annotations
 
 import logging
 import socket
 import time
+import uuid
 
+import orjson
 import pytest
 
+from edge.beacons import issue_impression_token
 from edge.qa import EdgeProcess
 from edge.server import AccessLogRedaction, redact_path
+from edge.signing import Signer
 
 LIMITS = {
     "EDGE_MAX_HEADER_BYTES": "4096",
     "EDGE_HEADER_TIMEOUT_SECONDS": "2",
     "EDGE_KEEP_ALIVE_SECONDS": "1",
+    "EDGE_BODY_TIMEOUT_SECONDS": "2",
     "EDGE_MAX_CONNECTIONS": "6",
+    "EDGE_SIGNING_KEY": "limits-" + "k" * 40,
 }
 HEALTH = b"GET /v1/ugc/health HTTP/1.1\r\nHost: edge\r\n"
 
@@ -261,3 +268,146 @@ def test_the_header_timeout_runs_from_the_latest_head_on_a_kept_alive_connection
     # (the first answer's body may arrive after its head, so the 408 may follow it)
     assert closed and b"HTTP/1.1 408 " in data, data[-200:]
     assert 1.7 < after < 4, after
+
+
+# -- the body timeout ---------------------------------------------------------------------
+
+STALLED = (
+    b"POST /dea/url/impression HTTP/1.1\r\nHost: edge\r\nContent-Type: application/json\r\n"
+    b"Content-Length: 100\r\n\r\n"
+)
+
+
+@pytest.mark.slow
+def test_a_stalled_body_gets_408_and_the_socket_closed(edge):
+    with _connect(edge) as sock:
+        sock.sendall(STALLED + b'{"impressi')  # 10 of the 100 bytes, then nothing
+        began = time.monotonic()
+        closed, data, _ = _closed_within(sock, 8)
+        after = time.monotonic() - began
+    assert closed and data.startswith(b"HTTP/1.1 408 "), data[:80]
+    assert b'"request_timeout"' in data and b"connection: close" in data.lower()
+    assert 1.7 < after < 4, after
+    # The app's read of the body ends as a client gone: one line, not an unhandled error.
+    deadline = time.monotonic() + 5
+    while "client gone before the body of POST /dea/url/impression" not in edge.output():
+        assert time.monotonic() < deadline, edge.output()[-2000:]
+        time.sleep(0.05)
+    assert "unhandled error on POST /dea/url/impression" not in edge.output()
+
+
+@pytest.mark.slow
+def test_a_trickled_body_is_cut_at_the_body_timeout(edge):
+    # A byte every 0.3 s: never idle, but the whole body is due 2 s after the headers.
+    with _connect(edge) as sock:
+        sock.sendall(STALLED + b"{")
+        began = time.monotonic()
+        received = b""
+        try:
+            while time.monotonic() - began < 8:
+                sock.sendall(b" ")
+                sock.settimeout(0.3)
+                try:
+                    received = _read_all(sock)
+                    break
+                except TimeoutError:
+                    continue
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        after = time.monotonic() - began
+    assert received.startswith(b"HTTP/1.1 408 "), received[:80]
+    assert 1.7 < after < 4, after
+
+
+@pytest.mark.slow
+def test_a_body_left_unread_after_an_early_answer_is_cut_too(edge):
+    # Answered before its body was read (401: no key), then the rest of the body trickles
+    # in: nothing more can be answered, the connection is closed at the body timeout.
+    with _connect(edge) as sock:
+        sock.sendall(
+            b"POST /v1/ugc/process HTTP/1.1\r\nHost: edge\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 100\r\n\r\n{"
+        )
+        began = time.monotonic()
+        sock.settimeout(5)
+        assert _response(sock).startswith(b"HTTP/1.1 401 ")
+        closed = False
+        try:
+            while time.monotonic() - began < 8:
+                sock.sendall(b" ")  # keeps the keep-alive timeout (1 s) from closing it
+                sock.settimeout(0.3)
+                try:
+                    closed = sock.recv(4096) == b""
+                    break
+                except TimeoutError:
+                    continue
+        except (BrokenPipeError, ConnectionResetError):
+            closed = True
+        after = time.monotonic() - began
+    assert closed and 1.7 < after < 4, after
+
+
+def _click(edge) -> bytes:
+    token, _ = issue_impression_token(
+        Signer(LIMITS["EDGE_SIGNING_KEY"].encode()), surface="url", env="production",
+        ad_id="ad-limits", campaign_id="cmp-limits", now=time.time(),
+        publisher_id="pub-limits", slot_id="slot-1",
+    )  # fmt: skip
+    return orjson.dumps({"impression_token": token, "click_id": str(uuid.uuid4()), "v": "l"})
+
+
+def _click_request(body: bytes) -> bytes:
+    return (
+        b"POST /dea/url/click HTTP/1.1\r\nHost: edge\r\nContent-Type: text/plain\r\n"
+        b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n"
+    )
+
+
+@pytest.mark.slow
+def test_a_slow_but_steady_body_within_the_timeout_is_served(edge):
+    body = _click(edge)
+    pieces = [body[i : i + len(body) // 6 + 1] for i in range(0, len(body), len(body) // 6 + 1)]
+    with _connect(edge) as sock:
+        sock.settimeout(5)
+        sock.sendall(_click_request(body))
+        began = time.monotonic()
+        for piece in pieces:  # ~1.5 s in all, under the 2 s timeout
+            time.sleep(1.5 / len(pieces))
+            sock.sendall(piece)
+        assert time.monotonic() - began > 1.2
+        head = _response(sock)
+        assert head.startswith(b"HTTP/1.1 200 "), head
+        # and the connection is still kept: the next request on it is served too
+        body = _click(edge)
+        sock.sendall(_click_request(body) + body)
+        assert _response(sock).startswith(b"HTTP/1.1 200 ")
+
+
+@pytest.mark.slow
+def test_stalled_bodies_hold_the_connection_slots_only_until_the_body_timeout(edge):
+    # EDGE_MAX_CONNECTIONS is 6: five stalled bodies and the probe's own connection.
+    stalled = [_connect(edge) for _ in range(5)]
+    try:
+        for sock in stalled:
+            sock.sendall(STALLED + b"{")
+        began = time.monotonic()
+        with _connect(edge) as sock:
+            sock.sendall(HEALTH + b"Connection: close\r\n\r\n")
+            assert _read_all(sock).startswith(b"HTTP/1.1 503")
+        data = b""
+        while time.monotonic() - began < 8:
+            with _connect(edge) as sock:
+                sock.sendall(HEALTH + b"Connection: close\r\n\r\n")
+                data = _read_all(sock)
+            if data.startswith(b"HTTP/1.1 200"):
+                break
+            time.sleep(0.1)
+        after = time.monotonic() - began
+        assert data.startswith(b"HTTP/1.1 200"), data[:80]
+        assert after < 4, after
+        for sock in stalled:
+            closed, answer, _ = _closed_within(sock, 1)
+            assert closed and answer.startswith(b"HTTP/1.1 408 "), answer[:80]
+    finally:
+        for sock in stalled:
+            sock.close()

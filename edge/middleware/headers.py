@@ -17,14 +17,11 @@ beacon lane (``edge.lane``) alike, so the two paths cannot answer differently.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from edge.errors import error_body
-
-log = logging.getLogger("edge.errors")
+from edge.errors import error_body, log_unhandled
 
 RawHeaders = list[tuple[bytes, bytes]]
 _NOSNIFF = (b"x-content-type-options", b"nosniff")
@@ -67,7 +64,7 @@ def set_defaults(raw: RawHeaders, defaults: tuple[tuple[bytes, bytes], ...]) -> 
 def unexpected_error(scope: Scope, exc: BaseException) -> tuple[Message, Message]:
     """Log an unhandled error and give the 500 answer (start and body messages): the one
     error shape, never a stack trace."""
-    log.error("unhandled error on %s %s", scope["method"], scope["path"], exc_info=exc)
+    log_unhandled(scope["method"], scope["path"], exc)
     body = error_body("internal_error", "the server failed to answer this request")
     start = {
         "type": "http.response.start",
