@@ -16,7 +16,8 @@ and the counter bumps of an event, and the store writes them atomically with the
   keys still make a replay a replay, but bills nothing and counts only as
   ``invalid_<reason>`` for its ad, publisher and campaign.
 - A hover counts once per impression token; a placement failure counts every time.
-- A click counts once per ``click_id`` (a replay counts nothing): a valid one as
+- A click counts once per ``click_id`` and impression (a replay counts nothing; the same
+  id on another impression is another click): a valid one as
   ``clicks``, an invalid one as ``invalid_clicks_<reason>``, for its ad, campaign and
   publisher. Only a valid production click of a CPC ad bills, its bid, and only while
   the campaign is within its budget and today's cap (the last event before either bills
@@ -215,8 +216,8 @@ async def record_failure(store: Store, failure: PlacementFailure) -> None:
 
 async def record_click(store: Store, click: Click) -> bool:
     """Store a judged click with its charge and counter bumps in one commit; False when its
-    ``click_id`` is stored already (a replay: nothing more is written). ``ClickConflict``
-    when it is valid and its impression has a valid click already."""
+    ``click_id`` is stored already for its impression (a replay: nothing more is written).
+    ``ClickConflict`` when it is valid and its impression has a valid click already."""
     return await store.save_click(click, with_days(click_counts(click), click.at))
 
 

@@ -247,7 +247,7 @@ class Provoker:
                 self.outage("key_by_lookup")
             return send(method, path, valid, key)
         if status == 503:
-            outages = {"/ugc/disable": "disable_ads", "/v1/ad-manager/conversions": "click_by_id"}
+            outages = {"/ugc/disable": "disable_ads", "/v1/ad-manager/conversions": "clicks_by_id"}
             self.outage(outages.get(path, "save_impression"))
             return send(method, path, valid, key)
         raise AssertionError(f"no way to provoke {status} on {method} {path}: add one")

@@ -192,8 +192,9 @@ CLICK_RESPONSE = _object(
     acknowledged={"type": "boolean"},
     counted={
         "type": "boolean",
-        "description": "False for a replay of a stored click_id: nothing was counted. A new "
-        "click is counted even when it is invalid (stored with its reason, never billed).",
+        "description": "False for a replay (this click_id stored already with this "
+        "impression_token): nothing was counted. A new click is counted even when it is "
+        "invalid (stored with its reason, never billed).",
     },
 )
 CONVERSION_RESPONSE = _object(

@@ -7,6 +7,11 @@ macro of its own ``click_through_url``. Rules:
 
 - an unknown click id (never stored, or forged) is refused: 404 ``unknown_click``;
 - an invalid click (no impression, a duplicate) is refused: 422 ``invalid_click``;
+- a click id is unique per impression, not globally (an AI partner's id is its own, not
+  signed): when it names a valid click and invalid ones (say another signed URL fired with
+  it first), the valid one converts; when it names two valid clicks of different
+  impressions, nothing says which the conversion belongs to: 422 ``ambiguous_click``,
+  nothing billed;
 - one conversion per click: a second report answers ``counted: false`` and bills nothing;
 - a conversion of a CPA ad bills its bid in the same commit, unless the campaign has
   reached its budget or today's cap or is no longer in the live catalogue; other pricing
@@ -53,14 +58,23 @@ async def convert(ctx: Context, request: Request) -> Response:
     validate(raw, schemas.CONVERSION_REQUEST)
     body = cast(dict[str, Any], raw)
     async with store_errors():
-        click = await ctx.store.click_by_id(body["click_id"])
-    if click is None or click.env != ctx.settings.env:
+        # Valid clicks come first: two are enough to tell one valid click from several.
+        clicks = await ctx.store.clicks_by_id(body["click_id"], ctx.settings.env, 2)
+    if not clicks:
         raise NotFound("no click with this click_id", field="click_id", code="unknown_click")
+    click = clicks[0]
     if click.invalid_reason is not None:
         raise Unprocessable(
             f"this click is invalid ({click.invalid_reason}) and cannot convert",
             field="click_id",
             code="invalid_click",
+        )
+    if len(clicks) > 1 and clicks[1].invalid_reason is None:
+        raise Unprocessable(
+            "valid clicks of more than one ad or message carry this click_id; "
+            "which one converted cannot be told",
+            field="click_id",
+            code="ambiguous_click",
         )
     placement = ctx.matcher.catalogue.placement(click.ad_id) if ctx.matcher else None
     pricing = placement.ad_set.pricing_model if placement is not None else None
@@ -99,7 +113,9 @@ def openapi(ctx: Context) -> dict[str, Any]:
             **{str(s): error_for(s) for s in (400, 401, 403, 413, 415, 429, 503)},
             "404": error_response("unknown_click: no click with this click_id (or a forged one)"),
             "422": error_response(
-                "Body failed validation, or invalid_click: the click is invalid and cannot convert"
+                "Body failed validation, invalid_click: the click is invalid and cannot "
+                "convert, or ambiguous_click: valid clicks of more than one ad or message "
+                "carry this click_id"
             ),
         },
     }

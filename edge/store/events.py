@@ -85,8 +85,8 @@ class Click:
     """A click as the edge judged it: valid (``invalid_reason`` None) or invalid, and what
     it bills (``charge_usd``, CPC only; None: nothing)."""
 
-    click_id: str  # a replay shares it
-    impression_key: str  # the impression's dedupe key: 'tok:<token id>' or 'ai:<ad>:<message>'
+    click_id: str  # a replay shares it (and the impression key): unique per impression
+    impression_key: str  # the impression's dedupe key: 'tok:<token id>' or 'ai...' (AiBeacon)
     kind: ClickKind
     env: str
     ad_id: str
@@ -202,16 +202,21 @@ class EventStore(abc.ABC):
 
     @abc.abstractmethod
     async def save_click(self, click: Click, counts: Sequence[CountRow]) -> bool:
-        """Insert ``click`` unless its ``click_id`` is stored; True when inserted.
+        """Insert ``click`` unless a click with its ``click_id`` and its ``impression_key``
+        is stored; True when inserted. The same click id on another impression is another
+        click.
 
         When inserted: with a charge row of ``click.charge_usd`` (when not None) and the
-        counter bumps ``counts``, in the same transaction; when a replay, nothing. The one
-        rule kept here is uniqueness: ``ClickConflict`` (nothing stored) when the click is
-        valid and its impression has a valid click already. Returns after the commit.
+        counter bumps ``counts``, in the same transaction; when a replay, nothing. The
+        rules kept here are uniqueness: that one, and ``ClickConflict`` (nothing stored)
+        when the click is valid and its impression has a valid click already. Returns after
+        the commit.
         """
 
     @abc.abstractmethod
-    async def click_by_id(self, click_id: str) -> StoredClick | None: ...
+    async def clicks_by_id(self, click_id: str, env: str, limit: int) -> list[StoredClick]:
+        """The stored clicks of ``env`` with this click id (one per impression at most),
+        valid ones first, then in the order stored; at most ``limit``."""
 
     @abc.abstractmethod
     async def impression_stored(self, dedupe_key: str) -> bool:
@@ -302,8 +307,8 @@ class SQLiteEventStore(SQLitePrimitives, EventStore):
     async def save_click(self, click: Click, counts: Sequence[CountRow]) -> bool:
         return await self.write(_save_click, click, list(counts))
 
-    async def click_by_id(self, click_id: str) -> StoredClick | None:
-        return await self.read(_click_by_id, click_id)
+    async def clicks_by_id(self, click_id: str, env: str, limit: int) -> list[StoredClick]:
+        return await self.read(_clicks_by_id, click_id, env, limit)
 
     async def impression_stored(self, dedupe_key: str) -> bool:
         return await self.read(_impression_stored, dedupe_key)
@@ -573,14 +578,14 @@ def _save_click(conn: sqlite3.Connection, c: Click, counts: list[CountRow]) -> b
         cur = conn.execute(
             "INSERT INTO clicks (click_id, impression_key, kind, env, ad_id, campaign_id, "
             "publisher_id, slot_id, invalid_reason, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-            "ON CONFLICT (click_id) DO NOTHING",
+            "ON CONFLICT (click_id, impression_key) DO NOTHING",
             (c.click_id, c.impression_key, c.kind, c.env, c.ad_id, c.campaign_id,
              c.publisher_id, c.slot_id, c.invalid_reason, c.at),
         )  # fmt: skip
     except sqlite3.IntegrityError:  # a second valid click of one impression
         raise ClickConflict(c.impression_key) from None
     if cur.rowcount != 1:
-        return False  # a replay of a stored click id
+        return False  # a replay: this click id of this impression is stored
     if c.charge_usd is not None:
         conn.execute(
             "INSERT INTO charges (pricing, click_row, campaign_id, ad_id, publisher_id, "
@@ -591,13 +596,16 @@ def _save_click(conn: sqlite3.Connection, c: Click, counts: list[CountRow]) -> b
     return True
 
 
-def _click_by_id(conn: sqlite3.Connection, click_id: str) -> StoredClick | None:
-    row = conn.execute(
+def _clicks_by_id(
+    conn: sqlite3.Connection, click_id: str, env: str, limit: int
+) -> list[StoredClick]:
+    rows = conn.execute(
         "SELECT id, click_id, impression_key, kind, env, ad_id, campaign_id, publisher_id, "
-        "invalid_reason, at FROM clicks WHERE click_id = ?",
-        (click_id,),
-    ).fetchone()
-    return None if row is None else StoredClick(*row)
+        "invalid_reason, at FROM clicks WHERE click_id = ? AND env = ? "
+        "ORDER BY invalid_reason IS NOT NULL, id LIMIT ?",
+        (click_id, env, limit),
+    ).fetchall()
+    return [StoredClick(*row) for row in rows]
 
 
 def _impression_stored(conn: sqlite3.Connection, key: str) -> bool:

@@ -646,14 +646,14 @@ class PostgresStore(Store):
                         "INSERT INTO clicks (click_id, impression_key, kind, env, ad_id, "
                         "campaign_id, publisher_id, slot_id, invalid_reason, at) "
                         "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
-                        "ON CONFLICT (click_id) DO NOTHING RETURNING id",
+                        "ON CONFLICT (click_id, impression_key) DO NOTHING RETURNING id",
                         (c.click_id, c.impression_key, c.kind, c.env, c.ad_id, c.campaign_id,
                          c.publisher_id, c.slot_id, c.invalid_reason, c.at),
                     )  # fmt: skip
             except pg_errors.UniqueViolation:  # a second valid click of one impression
                 raise ClickConflict(c.impression_key) from None
             if row is None:
-                return False  # a replay of a stored click id
+                return False  # a replay: this click id of this impression is stored
             if c.charge_usd is not None:
                 await w.conn.execute(
                     "INSERT INTO charges (pricing, click_row, campaign_id, ad_id, publisher_id, "
@@ -666,14 +666,15 @@ class PostgresStore(Store):
         result: bool = await self.write(save)
         return result
 
-    async def click_by_id(self, click_id: str) -> StoredClick | None:
-        row = await self.read(
-            _one,
+    async def clicks_by_id(self, click_id: str, env: str, limit: int) -> list[StoredClick]:
+        rows = await self.read(
+            _all,
             "SELECT id, click_id, impression_key, kind, env, ad_id, campaign_id, publisher_id, "
-            "invalid_reason, at FROM clicks WHERE click_id = %s",
-            (click_id,),
+            "invalid_reason, at FROM clicks WHERE click_id = %s AND env = %s "
+            "ORDER BY invalid_reason IS NOT NULL, id LIMIT %s",
+            (click_id, env, limit),
         )
-        return None if row is None else StoredClick(*row)
+        return [StoredClick(*row) for row in rows]
 
     async def impression_stored(self, dedupe_key: str) -> bool:
         row = await self.read(

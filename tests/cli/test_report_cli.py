@@ -104,7 +104,7 @@ def test_clicks_ctr_conversions_money_by_model_invalid_and_pacing(tmp_path, caps
         again = Click("clk-2", "tok:0", "url", "production", "ad-dog-food",
                       "cmp-happy-hound", 2.0, invalid_reason="duplicate")  # fmt: skip
         await ledger.record_click(store, again)
-        clicked = await store.click_by_id("clk-1")
+        (clicked,) = await store.clicks_by_id("clk-1", "production", 1)
         await ledger.record_conversion(store, Conversion(clicked, 3.0))
 
     asyncio.run(work())

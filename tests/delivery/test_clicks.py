@@ -292,9 +292,9 @@ def test_conversions_do_not_exist_on_the_sandbox(make_client):
 # -- the AI product's signed click URL -----------------------------------------------------------
 
 
-def ai_urls(client, message_id="m-1", conversation_id="c-1"):
+def ai_urls(client, message_id="m-1", conversation_id="c-1", ad_id=CPC_AD):
     ctx = client.app.state.ctx
-    number = ctx.matcher.catalogue.ad_number(CPC_AD)
+    number = ctx.matcher.catalogue.ad_number(ad_id)
     base, conv = ctx.settings.base_url, conversation_id
     _, view = ai_beacon_urls(ctx.signer, base, number, message_id, conv)
     clk = ai_click_url(ctx.signer, base, number, message_id, conv)
@@ -437,3 +437,64 @@ def test_invalid_traffic_rules_judge_clicks_too(client):
     headers = {"User-Agent": "Googlebot/2.1 (+http://www.google.com/bot.html)"}
     assert client.post("/dea/url/click", json=body, headers=headers).json()["counted"] is True
     assert counts(client)[("ad", CPC_AD, "invalid_clicks_bot_user_agent")] == 1
+
+
+# -- a click id belongs to its impression ------------------------------------------------------
+
+
+def fire(client, url, click_id=None):
+    extra = "" if click_id is None else f"&click_id={click_id}"
+    assert client.get(f"{url.path}?{url.query}{extra}").status_code == 204
+
+
+def test_an_ai_click_id_another_signed_url_used_first_does_not_swallow_the_click(client):
+    """The click id is the partner's and unsigned: one signed click URL fired with ids
+    another partner will use must not turn that partner's genuine clicks into replays
+    (nothing stored, counted or billed). A click id collides only within its own ad,
+    message and conversation, and a conversion quoting it finds the genuine click."""
+    key = issue_key(client, "ad-manager")
+    view, squatter = ai_urls(client, "m-1", "c-squatter")
+    fire(client, view)
+    for n in range(5):  # one signed URL, five ids of someone else's
+        fire(client, squatter, f"victim-000{n}")
+    assert charges(client) == [("cpc", CPC_AD, CPC_BID)]  # its own first click only
+    view, genuine = ai_urls(client, "m-7", "c-victim", ad_id=CPA_AD)
+    fire(client, view)
+    fire(client, genuine, "victim-0003")
+    c = counts(client)
+    assert c[("ad", CPA_AD, "clicks")] == 1  # stored, counted
+    fire(client, genuine, "victim-0003")  # the same click again: a replay
+    assert counts(client) == c
+    r = convert(client, "victim-0003", key)
+    assert r.json() == {"acknowledged": True, "counted": True, "billed_usd": CPA_BID}
+    assert charges(client) == [("cpc", CPC_AD, CPC_BID), ("cpa", CPA_AD, CPA_BID)]
+    assert counts(client)[("ad", CPA_AD, "conversions")] == 1
+
+
+def test_a_tag_click_id_belongs_to_its_token(client):
+    # The same click id with the same token is a replay; with another token (another
+    # rendering) it is that rendering's own click, judged on its own.
+    first, second = token(client), token(client)
+    seen(client, first, "imp-00000001")
+    seen(client, second, "imp-00000002")
+    assert click(client, first, "clk-00000001").json()["counted"] is True
+    assert click(client, first, "clk-00000001").json()["counted"] is False
+    assert click(client, second, "clk-00000001").json()["counted"] is True
+    assert counts(client)[("ad", CPC_AD, "clicks")] == 2
+    assert charges(client) == [("cpc", CPC_AD, CPC_BID)] * 2
+
+
+def test_a_conversion_of_a_click_id_two_valid_clicks_share_is_refused(client):
+    """Two valid clicks of different messages under one partner id: a conversion quoting
+    it cannot tell which ad converted, so it bills neither (one invalid click beside a
+    valid one is no doubt: the valid one converts, as above)."""
+    key = issue_key(client, "ad-manager")
+    for message, ad in (("m-1", CPA_AD), ("m-2", CPA_AD)):
+        view, clk = ai_urls(client, message, "c-1", ad_id=ad)
+        fire(client, view)
+        fire(client, clk, "shared-click-1")
+    assert counts(client)[("ad", CPA_AD, "clicks")] == 2
+    err = assert_error_shape(convert(client, "shared-click-1", key), 422)
+    assert err["code"] == "ambiguous_click" and err["field"] == "click_id"
+    assert charges(client) == []
+    assert ("ad", CPA_AD, "conversions") not in counts(client)

@@ -160,3 +160,46 @@ def record_before_0360(target: Path | str, store: Store, run: Any, imp: Any) -> 
                 pg.execute(bill.replace("?", "%s").encode(), (impression_id, imp.campaign_id,
                            imp.ad_id, imp.publisher_id, billed, imp.at))  # fmt: skip
     run(store.add_counts(ledger.impression_counts_of_day(imp, billed)))
+
+
+def record_click_before_0370(target: Path | str, store: Store, run: Any, click: Any) -> None:
+    """Count a fresh click in a database migrated only up to before 0370 (where the click id
+    alone was unique, so the store's ``ON CONFLICT`` target of today does not apply), as
+    the store wrote one then: its row, its charge row when it bills, and its counter bumps
+    (through ``store.add_counts``, which is unchanged)."""
+    from edge import ledger
+    from edge.counters import with_days
+
+    row = (click.click_id, click.impression_key, click.kind, click.env, click.ad_id,
+           click.campaign_id, click.publisher_id, click.slot_id, click.invalid_reason,
+           click.at)  # fmt: skip
+    insert = (
+        "INSERT INTO clicks (click_id, impression_key, kind, env, ad_id, campaign_id,"
+        " publisher_id, slot_id, invalid_reason, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    )
+    charge = (
+        "INSERT INTO charges (pricing, click_row, campaign_id, ad_id, publisher_id, amount_usd,"
+        " at) VALUES ('cpc', ?, ?, ?, ?, ?, ?)"
+    )
+
+    def charged(click_row: int) -> tuple[Any, ...]:
+        return (click_row, click.campaign_id, click.ad_id, click.publisher_id,
+                click.charge_usd, click.at)  # fmt: skip
+
+    if isinstance(target, Path):
+        conn = sqlite3.connect(target)
+        try:
+            click_row = conn.execute(insert, row).lastrowid
+            assert click_row is not None
+            if click.charge_usd is not None:
+                conn.execute(charge, charged(click_row))
+            conn.commit()
+        finally:
+            conn.close()
+    else:
+        with psycopg.connect(target) as pg:
+            found = pg.execute((insert + " RETURNING id").replace("?", "%s").encode(), row)
+            click_row = found.fetchone()[0]  # type: ignore[index]
+            if click.charge_usd is not None:
+                pg.execute(charge.replace("?", "%s").encode(), charged(click_row))
+    run(store.add_counts(with_days(ledger.click_counts(click), click.at)))

@@ -175,7 +175,7 @@ def test_clicks_and_their_charges_fill_the_bucket_of_their_day(store, run):
                     invalid_reason="bot_user_agent")  # fmt: skip
     assert run(ledger.record_click(store, valid)) is True
     assert run(ledger.record_click(store, invalid)) is True
-    stored = run(store.click_by_id("c1"))
+    (stored,) = run(store.clicks_by_id("c1", "production", 1))
     conversion = Conversion(stored, DAY2, None, 2.0)
     assert run(ledger.record_conversion(store, conversion)) is True
     got = buckets(run(store.daily_counts("2026-09-21", "2026-09-22")))

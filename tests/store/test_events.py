@@ -247,8 +247,8 @@ def test_clicks_and_conversions_once_each_with_their_charges(store, run, counts,
     assert run(ledger.record_click(store, click)) is False  # a replay of its click id
     with pytest.raises(ClickConflict):  # a second valid click of the same impression
         run(ledger.record_click(store, Click(**{**_fields(click), "click_id": "c2"})))
-    stored = run(store.click_by_id("c1"))
-    assert stored is not None and stored.impression_key == "tok:a"
+    (stored,) = run(store.clicks_by_id("c1", "production", 5))
+    assert stored.impression_key == "tok:a"
     assert run(store.valid_click_stored("tok:a")) and not run(store.valid_click_stored("tok:b"))
     conversion = Conversion(click=stored, at=9.0, value_usd=20.0, charge_usd=2.0)
     assert run(ledger.record_conversion(store, conversion)) is True
@@ -260,6 +260,33 @@ def test_clicks_and_conversions_once_each_with_their_charges(store, run, counts,
     assert run(store.spend_on_day("1970-01-01")) == pytest.approx({"cmp-1": 2.5})
     assert run(store.click_count()) == 1 and run(store.click_count(valid=False)) == 0
     assert sql(db_target, "SELECT count(*) FROM charges") == [(2,)]
+
+
+def test_a_click_id_is_unique_within_its_impression_only(store, run, counts, db_target):
+    """The same click id on two impressions is two clicks (each stored, with its own
+    bumps); with the same impression it is a replay. Lookup by id finds every impression's
+    click of that id in its environment, valid ones first, at most ``limit``."""
+    from edge.store import Click
+
+    squat = Click(click_id="shared-1", impression_key="ai:1:m-1", kind="ai", env="production",
+                  ad_id="ad-1", campaign_id="cmp-1", at=5.0,
+                  invalid_reason="duplicate")  # fmt: skip
+    genuine = Click(**{**_fields(squat), "impression_key": "ai:2:m-9", "ad_id": "ad-2",
+                       "invalid_reason": None, "at": 6.0})  # fmt: skip
+    assert run(store.save_click(squat, [("ad", "ad-1", "invalid_clicks_duplicate", 1)])) is True
+    assert run(store.save_click(genuine, [("ad", "ad-2", "clicks", 1)])) is True
+    assert run(store.save_click(genuine, [("ad", "ad-2", "clicks", 1)])) is False  # a replay
+    assert counts(store) == {("ad", "ad-1", "invalid_clicks_duplicate"): 1,
+                             ("ad", "ad-2", "clicks"): 1}  # fmt: skip
+    found = run(store.clicks_by_id("shared-1", "production", 5))
+    assert [(c.impression_key, c.invalid_reason) for c in found] == [
+        ("ai:2:m-9", None), ("ai:1:m-1", "duplicate")]  # fmt: skip
+    assert [c.impression_key for c in run(store.clicks_by_id("shared-1", "production", 1))] == [
+        "ai:2:m-9"
+    ]
+    assert run(store.clicks_by_id("shared-1", "sandbox", 5)) == []
+    assert run(store.clicks_by_id("missing-1", "production", 5)) == []
+    assert sql(db_target, "SELECT count(*) FROM clicks WHERE click_id = 'shared-1'") == [(2,)]
 
 
 def _fields(obj) -> dict:
@@ -287,8 +314,7 @@ def test_a_backend_stores_the_conversion_decision_it_is_handed(store, run, count
     click = Click(click_id="c8", impression_key="tok:r", kind="url", env="production",
                   ad_id="ad-1", campaign_id="cmp-1", at=5.0)  # fmt: skip
     assert run(store.save_click(click, [])) is True
-    stored = run(store.click_by_id("c8"))
-    assert stored is not None
+    (stored,) = run(store.clicks_by_id("c8", "production", 5))
     unbilled = Conversion(click=stored, at=6.0, value_usd=9.0)
     assert run(store.save_conversion(unbilled, [])) is True  # no bumps handed: none made
     assert run(store.save_conversion(unbilled, [("ad", "ad-1", "x", 1)])) is False

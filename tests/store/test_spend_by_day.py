@@ -13,7 +13,12 @@ from edge import ledger
 from edge.counters import utc_day
 from edge.settings import Settings
 from edge.store import Click, Impression, open_store
-from tests.store.conftest import migrate_only_before, record_before_0360, sql
+from tests.store.conftest import (
+    migrate_only_before,
+    record_before_0360,
+    record_click_before_0370,
+    sql,
+)
 
 
 def _imp(key: str, at: float, campaign_id: str, cpm_usd: float) -> Impression:
@@ -45,7 +50,7 @@ def test_todays_buckets_made_whole_and_the_time_indexes_dropped(db_target, run, 
     click = Click(click_id="k1", impression_key="tok:a", kind="url", env="production",
                   ad_id="ad-1", campaign_id="cmp-1", at=now, publisher_id="pub-1",
                   charge_usd=0.5)  # fmt: skip
-    assert run(ledger.record_click(old, click))
+    record_click_before_0370(db_target, old, run, click)
     run(old.close())
     # As if today's billing had come before the buckets existed: cmp-2's bucket is missing
     # and cmp-1's holds only part of it; cmp-3's is above what the rows say (another

@@ -29,6 +29,8 @@ branches can add migrations without renumbering. The files, in order:
   the billing rows first); the billing rows' and charges' time indexes dropped.
 - ``0360_billing_in_impressions``: what an impression bills stored in its own row;
   ``billing_events`` a view of those rows (same columns and rows as the table it replaces).
+- ``0370_click_id_per_impression``: a click id unique within its impression (a partner's
+  unsigned AI click id no longer collides with another ad's, message's or conversation's).
 
 A new migration takes the next free number and adds its line here (a test checks both).
 """
