@@ -284,6 +284,12 @@ class Settings:
         "Catalogue versions kept besides the live one; `edge catalogue load` deletes older ones.",
         _int_in(0, 10_000),
     )
+    conversion_window_days: int = _setting(
+        30,
+        "Days after its click a conversion is attributed to it; a later report is refused "
+        "(422 conversion_window_closed) and bills nothing.",
+        _int_in(1, 365),
+    )
     max_connections: int = _setting(
         1000,
         "Open connections and requests in progress at most; past it new requests get 503.",

@@ -201,7 +201,7 @@ class Provoker:
         if status != 404:
             reason = None if status == 200 else "duplicate"
             click = Click(click_id, f"tok:t{n}", "url", "production", "ad-dog-food",
-                          "cmp-happy-hound", 1.0, invalid_reason=reason)  # fmt: skip
+                          "cmp-happy-hound", self.ctx.clock(), invalid_reason=reason)  # fmt: skip
             self.client.portal.call(ledger.record_click, self.ctx.store, click)
         path = "/v1/ad-manager/conversions"
         return self.send("post", path, {"click_id": click_id}, key)

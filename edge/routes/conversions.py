@@ -12,6 +12,8 @@ macro of its own ``click_through_url``. Rules:
   it first), the valid one converts; when it names two valid clicks of different
   impressions, nothing says which the conversion belongs to: 422 ``ambiguous_click``,
   nothing billed;
+- a conversion is attributed to its click within ``EDGE_CONVERSION_WINDOW_DAYS`` (30 by
+  default) of the click; a later report is refused: 422 ``conversion_window_closed``;
 - one conversion per click: a second report answers ``counted: false`` and bills nothing;
 - a conversion of a CPA ad bills its bid in the same commit, unless the campaign has
   reached its budget or today's cap or is no longer in the live catalogue; other pricing
@@ -76,6 +78,14 @@ async def convert(ctx: Context, request: Request) -> Response:
             field="click_id",
             code="ambiguous_click",
         )
+    window = ctx.settings.conversion_window_days * 86_400
+    if ctx.clock() - click.at > window:
+        raise Unprocessable(
+            f"this click is more than {ctx.settings.conversion_window_days} days old: "
+            "a conversion is attributed to a click within that window only",
+            field="click_id",
+            code="conversion_window_closed",
+        )
     placement = ctx.matcher.catalogue.placement(click.ad_id) if ctx.matcher else None
     pricing = placement.ad_set.pricing_model if placement is not None else None
     async with store_errors():
@@ -114,8 +124,9 @@ def openapi(ctx: Context) -> dict[str, Any]:
             "404": error_response("unknown_click: no click with this click_id (or a forged one)"),
             "422": error_response(
                 "Body failed validation, invalid_click: the click is invalid and cannot "
-                "convert, or ambiguous_click: valid clicks of more than one ad or message "
-                "carry this click_id"
+                "convert, ambiguous_click: valid clicks of more than one ad or message "
+                "carry this click_id, or conversion_window_closed: the click is older than "
+                "the attribution window"
             ),
         },
     }

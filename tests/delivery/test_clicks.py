@@ -189,6 +189,23 @@ def test_a_cpa_conversion_bills_its_bid_once(client):
     assert c[("campaign", CPA_CAMPAIGN, "billable_usd_cpa")] == pytest.approx(CPA_BID)
 
 
+def test_a_conversion_after_the_attribution_window_is_refused(client):
+    # 30 days by default: a conversion reported later is not this click's to bill.
+    key = issue_key(client, "ad-manager")
+    clicked(client, CPA_AD, CPA_CAMPAIGN, "clk-00000001")
+    clicked(client, CPA_AD, CPA_CAMPAIGN, "clk-00000002")
+    clock = client.app.state.ctx.clock
+    clock.advance(30 * 86_400 - 2 * 3601 - 60)  # the first click is 30 days old less a minute
+    first = convert(client, "clk-00000001", key)
+    assert first.json()["counted"] is True
+    clock.advance(3601 + 120)  # the second click is 30 days and a minute old
+    r = convert(client, "clk-00000002", key)
+    err = assert_error_shape(r, 422, "conversion_window_closed")
+    assert err["field"] == "click_id"
+    assert charges(client) == [("cpa", CPA_AD, CPA_BID)]
+    assert counts(client)[("ad", CPA_AD, "conversions")] == 1
+
+
 def test_conversions_one_after_another_never_bill_past_the_budget(client):
     # $8,000 budget with $20 left and an $18 bid: the first conversion bills $18, the
     # second the $2 left, the third nothing; the campaign's spend is its budget exactly.
