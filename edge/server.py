@@ -1,7 +1,8 @@
 """Run the app under uvicorn (uvloop + httptools), one environment per process.
 
 Connection limits, each a setting:
-- ``EDGE_MAX_CONNECTIONS``: uvicorn's ``limit_concurrency``; past it a request gets 503.
+- ``EDGE_MAX_CONNECTIONS``: open connections and requests in progress; past it a request
+  gets 503 in the error shape, with ``Retry-After``.
 - ``EDGE_KEEP_ALIVE_SECONDS``: uvicorn's ``timeout_keep_alive``, idle time between requests.
 - ``EDGE_HEADER_TIMEOUT_SECONDS`` and ``EDGE_MAX_HEADER_BYTES``: uvicorn's httptools
   protocol has neither (a socket that never sends, or sends one byte at a time, stays open;
@@ -58,16 +59,27 @@ from matcher.embeddings import MiniLM, fix_mmap_threshold
 log = logging.getLogger("edge.server")
 
 
-def _refusal(status: int, reason: str, code: str, message: str) -> bytes:
+def _refusal(status: int, reason: str, code: str, message: str, extra: str = "") -> bytes:
     body = error_body(code, message)
     head = (
         f"HTTP/1.1 {status} {reason}\r\n"
         "content-type: application/json\r\n"
         "x-content-type-options: nosniff\r\n"
+        f"{extra}"
         f"content-length: {len(body)}\r\n"
         "connection: close\r\n\r\n"
     )
     return head.encode("ascii") + body
+
+
+# Past EDGE_MAX_CONNECTIONS: the error shape of every other answer, and when to try again.
+_BUSY = _refusal(
+    503,
+    "Service Unavailable",
+    "overloaded",
+    "the edge has as many connections and requests in progress as it takes; retry shortly",
+    "retry-after: 1\r\n",
+)
 
 
 # A response's headers as written: (the headers object, its "name: value\r\n" lines, its
@@ -266,6 +278,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     header_timeout: float = 10.0
     body_timeout: float = 20.0
     max_header_bytes: int = 16_384
+    max_connections: int = 1000
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -363,6 +376,13 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             if size > self.max_header_bytes:
                 self._too_large()
                 return
+        # EDGE_MAX_CONNECTIONS open connections (this one among them) and as many requests
+        # in progress are taken; past either, a 503 in the error shape with Retry-After.
+        # (uvicorn's own limit_concurrency refused the Nth connection, in plain text.)
+        if len(self.connections) > self.max_connections or len(self.tasks) >= self.max_connections:
+            self.logger.warning("Exceeded the connection limit (EDGE_MAX_CONNECTIONS).")
+            self._refuse(_BUSY)
+            return
         before = self.cycle
         super().on_headers_complete()
         cycle = self.cycle
@@ -478,6 +498,7 @@ def guarded_protocol(settings: Settings) -> type[GuardedHttpToolsProtocol]:
             "header_timeout": float(settings.header_timeout_seconds),
             "body_timeout": float(settings.body_timeout_seconds),
             "max_header_bytes": settings.max_header_bytes,
+            "max_connections": settings.max_connections,
         },
     )
 
@@ -535,7 +556,7 @@ def uvicorn_config(settings: Settings, app: ASGIApp | None = None) -> uvicorn.Co
         access_log=settings.access_log,
         log_level=settings.log_level,
         timeout_graceful_shutdown=5,
-        limit_concurrency=settings.max_connections,
+        limit_concurrency=None,  # EDGE_MAX_CONNECTIONS is the protocol's (GuardedHttpToolsProtocol)
         timeout_keep_alive=settings.keep_alive_seconds,
     )
 

@@ -176,12 +176,23 @@ def test_the_keep_alive_timeout_counts_from_the_last_response(edge):
 
 @pytest.mark.slow
 def test_past_the_connection_limit_requests_get_503(edge):
-    idle = [_connect(edge) for _ in range(6)]
+    # EDGE_MAX_CONNECTIONS is 6: five idle sockets and the probe's are within it ...
+    idle = [_connect(edge) for _ in range(5)]
     try:
         with _connect(edge) as sock:
             sock.sendall(HEALTH + b"Connection: close\r\n\r\n")
             data = _read_all(sock)
+        assert data.startswith(b"HTTP/1.1 200"), data[:80]
+        # ... a sixth idle one takes the last: the probe's is past it, answered in the
+        # error shape with Retry-After.
+        idle.append(_connect(edge))
+        with _connect(edge) as sock:
+            sock.sendall(HEALTH + b"Connection: close\r\n\r\n")
+            data = _read_all(sock)
         assert data.startswith(b"HTTP/1.1 503"), data[:80]
+        head, _, body = data.partition(b"\r\n\r\n")
+        assert b"retry-after: 1" in head.lower() and b"application/json" in head
+        assert orjson.loads(body)["error"]["code"] == "overloaded"
     finally:
         for s in idle:
             s.close()
@@ -385,8 +396,8 @@ def test_a_slow_but_steady_body_within_the_timeout_is_served(edge):
 
 @pytest.mark.slow
 def test_stalled_bodies_hold_the_connection_slots_only_until_the_body_timeout(edge):
-    # EDGE_MAX_CONNECTIONS is 6: five stalled bodies and the probe's own connection.
-    stalled = [_connect(edge) for _ in range(5)]
+    # EDGE_MAX_CONNECTIONS is 6: six stalled bodies take them all.
+    stalled = [_connect(edge) for _ in range(6)]
     try:
         for sock in stalled:
             sock.sendall(STALLED + b"{")
