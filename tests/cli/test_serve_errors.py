@@ -137,13 +137,18 @@ def test_catalogue_that_does_not_validate(tmp_path: Path) -> None:
     assert "edge catalogue validate" in line
 
 
-@pytest.mark.slow
-def test_busy_port_gives_the_bind_error_not_ready(tmp_path: Path) -> None:
+def on_a_busy_port(tmp_path: Path, *args: str) -> tuple[int, subprocess.CompletedProcess[str]]:
+    """``edge serve ... --port P`` while another socket listens on P: (P, the result)."""
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        result = edge(tmp_path, "serve", "--db", "e.db", "--port", str(port))
+        return port, edge(tmp_path, "serve", "--db", "e.db", "--port", str(port), *args)
+
+
+@pytest.mark.slow
+def test_busy_port_gives_the_bind_error_not_ready(tmp_path: Path) -> None:
+    _, result = on_a_busy_port(tmp_path)
     assert result.returncode != 0
     assert "address already in use" in result.stderr.lower(), result.stderr
     assert "environment ready" not in result.stderr + result.stdout
@@ -151,11 +156,7 @@ def test_busy_port_gives_the_bind_error_not_ready(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_busy_port_with_workers_is_one_line_not_a_traceback(tmp_path: Path) -> None:
-    with socket.socket() as busy:
-        busy.bind(("127.0.0.1", 0))
-        busy.listen()
-        port = busy.getsockname()[1]
-        result = edge(tmp_path, "serve", "--db", "e.db", "--port", str(port), "--workers", "2")
+    port, result = on_a_busy_port(tmp_path, "--workers", "2")
     assert result.returncode == 2
     line = one_line(result)
     assert line.startswith(f"edge: EDGE_PORT (--port): cannot listen on 127.0.0.1:{port}: ")
