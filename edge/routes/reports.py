@@ -104,7 +104,15 @@ async def sign_in(ctx: Context, request: Request) -> Response:
 
 
 async def sign_out(ctx: Context, request: Request) -> Response:
+    """Clear the cookie, and end its session on the edge: a copy of the cookie taken
+    before is refused from now on, on every node."""
     _same_origin(request)
+    assert ctx.signer is not None  # set at start-up
+    now = ctx.clock()
+    ended = session.unseal(ctx.signer, request.cookies.get(session.COOKIE), now)
+    if ended is not None:
+        async with store_errors():
+            await ctx.store.end_session(ended.session_id, ended.expires_at, now)
     return _redirect(session.clear_cookie(secure=_secure(ctx, request)))
 
 
@@ -117,11 +125,13 @@ async def _operator(ctx: Context, request: Request) -> KeyRecord | None:
         )
     assert ctx.signer is not None  # set at start-up
     now = ctx.clock()
-    key_id = session.key_id_of(ctx.signer, request.cookies.get(session.COOKIE), now)
-    if key_id is None:
+    signed_in = session.unseal(ctx.signer, request.cookies.get(session.COOKIE), now)
+    if signed_in is None:
         return None
     async with store_errors():
-        record = await ctx.store.key_by_id(key_id)
+        if await ctx.store.session_ended(signed_in.session_id):
+            return None
+        record = await ctx.store.key_by_id(signed_in.key_id)
     if (
         record is None
         or not record.is_valid(now)

@@ -121,6 +121,15 @@ class Store(MatcherStateStore, EventStore, abc.ABC):
     async def revoke_key(self, key_id: str, at: float) -> bool:
         """Revoke a key; False when it does not exist or was already revoked."""
 
+    @abc.abstractmethod
+    async def end_session(self, session_id: str, expires_at: float, now: float) -> None:
+        """Record a /reports session as ended until ``expires_at``; in the same transaction,
+        forget the ended sessions that have expired by ``now``."""
+
+    @abc.abstractmethod
+    async def session_ended(self, session_id: str) -> bool:
+        """Whether this /reports session was ended (and has not expired since)."""
+
     # -- the live catalogue -----------------------------------------------------------------
 
     @abc.abstractmethod

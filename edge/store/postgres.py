@@ -462,6 +462,23 @@ class PostgresStore(Store):
         result: bool = await self.write(revoke)
         return result
 
+    async def end_session(self, session_id: str, expires_at: float, now: float) -> None:
+        async def end(w: WriteConn) -> None:
+            await w.conn.execute("DELETE FROM ended_sessions WHERE expires_at <= %s", (now,))
+            await w.conn.execute(
+                "INSERT INTO ended_sessions (session_id, expires_at) VALUES (%s, %s) "
+                "ON CONFLICT (session_id) DO NOTHING",
+                (session_id, expires_at),
+            )
+
+        await self.write(end)
+
+    async def session_ended(self, session_id: str) -> bool:
+        row = await self.read(
+            _one, "SELECT 1 FROM ended_sessions WHERE session_id = %s", (session_id,)
+        )
+        return row is not None
+
     # -- the live catalogue -----------------------------------------------------------------
 
     async def put_catalogue(

@@ -501,6 +501,12 @@ class SQLiteStore(SQLiteMatcherState, SQLiteEventStore, Store):
     async def revoke_key(self, key_id: str, at: float) -> bool:
         return await self.write(_revoke_key, key_id, at)
 
+    async def end_session(self, session_id: str, expires_at: float, now: float) -> None:
+        await self.write(_end_session, session_id, expires_at, now)
+
+    async def session_ended(self, session_id: str) -> bool:
+        return await self.read(_session_ended, session_id)
+
     # -- the live catalogue -----------------------------------------------------------------
 
     async def put_catalogue(
@@ -615,6 +621,19 @@ def _revoke_key(conn: sqlite3.Connection, key_id: str, at: float) -> bool:
         "UPDATE api_keys SET revoked_at = ? WHERE key_id = ? AND revoked_at IS NULL", (at, key_id)
     )
     return cur.rowcount == 1
+
+
+def _end_session(conn: sqlite3.Connection, session_id: str, expires_at: float, now: float) -> None:
+    conn.execute("DELETE FROM ended_sessions WHERE expires_at <= ?", (now,))
+    conn.execute(
+        "INSERT OR IGNORE INTO ended_sessions (session_id, expires_at) VALUES (?, ?)",
+        (session_id, expires_at),
+    )
+
+
+def _session_ended(conn: sqlite3.Connection, session_id: str) -> bool:
+    row = conn.execute("SELECT 1 FROM ended_sessions WHERE session_id = ?", (session_id,))
+    return row.fetchone() is not None
 
 
 def _put_catalogue(

@@ -215,6 +215,35 @@ def test_sign_out_clears_the_cookie(make_client):
     assert client.get("/reports").status_code == 401
 
 
+def test_sign_out_ends_the_session_so_a_copy_of_the_cookie_is_refused(make_client, clock):
+    client = make_client()
+    ctx = client.app.state.ctx
+    key = issue_key(client, "ad-manager")
+
+    def signed_in() -> dict[str, str]:  # a browser's cookie header after signing in
+        r = client.post("/reports/login", data={"key": key}, follow_redirects=False)
+        client.cookies.clear()
+        return {"Cookie": r.headers["set-cookie"].split(";")[0]}
+
+    first, second = signed_in(), signed_in()  # two browsers, one key
+    assert client.get("/reports", headers=first).status_code == 200
+    client.post("/reports/logout", headers=first, follow_redirects=False)
+    client.cookies.clear()
+    assert client.get("/reports", headers=first).status_code == 401  # a copy is worthless
+    assert client.get("/reports", headers=second).status_code == 200  # its own session
+    # A cookie sealed before sessions had ids cannot be ended: it is refused.
+    old = ctx.signer.seal("reports-session", {"k": "key", "exp": int(clock() + 3600)})
+    assert client.get("/reports", headers={"Cookie": f"edge_reports={old}"}).status_code == 401
+    # Ended sessions are forgotten once they would have expired.
+    clock.advance(12 * 3600 + 1)
+    client.post("/reports/logout", headers=signed_in(), follow_redirects=False)
+
+    def ended(conn):
+        return conn.execute("SELECT count(*) FROM ended_sessions").fetchone()[0]
+
+    assert client.portal.call(ctx.store.read, ended) == 1
+
+
 def test_a_sign_in_posted_from_another_origin_is_refused(make_client):
     client = make_client()
     key = issue_key(client, "ad-manager")

@@ -119,6 +119,16 @@ def test_closed_store_refuses_work(db_target, run):
         run(s.list_keys())
 
 
+def test_an_ended_session_is_kept_until_it_would_have_expired(store, run):
+    run(store.end_session("s-1", expires_at=100.0, now=10.0))
+    run(store.end_session("s-1", expires_at=100.0, now=11.0))  # a second sign-out: no error
+    run(store.end_session("s-2", expires_at=50.0, now=12.0))
+    assert run(store.session_ended("s-1")) and run(store.session_ended("s-2"))
+    assert not run(store.session_ended("s-3"))
+    run(store.end_session("s-3", expires_at=200.0, now=60.0))  # s-2 has expired: forgotten
+    assert run(store.session_ended("s-1")) and not run(store.session_ended("s-2"))
+
+
 def test_meta_put_if_absent_keeps_the_first_value(store, run):
     assert run(store.put_meta_if_absent("k", b"one")) == b"one"
     assert run(store.put_meta_if_absent("k", b"two")) == b"one"

@@ -31,6 +31,8 @@ branches can add migrations without renumbering. The files, in order:
   ``billing_events`` a view of those rows (same columns and rows as the table it replaces).
 - ``0370_click_id_per_impression``: a click id unique within its impression (a partner's
   unsigned AI click id no longer collides with another ad's, message's or conversation's).
+- ``0380_ended_sessions``: /reports sessions ended by signing out (a copied cookie of one
+  is refused until it would have expired).
 
 A new migration takes the next free number and adds its line here (a test checks both).
 """
