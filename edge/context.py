@@ -150,6 +150,7 @@ class Context:
                 except GeoDatabaseError as exc:  # name the setting, as every bad value does
                     raise SettingsError(f"EDGE_GEOIP_DB (--geoip-db): {exc}") from None
             await self.publishers.start()
+            await self.spend.start(self.store)  # before serving: billing needs what was spent
             self.counters.start(self.store)
             self.housekeeping.start(self)
             self.live_catalogue.start(self)
@@ -180,6 +181,7 @@ class Context:
         """Flush and release everything ``start`` began, the store last."""
         try:
             await self.housekeeping.stop()
+            await self.spend.stop()
             await self.live_catalogue.stop()
             await self.estimates.stop()
             await self.counters.stop(self.store)

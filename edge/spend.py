@@ -1,8 +1,10 @@
 """What each campaign has spent, kept in memory for the pacing gate and the billing decision.
 
-The ledger is read from the store at start-up and again whenever it is older than
-``SPEND_REFRESH_SECONDS`` (so other edge processes' billing shows up within that time), and
-every billing row this process commits is added at once (``add``, called after the commit).
+The ledger is read from the store at start-up, before the first request (``start``), and
+again whenever it is older than ``SPEND_REFRESH_SECONDS``: by the match that finds it stale,
+and by a background task in a process that only takes beacons and conversions, so other
+edge processes' billing shows up within that time (twice it at most). Every billing row
+this process commits is added at once (``add``, called after the commit).
 Spend only grows, so a refresh keeps the larger of the stored and the in-memory figure per
 campaign: a billing commit that lands while the store is being read is never lost.
 
@@ -25,6 +27,7 @@ store answers today's from the campaigns' day buckets, bumped in each billing co
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 
 from edge.counters import utc_day
@@ -33,6 +36,8 @@ from matcher.pacing import Spend, day_start, headroom
 from matcher.types import Campaign
 
 SPEND_REFRESH_SECONDS = 5.0
+
+log = logging.getLogger("edge.spend")
 
 
 class SpendLedger:
@@ -54,6 +59,37 @@ class SpendLedger:
         # Charges decided and not yet committed, per campaign: (USD, how many). Counted by
         # ``headroom`` only (the pacing gate reads committed spend).
         self._held: dict[str, tuple[float, int]] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self, store: Store) -> None:
+        """Read the spend before the first request (a restarted process must not bill
+        against an empty ledger), then keep it fresh in the background."""
+        now = self.clock()
+        async with self._lock:
+            await self.refresh(store, now)
+        self._task = asyncio.create_task(self._keep_fresh(store), name="edge-spend-refresh")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def _keep_fresh(self, store: Store) -> None:
+        """Refresh a ledger no match has refreshed for ``ttl`` (a process that only takes
+        beacons and conversions still sees the others' billing); a failed read is retried
+        at the next tick, the ledger kept as it was."""
+        while True:
+            await asyncio.sleep(self.ttl)
+            now = self.clock()
+            if self._fresh(now):
+                continue
+            try:
+                async with self._lock:
+                    if not self._fresh(now):
+                        await self.refresh(store, now)
+            except Exception as exc:
+                log.warning("spend not refreshed from the store: %s", exc)
 
     async def snapshot(self, store: Store) -> Spend:
         """The spend now, re-read from the store first when the last read is stale: a copy

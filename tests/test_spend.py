@@ -160,3 +160,29 @@ def test_a_campaign_not_in_the_live_catalogue_has_no_headroom(clock):
     ledger = SpendLedger(clock)
     assert ledger.headroom(None) == 0.0
     assert ledger.headroom(campaign()) is None  # in the catalogue, without limits
+
+
+def test_started_it_has_read_the_store_and_keeps_fresh_without_a_match():
+    # A restarted process's first billing decision must see what was spent before it; one
+    # that only takes beacons (no match refreshes it) still sees the others' billing.
+    import time
+
+    async def run() -> None:
+        store = FakeStore()
+        store.total = {"c": 10.0}
+        ledger = SpendLedger(time.time, ttl=0.05)
+        await ledger.start(store)
+        try:
+            assert ledger.current().total == {"c": 10.0} and store.reads == 1
+            store.total = {"c": 30.0}  # another process billed
+            deadline = time.monotonic() + 2
+            while ledger.current().total != {"c": 30.0} and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
+            assert ledger.current().total == {"c": 30.0}
+        finally:
+            await ledger.stop()
+        reads = store.reads
+        await asyncio.sleep(0.15)
+        assert store.reads == reads  # stopped: no more reads
+
+    asyncio.run(run())

@@ -6,7 +6,9 @@ from urllib.parse import urlsplit
 import orjson
 import pytest
 
+from edge import ledger
 from edge.beacons import ai_beacon_urls, ai_click_url, issue_impression_token
+from edge.store import Impression
 from tests.conftest import assert_error_shape, issue_key
 from tests.delivery.helpers import PUB, at_once, register
 
@@ -153,6 +155,26 @@ def test_a_token_of_the_other_surface_is_refused(client):
 def test_a_cpc_click_past_the_budget_is_stored_but_not_billed(client):
     ctx = client.app.state.ctx
     ctx.spend.add(CPC_CAMPAIGN, 20_000.0, ctx.clock())  # its whole budget
+    tok = token(client)
+    seen(client, tok, "imp-00000001")
+    assert click(client, tok, "clk-00000001").json()["counted"] is True
+    assert charges(client) == [] and counts(client)[("ad", CPC_AD, "clicks")] == 1
+
+
+def test_a_restarted_edge_knows_what_was_spent_before_its_first_match(make_client):
+    # The budget was spent before the restart. The new process bills a click (its
+    # first request, no match has run) against what the store holds, not against an
+    # empty ledger.
+    first = make_client()
+    ctx = first.app.state.ctx
+    spent = Impression(
+        dedupe_keys=("tok:spent",), kind="url", env="production", ad_id=CPC_AD,
+        campaign_id=CPC_CAMPAIGN, at=ctx.clock(), cpm_usd=20_000.0 * 1000,
+    )  # fmt: skip
+    assert first.portal.call(ledger.record_impression, ctx.store, spent)
+    first.__exit__(None, None, None)
+    client = make_client()
+    register(client)
     tok = token(client)
     seen(client, tok, "imp-00000001")
     assert click(client, tok, "clk-00000001").json()["counted"] is True
