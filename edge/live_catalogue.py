@@ -29,13 +29,21 @@ from collections.abc import Awaitable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from matcher.catalogue import Catalogue, CatalogueError, load_catalogue, parse_catalogue
+from matcher.catalogue import (
+    Catalogue,
+    CatalogueError,
+    ad_number,
+    load_catalogue,
+    parse_catalogue,
+)
 
 if TYPE_CHECKING:
     from edge.context import Context
 
 log = logging.getLogger("edge.catalogue")
 POLL_SECONDS = 3.0
+# Retired ads remembered for late AI beacons (~100 bytes each).
+MAX_RETIRED = 200_000
 
 
 class LiveCatalogue:
@@ -49,6 +57,10 @@ class LiveCatalogue:
         self._pending: set[asyncio.Task[None]] = set()
         self._hup = False
         self._read_stamp: tuple[int, int, int] | None = None  # see note_file
+        # Ads of catalogues this process served before, gone from the live one: AI ad number
+        # -> (ad id, campaign id). An AI beacon names its ad by number only, and one fired
+        # after its ad left the catalogue is still that ad's (and campaign's) to count.
+        self.retired: dict[int, tuple[str, str]] = {}
 
     def note_file(self, path: Path | None) -> None:
         """Called just before the start-up load reads the catalogue file: the catch-up
@@ -74,6 +86,7 @@ class LiveCatalogue:
                 await ctx.estimates.refresh(ctx.store, fresh, ctx.clock())
             except Exception as exc:
                 log.warning("estimates not rebuilt for the new catalogue: %s", exc)
+            self._retire(current.catalogue, catalogue)
             ctx.matcher = fresh  # one assignment: the swap is atomic for every reader
             ctx.ad_listing = None
             self.version = version
@@ -85,6 +98,20 @@ class LiveCatalogue:
                 len(catalogue.campaigns),
             )
             return True
+
+    def _retire(self, old: Catalogue, new: Catalogue) -> None:
+        """Remember the ads of ``old`` that ``new`` no longer has (and forget those it has
+        again), at most ``MAX_RETIRED`` of them: the latest retired are kept."""
+        for p in new.placements:
+            self.retired.pop(ad_number(p.ad.id), None)
+        gone = {
+            ad_number(p.ad.id): (p.ad.id, p.campaign.id)
+            for p in old.placements
+            if new.placement(p.ad.id) is None
+        }
+        if len(self.retired) + len(gone) > MAX_RETIRED:
+            self.retired = {}
+        self.retired.update(list(gone.items())[-MAX_RETIRED:])
 
     async def sync(self, ctx: Context) -> bool:
         """Serve the store's live version if it is not the one served; True when swapped."""

@@ -374,7 +374,12 @@ def ai_attribution(ctx: Context, number: int) -> tuple[str, str | None, float | 
     matcher = ctx.matcher
     placement = matcher.catalogue.placement_by_number(number) if matcher is not None else None
     if placement is None:
-        # Signed by us, so genuine, but the catalogue changed since: keep the number.
+        # Signed by us, so genuine, but the catalogue changed since: the ad and campaign of
+        # a catalogue this process served before (it bills nothing: its campaign is gone
+        # from the live one), else only the number is known.
+        retired = ctx.live_catalogue.retired.get(number)
+        if retired is not None:
+            return retired[0], retired[1], None
         log.warning("AI beacon for ad number %d not in the catalogue", number)
         return f"ai-{number}", None, None
     pricing = placement.ad_set.pricing_model

@@ -1,6 +1,7 @@
 """Clicks and conversions through HTTP: stored before the 2xx, one billable click per
 impression, CPC billed once per valid click, CPA billed on an authenticated conversion."""
 
+from importlib import resources
 from urllib.parse import urlsplit
 
 import orjson
@@ -9,6 +10,7 @@ import pytest
 from edge import ledger
 from edge.beacons import ai_beacon_urls, ai_click_url, issue_impression_token
 from edge.store import Impression
+from matcher.catalogue import SANDBOX_CATALOGUE, parse_catalogue
 from tests.conftest import assert_error_shape, issue_key
 from tests.delivery.helpers import PUB, at_once, register
 
@@ -375,6 +377,26 @@ def test_an_ai_click_after_a_bots_view_is_invalid_unless_a_valid_render_was_stor
     assert client.get(f"{view2.path}?{view2.query}").status_code == 204
     assert client.get(f"{clk2.path}?{clk2.query}").status_code == 204
     assert charges(client) == [("cpc", CPC_AD, CPC_BID)]
+
+
+def test_ai_beacons_of_an_ad_gone_from_the_live_catalogue_count_under_it_and_bill_nothing(
+    client,
+):
+    # An AI URL names its ad by number only. Fired after the operator removed the ad's
+    # campaign, its view and click still count under that ad and campaign (the numbers
+    # of the catalogue the edge served before), billing nothing.
+    ctx = client.app.state.ctx
+    view, clk = ai_urls(client)
+    raw = orjson.loads(resources.files("matcher.data").joinpath(SANDBOX_CATALOGUE).read_bytes())
+    raw["campaigns"] = [c for c in raw["campaigns"] if c["id"] != CPC_CAMPAIGN]
+    assert client.portal.call(ctx.live_catalogue.swap, ctx, parse_catalogue(orjson.dumps(raw)), 1)
+    assert ctx.matcher.catalogue.placement(CPC_AD) is None
+    assert client.get(f"{view.path}?{view.query}").status_code == 204
+    assert client.get(f"{clk.path}?{clk.query}").status_code == 204
+    c = counts(client)
+    assert c[("ad", CPC_AD, "viewable_impressions")] == 1 and c[("ad", CPC_AD, "clicks")] == 1
+    assert c[("campaign", CPC_CAMPAIGN, "clicks")] == 1
+    assert charges(client) == [] and not [k for k in c if k[1].startswith("ai-")]
 
 
 def test_ai_clicks_a_partner_server_fires_for_many_users_are_all_valid(client):
