@@ -212,7 +212,8 @@ _VERSION_SCHEMA: dict[str, Any] = {
         "expires": {
             "type": ["string", "null"],
             "format": "date-time",
-            "description": "When it stops being served (410); null: the running version",
+            "description": "When it stops being served (410); null: the running version, "
+            "or the newest built while nothing newer is",
         },
     },
 }
