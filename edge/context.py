@@ -25,7 +25,7 @@ from edge.housekeeping import Housekeeping
 from edge.ivt import TrafficClassifier
 from edge.keys import Keyring
 from edge.live_catalogue import LiveCatalogue
-from edge.matching import StateWrites
+from edge.matching import StateWrites, ThreadTurns
 from edge.partner.idempotency import ReplayCache
 from edge.partner.listing import Listing
 from edge.ratelimit import RateLimits
@@ -56,6 +56,7 @@ class Context:
     spend: SpendLedger  # billed USD per campaign: the pacing gate's and billing's input
     estimates: EstimatesRefresher  # keeps the matcher's click-through estimates fresh
     state_writes: StateWrites  # the matcher's post-decision writes in flight
+    thread_turns: ThreadTurns  # matches of one conversation take turns (frequency cap)
     ugc_replays: ReplayCache  # recent UGC match answers, so a retry is answered once
     housekeeping: Housekeeping  # prunes expired matcher state, a background task
     traffic: TrafficClassifier  # invalid traffic: bots, client binding, per-client rates
@@ -105,6 +106,7 @@ class Context:
             spend=SpendLedger(clock),
             estimates=EstimatesRefresher(settings.estimates_refresh_seconds),
             state_writes=StateWrites(),
+            thread_turns=ThreadTurns(),
             ugc_replays=ReplayCache(),
             housekeeping=Housekeeping(),
             traffic=TrafficClassifier(settings, clock),

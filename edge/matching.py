@@ -10,6 +10,8 @@ The writes after a decision (serves, no-match windows) are not billing-grade, so
 the background (``StateWrites``) instead of holding the answer for a group-commit fsync. A
 later match of the same thread or post first waits for that thread's or post's pending
 writes, so what one request recorded is what the next one reads; shutdown drains them all.
+Matches of one conversation that arrive together take turns (``ThreadTurns``), so each
+reads the serves of the ones before it and the frequency cap holds within the process.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Iterable
+from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from edge.errors import BadGateway
@@ -75,6 +78,93 @@ class StateWrites:
     async def drain(self) -> None:
         while self._tasks:
             await asyncio.wait(set(self._tasks))
+
+
+class ThreadTurns:
+    """One match at a time per thread, for the threads whose matches can cap each other.
+
+    A match reads its thread's serves, decides, then records its own; two matches of one
+    conversation that overlap would both read the serves from before either, so four turns
+    sent at once all got an ad capped at three. ``hold(key)`` makes the matches of ``key``
+    take turns (first come, first served), each from its state read to its writes being
+    queued (``StateWrites``; the next one's read waits for them). Other keys, and ``None``,
+    never wait. A key's lock exists only while a match holds or awaits it, so memory is
+    bounded by the matches in flight, not by the threads ever seen.
+    """
+
+    def __init__(self) -> None:
+        self._slots: dict[str, _Slot] = {}
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+    def hold(self, key: str | None) -> _Turn | _NoTurn:
+        return _NO_TURN if key is None else _Turn(self._slots, key)
+
+
+class _Slot:
+    __slots__ = ("lock", "users")
+
+    def __init__(self) -> None:
+        self.lock = asyncio.Lock()
+        self.users = 0  # holding or waiting; the slot goes when this is back to 0
+
+
+class _Turn:
+    __slots__ = ("key", "slot", "slots")
+
+    def __init__(self, slots: dict[str, _Slot], key: str) -> None:
+        self.slots, self.key = slots, key
+
+    async def __aenter__(self) -> None:
+        slot = self.slots.get(self.key)
+        if slot is None:
+            slot = self.slots[self.key] = _Slot()
+        slot.users += 1
+        self.slot = slot
+        try:
+            await slot.lock.acquire()  # no suspension when the key is free
+        except BaseException:  # cancelled while waiting: leave the queue, block nobody
+            self._leave()
+            raise
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.slot.lock.release()
+        self._leave()
+
+    def _leave(self) -> None:
+        self.slot.users -= 1
+        if not self.slot.users:
+            del self.slots[self.key]
+
+
+class _NoTurn:
+    async def __aenter__(self) -> None:
+        return None
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+
+_NO_TURN = _NoTurn()
+
+
+def turn_key(request: MatchRequest) -> str | None:
+    """The thread whose matches must take turns, or None when they may overlap.
+
+    Only a thread of several units (an AI conversation: one unit per turn) needs it: one
+    unit's serve counts against the cap of the next. A post that is its own thread (UGC
+    posts, the tag's posts: thread id and post id are the same scoped id) has one unit, so
+    its serves never cap another request of it, and a popular post's concurrent views keep
+    running side by side (batched) rather than queueing behind each other; concurrent misses
+    of one post each run the model once before its no-match window is read (docs/decisions.md).
+    A match without a unit (a tag page without a post) records nothing."""
+    unit = request.post_id or request.turn_id
+    if request.thread_id is None or unit is None or unit == request.thread_id:
+        return None
+    return request.thread_id
 
 
 def _keys(thread_id: str | None, post_id: str | None) -> tuple[str, ...]:
@@ -202,9 +292,11 @@ async def match(
         async with asyncio.timeout(timeout):
             spend = await ctx.spend.snapshot(ctx.store)
             state = StoreMatchState(ctx.store, ctx.state_writes, unscoped_disables)
-            return await matcher.match(
-                request, state, ctx.clock(), spend, deadline=deadline, lane=lane
-            )
+            # Waiting for this thread's earlier turn counts against the deadline too.
+            async with ctx.thread_turns.hold(turn_key(request)):
+                return await matcher.match(
+                    request, state, ctx.clock(), spend, deadline=deadline, lane=lane
+                )
     except TimeoutError:
         log.warning("match over its %d ms deadline", ctx.settings.match_timeout_ms)
         raise BadGateway(
