@@ -1,7 +1,9 @@
 """Signed beacon material shared by the routes that hand it out and those that take it back.
 
 - AI beacon URLs: built by ``/v1/ai/process``, verified by
-  ``/dea/ai/impressions/{render,view}``. ``sig`` covers kind, ad, message and conversation.
+  ``/dea/ai/impressions/{render,view}`` and ``/dea/ai/click``. ``sig`` covers kind, ad,
+  message, conversation and the partner's scope (``edge.threads.partner_scope``); URLs
+  issued before scopes existed have none, and are verified and keyed as they were.
 - Impression tokens: issued with every filled ``/dea`` placement and inside the
   edge's own pixel of a ``/v1/ugc/process`` ad; single-use (the token id is the dedupe key)
   and valid for ``IMPRESSION_TOKEN_TTL_SECONDS``.
@@ -31,7 +33,7 @@ from urllib.parse import urlencode
 import msgspec
 
 from edge.settings import TokenForm
-from edge.signing import Signer
+from edge.signing import Signer, encode_parts
 
 AI_BEACON_PURPOSE = "ai-beacon/v2"  # v2: length-prefixed parts
 IMPRESSION_PURPOSE = "impression/v3"  # v3: a version byte and a msgpack array of the claims
@@ -53,51 +55,93 @@ class InvalidToken(ValueError):
 # -- AI beacon URLs ----------------------------------------------------------------------------
 
 
-def _ai_parts(kind: str, ad_id: int, message_id: str, conversation_id: str) -> tuple[str, ...]:
-    return (kind, str(ad_id), message_id, conversation_id)
+_SCOPE = re.compile(r"[A-Za-z0-9_\-]{8,64}")
+
+
+def _ai_parts(
+    kind: str, ad_id: int, message_id: str, conversation_id: str, scope: str
+) -> tuple[str, ...]:
+    # A URL without a scope (issued before scopes) signs the four parts it always did; with
+    # one, five: length-prefixed parts never let one form's signature stand for the other's.
+    parts = (kind, str(ad_id), message_id, conversation_id)
+    return (*parts, scope) if scope else parts
+
+
+def _ai_query(
+    signer: Signer, kind: str, ad_id: int, message_id: str, conv: str, scope: str | None
+) -> str:
+    query: dict[str, str | int] = {"ad_id": ad_id, "message_id": message_id}
+    query["conversation_id"] = conv
+    if scope:
+        query["scope"] = scope
+    query["sig"] = signer.sign(
+        AI_BEACON_PURPOSE, *_ai_parts(kind, ad_id, message_id, conv, scope or "")
+    )
+    return urlencode(query)
 
 
 def ai_beacon_urls(
-    signer: Signer, base_url: str, ad_id: int, message_id: str, conversation_id: str | None
+    signer: Signer,
+    base_url: str,
+    ad_id: int,
+    message_id: str,
+    conversation_id: str | None,
+    *,
+    scope: str | None,
 ) -> tuple[str, str]:
-    """(render_impression_url, view_impression_url), ready to fire verbatim."""
+    """(render_impression_url, view_impression_url), ready to fire verbatim. ``scope``: the
+    partner's (``edge.threads.partner_scope``); None builds the form issued before scopes
+    existed (for tests of it: the edge always names the partner)."""
     conv = conversation_id or ""
-    urls = []
-    for kind in ("render", "view"):
-        query = {"ad_id": ad_id, "message_id": message_id, "conversation_id": conv}
-        query["sig"] = signer.sign(AI_BEACON_PURPOSE, *_ai_parts(kind, ad_id, message_id, conv))
-        urls.append(f"{base_url}/dea/ai/impressions/{kind}?{urlencode(query)}")
-    return urls[0], urls[1]
+    render, view = (
+        f"{base_url}/dea/ai/impressions/{kind}?"
+        + _ai_query(signer, kind, ad_id, message_id, conv, scope)
+        for kind in ("render", "view")
+    )
+    return render, view
 
 
 def ai_click_url(
-    signer: Signer, base_url: str, ad_id: int, message_id: str, conversation_id: str | None
+    signer: Signer,
+    base_url: str,
+    ad_id: int,
+    message_id: str,
+    conversation_id: str | None,
+    *,
+    scope: str | None,
 ) -> str:
     """The click beacon URL of an AI ad: fired once when the user clicks it. The partner may
     append ``&click_id=...`` (its own id for the click, unsigned)."""
     conv = conversation_id or ""
-    query: dict[str, str | int] = {"ad_id": ad_id, "message_id": message_id}
-    query["conversation_id"] = conv
-    query["sig"] = signer.sign(AI_BEACON_PURPOSE, *_ai_parts("click", ad_id, message_id, conv))
-    return f"{base_url}/dea/ai/click?{urlencode(query)}"
+    return f"{base_url}/dea/ai/click?" + _ai_query(signer, "click", ad_id, message_id, conv, scope)
 
 
 @dataclass(frozen=True, slots=True)
 class AiBeacon:
-    """A verified AI beacon. Partners number messages within a conversation, so a
-    ``message_id`` repeats across conversations (and partners): its impression and click
-    are keyed on the message in its conversation. A message without a conversation is
-    keyed on its id alone (``ai:...``, as before conversations were part of the key); one
-    with a conversation under ``ai-c:``, the conversation id preceded by its length, so no
-    two (conversation, message) pairs and no lone message id share a key."""
+    """A verified AI beacon. Partners number their conversations and messages themselves,
+    so a ``message_id`` repeats across conversations and a conversation id across
+    partners: its impression and click are keyed on the message in its conversation of
+    its partner (``scope``, signed in the URL). The keys, by the URL's form:
+
+    - with a scope (every URL issued now): ``ai-s:<scope>:...``, then the conversation id
+      preceded by its length (0 without one) and the message id; a scope holds no colon;
+    - issued before scopes, with a conversation: ``ai-c:...`` as then (the conversation id
+      preceded by its length); without one: ``ai:...``, the message id alone.
+
+    So no two partners, (conversation, message) pairs or URL forms share a key, and a URL
+    handed out before scopes counts under exactly the key it always had."""
 
     kind: AiBeaconKind
     ad_id: int
     message_id: str
     conversation_id: str
+    scope: str = ""  # the partner's (edge.threads.partner_scope); "" issued before scopes
 
     def _keyed(self, *head: str) -> str:
         conv, message = self.conversation_id, self.message_id
+        if self.scope:
+            parts = (*head, str(self.ad_id), str(len(conv)), conv, message)
+            return ":".join(("ai-s", self.scope, *parts))
         if not conv:
             return ":".join(("ai", *head, str(self.ad_id), message))
         return ":".join(("ai-c", *head, str(self.ad_id), str(len(conv)), conv, message))
@@ -113,12 +157,17 @@ class AiBeacon:
 
     @property
     def derived_click_id(self) -> str:
-        """The click id when the partner names none: one per ad and message, so a refired
-        click URL is a replay (ids hold no line separators: the join is unambiguous)."""
-        parts = [str(self.ad_id), self.message_id]
+        """The click id when the partner names none: one per ad and message (in its
+        conversation, of its partner), so a refired click URL is a replay."""
+        if self.scope:
+            ids = (self.scope, str(self.ad_id), self.message_id, self.conversation_id)
+            return "ai-" + hashlib.sha256(encode_parts("ai-click", *ids)).hexdigest()[:32]
+        # Issued before scopes: the id it always had (ids hold no line separators, so the
+        # join is unambiguous).
+        legacy = [str(self.ad_id), self.message_id]
         if self.conversation_id:
-            parts.append(self.conversation_id)
-        return "ai-" + hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
+            legacy.append(self.conversation_id)
+        return "ai-" + hashlib.sha256("\n".join(legacy).encode()).hexdigest()[:32]
 
 
 def verify_ai_beacon(signer: Signer, kind: AiBeaconKind, query: dict[str, str]) -> AiBeacon:
@@ -133,10 +182,13 @@ def verify_ai_beacon(signer: Signer, kind: AiBeaconKind, query: dict[str, str]) 
         sig = query["sig"]
     except (KeyError, ValueError):
         raise InvalidToken("ad_id, message_id and sig are required") from None
-    parts = _ai_parts(kind, ad_id, message_id, conv)
+    scope = query.get("scope")
+    if scope is not None and not _SCOPE.fullmatch(scope):
+        raise InvalidToken("the beacon's scope is not one this edge issued")
+    parts = _ai_parts(kind, ad_id, message_id, conv, scope or "")
     if not signer.verify(AI_BEACON_PURPOSE, *parts, signature=sig):
         raise InvalidToken("the beacon signature does not match")
-    return AiBeacon(kind, ad_id, message_id, conv)
+    return AiBeacon(kind, ad_id, message_id, conv, scope or "")
 
 
 # -- impression tokens -------------------------------------------------------------------------

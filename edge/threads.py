@@ -12,11 +12,21 @@ an AI conversation of the same name:
 
 Neither a product, a key family (``key_<hex>``) nor a publisher id (``A-Z a-z 0-9 _ . -``)
 holds a colon, so two scoped keys are equal only when all three parts are.
+
+What a partner is handed back to fire (the AI beacon URLs) is scoped the same way, by
+``partner_scope``: a short keyed hash of the product and key family, since those URLs
+travel through end users' browsers and the key family is the operator's own name of a key
+(``edge keys revoke`` takes it). Without the edge's signing key it names no key and links
+to nothing; a rotated key keeps it.
 """
 
 from __future__ import annotations
 
+from edge.signing import Signer
 from edge.store import KeyRecord
+
+SCOPE_PURPOSE = "partner-scope/v1"
+SCOPE_CHARS = 12  # 72 bits of the keyed hash: no two key families meet, short in a URL
 
 
 def partner_thread(product: str, key: KeyRecord, thread_id: str) -> str:
@@ -27,3 +37,9 @@ def partner_thread(product: str, key: KeyRecord, thread_id: str) -> str:
 def publisher_thread(publisher_id: str, thread_id: str) -> str:
     """A post id (or page URL) from a publisher's page, scoped to that publisher."""
     return f"tag:{publisher_id}:{thread_id}"
+
+
+def partner_scope(signer: Signer, product: str, key: KeyRecord) -> str:
+    """The partner's public, stable name in what it is handed to fire (``A-Z a-z 0-9 _ -``,
+    ``SCOPE_CHARS`` long): the same for a key and every key that replaced it."""
+    return signer.sign(SCOPE_PURPOSE, product, key.family)[:SCOPE_CHARS]

@@ -74,6 +74,11 @@ def make_client(tmp_path, clock, shared_matcher) -> Iterator[Callable[..., TestC
         c.__exit__(None, None, None)
 
 
+# The partner scope the tests' hand-built AI beacon URLs carry (the edge's is a keyed hash of
+# the key family, edge.threads.partner_scope; any signed scope is one partner's).
+AI_SCOPE = "partner-0001"
+
+
 def issue_key(client: TestClient, product: str, env: str | None = None) -> str:
     """Issue a key through the running app's keyring (the CLI's code path)."""
     ctx: Context = client.app.state.ctx

@@ -1,3 +1,4 @@
+import re
 from urllib.parse import parse_qsl, urlsplit
 
 import msgspec
@@ -20,6 +21,7 @@ from tests.conftest import other_tail
 
 SIGNER = Signer(b"k" * 32)
 OTHER = Signer(b"x" * 32)
+SCOPE = "partner-0001"
 
 
 def _query(url):
@@ -27,13 +29,16 @@ def _query(url):
 
 
 def test_ai_urls_are_on_dea_and_verify():
-    render, view = ai_beacon_urls(SIGNER, "https://edge.example", 42, "m-1", "c-9")
+    render, view = ai_beacon_urls(SIGNER, "https://edge.example", 42, "m-1", "c-9", scope=SCOPE)
     assert render.startswith("https://edge.example/dea/ai/impressions/render?")
     assert view.startswith("https://edge.example/dea/ai/impressions/view?")
     q = _query(render)
+    assert list(q) == ["ad_id", "message_id", "conversation_id", "scope", "sig"]
     assert (q["ad_id"], q["message_id"], q["conversation_id"]) == ("42", "m-1", "c-9")
+    assert q["scope"] == SCOPE
     beacon = verify_ai_beacon(SIGNER, "render", q)
     assert (beacon.kind, beacon.ad_id, beacon.message_id) == ("render", 42, "m-1")
+    assert beacon.scope == SCOPE
 
 
 @pytest.mark.parametrize(
@@ -44,16 +49,22 @@ def test_ai_urls_are_on_dea_and_verify():
         lambda q: {**q, "conversation_id": ""},
         lambda q: {k: v for k, v in q.items() if k != "sig"},
         lambda q: {**q, "ad_id": "forty-two"},
+        # The scope names the partner: neither dropped (the unscoped form's keys) nor
+        # swapped for another partner's.
+        lambda q: {k: v for k, v in q.items() if k != "scope"},
+        lambda q: {**q, "scope": "partner-0002"},
+        lambda q: {**q, "scope": ""},
+        lambda q: {**q, "scope": "partner:0001"},
     ],
 )
 def test_tampered_ai_beacon_is_refused(tamper):
-    render, _ = ai_beacon_urls(SIGNER, "https://e", 42, "m-1", "c-9")
+    render, _ = ai_beacon_urls(SIGNER, "https://e", 42, "m-1", "c-9", scope=SCOPE)
     with pytest.raises(InvalidToken):
         verify_ai_beacon(SIGNER, "render", tamper(_query(render)))
 
 
 def test_render_signature_does_not_open_the_view_beacon():
-    render, _ = ai_beacon_urls(SIGNER, "https://e", 42, "m-1", None)
+    render, _ = ai_beacon_urls(SIGNER, "https://e", 42, "m-1", None, scope=SCOPE)
     with pytest.raises(InvalidToken):
         verify_ai_beacon(SIGNER, "view", _query(render))
     with pytest.raises(InvalidToken):
@@ -106,7 +117,7 @@ def test_signer_refuses_any_odd_signature_without_raising(signature):
 def test_moving_a_newline_between_ai_ids_breaks_the_signature():
     # The old encoding joined the ids with newlines: "m" + "\n\nc" and "m\n" + "\nc" signed
     # the same bytes, so one signed URL could be re-split into many dedupe keys.
-    render, _ = ai_beacon_urls(SIGNER, "https://e", 42, "m", "\n\nc")
+    render, _ = ai_beacon_urls(SIGNER, "https://e", 42, "m", "\n\nc", scope=SCOPE)
     q = _query(render)
     assert verify_ai_beacon(SIGNER, "render", q).conversation_id == "\n\nc"
     for message_id, conv in (("m\n", "\nc"), ("m\n\n", "c"), ("m\n\nc", "")):
@@ -328,3 +339,71 @@ def test_an_ai_message_is_keyed_in_its_conversation():
     assert beacon("1").click_impression_key == "ai:7:1"
     assert beacon("1", "c-1").derived_click_id != beacon("1", "c-2").derived_click_id
     assert beacon("1", "c-1").derived_click_id == beacon("1", "c-1").derived_click_id
+
+
+def test_an_ai_message_is_keyed_for_its_partner():
+    """Partners number conversations themselves: the same ad, conversation and message of
+    two partners (two scopes) are two messages, in every key and derived click id."""
+
+    def beacon(scope, message_id="1", conversation_id="7"):
+        return AiBeacon("click", 7, message_id, conversation_id, scope)
+
+    a, b = beacon("partner-0001"), beacon("partner-0002")
+    assert a.impression_key("render") == "ai-s:partner-0001:render:7:1:7:1"
+    assert a.click_impression_key == "ai-s:partner-0001:7:1:7:1"
+    for kind in ("render", "view"):
+        assert a.impression_key(kind) != b.impression_key(kind)
+    assert a.click_impression_key != b.click_impression_key
+    assert a.derived_click_id != b.derived_click_id
+    assert a.derived_click_id == beacon("partner-0001").derived_click_id
+    assert re.fullmatch(r"ai-[0-9a-f]{32}", a.derived_click_id)  # a conversion's click id
+    # Neither a scoped key nor id is ever one of the unscoped form's.
+    legacy = AiBeacon("click", 7, "1", "7")
+    assert a.impression_key("render") != legacy.impression_key("render")
+    assert a.derived_click_id != legacy.derived_click_id
+    keys = {
+        beacon(s, m, c).impression_key("view")
+        for s in ("partner-0001", "partner-0001x")
+        for m, c in (("1", "7"), ("7:1", ""), ("1", "1:7"), ("", "1:7:1"))
+    }
+    assert len(keys) == 8
+
+
+def test_ai_urls_issued_before_partner_scopes_keep_their_keys():
+    """A URL handed out before scopes (no scope parameter) still verifies and counts under
+    exactly the keys and click id it had: a beacon fired across the deploy is neither lost
+    nor counted twice."""
+    render, _ = ai_beacon_urls(SIGNER, "https://e", 7, "1", "c-1", scope=None)
+    q = _query(render)
+    assert list(q) == ["ad_id", "message_id", "conversation_id", "sig"]
+    # The signature of that form: the four length-prefixed parts, as it always was.
+    assert q["sig"] == SIGNER.sign("ai-beacon/v2", "render", "7", "1", "c-1")
+    beacon = verify_ai_beacon(SIGNER, "render", q)
+    assert beacon.scope == ""
+    assert beacon.impression_key("render") == "ai-c:render:7:3:c-1:1"
+    assert beacon.click_impression_key == "ai-c:7:3:c-1:1"
+    assert beacon.derived_click_id == "ai-b7d48984dfb71a2b5a0733528b9fe62a"
+    lone = AiBeacon("click", 7, "1", "")
+    assert lone.impression_key("view") == "ai:view:7:1"
+    assert lone.derived_click_id == "ai-8de0f44db9df564622f8e978a2424036"
+    # A scope cannot be added to such a URL (nor taken from a scoped one: see above).
+    with pytest.raises(InvalidToken):
+        verify_ai_beacon(SIGNER, "render", {**q, "scope": SCOPE})
+
+
+def test_a_partner_scope_is_its_key_familys_and_names_no_key():
+    from edge.store import KeyRecord
+    from edge.threads import partner_scope
+
+    def key(key_id, family_id=None):
+        return KeyRecord(key_id, "l", "h", "production", "ai", "n", 0.0, family_id=family_id)
+
+    first, other = key("key_aaaaaaaaaaaa"), key("key_cccccccccccc")
+    rotated = key("key_bbbbbbbbbbbb", family_id=first.key_id)
+    scope = partner_scope(SIGNER, "ai", first)
+    assert re.fullmatch(r"[A-Za-z0-9_\-]{12}", scope)
+    assert partner_scope(SIGNER, "ai", rotated) == scope  # a rotation keeps it
+    assert partner_scope(SIGNER, "ai", other) != scope
+    assert partner_scope(SIGNER, "ugc", first) != scope
+    assert partner_scope(OTHER, "ai", first) != scope  # keyed: nothing to compute it from
+    assert first.key_id[4:] not in scope  # the family's id is not in it

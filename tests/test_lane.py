@@ -14,7 +14,7 @@ from edge.beacons import ai_beacon_urls, ai_click_url
 from edge.delivery import events
 from edge.lane import BeaconLane
 from edge.routes import dea
-from tests.conftest import US_CLIENT, assert_error_shape
+from tests.conftest import AI_SCOPE, US_CLIENT, assert_error_shape
 from tests.delivery.helpers import ORIGIN, register
 from tests.delivery.test_events import imp_body, token
 
@@ -53,8 +53,12 @@ def client(make_client):
 
 def ai_urls(client):
     ctx = client.app.state.ctx
-    render, view = ai_beacon_urls(ctx.signer, "http://testserver", 7, f"m-{uuid.uuid4()}", "c1")
-    click = ai_click_url(ctx.signer, "http://testserver", 7, f"m-{uuid.uuid4()}", "c1")
+    render, view = ai_beacon_urls(
+        ctx.signer, "http://testserver", 7, f"m-{uuid.uuid4()}", "c1", scope=AI_SCOPE
+    )
+    click = ai_click_url(
+        ctx.signer, "http://testserver", 7, f"m-{uuid.uuid4()}", "c1", scope=AI_SCOPE
+    )
     return [urlsplit(u) for u in (render, view, click)]
 
 

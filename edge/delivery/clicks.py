@@ -5,8 +5,8 @@ makes it billable is decided in the edge (here and in ``edge.ledger``), never in
 
 - a replay (a ``click_id`` already stored for the same impression) counts nothing. A click
   id is unique per impression, not globally: the AI partner's id is not signed, so a
-  signed click URL fired with ids of another ad, message or conversation must not make
-  that one's genuine clicks replays (the tag's id is its own random id per rendering);
+  signed click URL fired with ids of another ad, message, conversation or partner must not
+  make that one's genuine clicks replays (the tag's id is its own random id per rendering);
 - the invalid-traffic rules judge it (``edge.ivt``: bot user agents, a token used by
   another client, per-client click rates), and a click whose impression was never stored
   is invalid (``click_before_impression``): the ad was not seen viewable (the tag reports

@@ -3,7 +3,7 @@
 Every counted beacon is committed before its 2xx. Impressions count once per
 signed token and once per the tag's ``impression_id`` (a replay sharing either counts
 nothing); AI beacons count once per ``(kind, ad_id, message_id)`` within the message's
-conversation (``AiBeacon.impression_key``). A forged, tampered,
+conversation of its partner (``AiBeacon.impression_key``). A forged, tampered,
 expired or misdirected token is a 400 and counts nothing.
 
 Every impression goes through the invalid-traffic rules (``edge.ivt``) first: an invalid

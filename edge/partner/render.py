@@ -74,27 +74,33 @@ def legacy_ad(scored: ScoredAd) -> dict[str, Any]:
     return ad
 
 
-def ai_ad(ctx: Context, scored: ScoredAd, message_id: str, conv: str | None) -> dict[str, Any]:
+def ai_ad(
+    ctx: Context, scored: ScoredAd, message_id: str, conv: str | None, scope: str
+) -> dict[str, Any]:
+    """An AI ad; ``scope`` names the partner in its beacon URLs (``edge.threads``)."""
     assert ctx.signer is not None and ctx.matcher is not None  # set at start-up
     p = scored.placement
     number = ctx.matcher.catalogue.ad_number(p.ad.id)
-    render, view = ai_beacon_urls(ctx.signer, ctx.settings.base_url, number, message_id, conv)
+    base = ctx.settings.base_url
+    render, view = ai_beacon_urls(ctx.signer, base, number, message_id, conv, scope=scope)
     return {
         "ad_id": number,
         "placement": "after_message",
         **creative(p),
         "render_impression_url": render,
         "view_impression_url": view,
-        "click_url": ai_click_url(ctx.signer, ctx.settings.base_url, number, message_id, conv),
+        "click_url": ai_click_url(ctx.signer, base, number, message_id, conv, scope=scope),
     }
 
 
-def ai_body(ctx: Context, result: MatchResult, message_id: str, conv: str | None) -> dict[str, Any]:
+def ai_body(
+    ctx: Context, result: MatchResult, message_id: str, conv: str | None, scope: str
+) -> dict[str, Any]:
     """Always ``{"message_id", "ads"}``; with no ad, ``no_ad_reason`` says why (
     keeps one schema for no-match and brand safety)."""
     body: dict[str, Any] = {
         "message_id": message_id,
-        "ads": [ai_ad(ctx, s, message_id, conv) for s in result.ads],
+        "ads": [ai_ad(ctx, s, message_id, conv, scope) for s in result.ads],
     }
     if not body["ads"]:
         body["no_ad_reason"] = result.reason or (

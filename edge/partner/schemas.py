@@ -236,8 +236,18 @@ AI_AD = {
         },
         "placement": {"type": "string", "enum": ["after_message"]},
         **CREATIVE,
-        "render_impression_url": {"type": "string", "format": "uri"},
-        "view_impression_url": {"type": "string", "format": "uri"},
+        "render_impression_url": {
+            "type": "string",
+            "format": "uri",
+            "description": "Signed render beacon, for this partner: fire it (GET) verbatim "
+            "when the ad is rendered",
+        },
+        "view_impression_url": {
+            "type": "string",
+            "format": "uri",
+            "description": "Signed viewable-impression beacon, for this partner: fire it "
+            "(GET) verbatim when the ad is viewable",
+        },
         "click_url": {
             "type": "string",
             "format": "uri",

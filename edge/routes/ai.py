@@ -19,7 +19,7 @@ from edge.partner import schemas
 from edge.partner.bodies import parse_ai
 from edge.partner.guard import admit
 from edge.partner.render import ai_body
-from edge.threads import partner_thread
+from edge.threads import partner_scope, partner_thread
 from matcher.types import MatchRequest
 
 PATH = "/v1/ai/process"
@@ -50,8 +50,11 @@ async def process(ctx: Context, request: Request) -> Response:
         ),
     )
     count_outcome(ctx.counters, admission.key.key_id, result)
+    assert ctx.signer is not None  # set at start-up, before any request
+    # The beacon URLs name the partner too: its conversation "7" is not another's.
+    scope = partner_scope(ctx.signer, "ai", admission.key)
     return json_response(
-        ai_body(ctx, result, body.message_id, body.conversation_id),
+        ai_body(ctx, result, body.message_id, body.conversation_id, scope),
         headers={**admission.headers, "Cache-Control": "no-store"},
     )
 

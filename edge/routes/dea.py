@@ -209,12 +209,20 @@ def _ai_beacon(ctx: Context, kind: str) -> dict[str, Any]:
             {"name": "ad_id", "in": "query", "required": True, "schema": {"type": "integer"}},
             {"name": "message_id", "in": "query", "required": True, "schema": text},
             {"name": "conversation_id", "in": "query", "required": False, "schema": text},
+            {
+                "name": "scope",
+                "in": "query",
+                "required": False,
+                "schema": {"type": "string", "pattern": r"^[A-Za-z0-9_\-]{8,64}$"},
+                "description": "The partner the URL was built for (a keyed hash of its key "
+                "family, the same after a rotation); URLs issued before it existed have none",
+            },
             {"name": "sig", "in": "query", "required": True, "schema": text},
         ],
         "responses": {
             "204": {
-                "description": "Stored once per (ad_id, message_id) in its conversation; "
-                "replays count nothing"
+                "description": "Stored once per (ad_id, message_id) in its conversation, of "
+                "its partner; replays count nothing"
             },
             **_errors(ctx, 400, 503),
         },
@@ -231,7 +239,7 @@ def _ai_click(ctx: Context) -> dict[str, Any]:
             "required": False,
             "schema": schemas.CLICK_ID,
             "description": "The partner's id for this click (8-64 of A-Z a-z 0-9 _ -); "
-            "without it, one id per (ad_id, message_id)",
+            "without it, one id per (ad_id, message_id) in its conversation, of its partner",
         }
     )
     op["responses"]["204"] = {

@@ -11,7 +11,7 @@ from edge import ledger
 from edge.beacons import ai_beacon_urls, ai_click_url, issue_impression_token
 from edge.store import Impression
 from matcher.catalogue import SANDBOX_CATALOGUE, parse_catalogue
-from tests.conftest import assert_error_shape, issue_key
+from tests.conftest import AI_SCOPE, assert_error_shape, issue_key
 from tests.delivery.helpers import PUB, at_once, register
 
 CPC_AD, CPC_CAMPAIGN, CPC_BID = "ad-dog-food", "cmp-happy-hound", 1.4  # bundled catalogue
@@ -333,12 +333,12 @@ def test_conversions_do_not_exist_on_the_sandbox(make_client):
 # -- the AI product's signed click URL -----------------------------------------------------------
 
 
-def ai_urls(client, message_id="m-1", conversation_id="c-1", ad_id=CPC_AD):
+def ai_urls(client, message_id="m-1", conversation_id="c-1", ad_id=CPC_AD, scope=AI_SCOPE):
     ctx = client.app.state.ctx
     number = ctx.matcher.catalogue.ad_number(ad_id)
     base, conv = ctx.settings.base_url, conversation_id
-    _, view = ai_beacon_urls(ctx.signer, base, number, message_id, conv)
-    clk = ai_click_url(ctx.signer, base, number, message_id, conv)
+    _, view = ai_beacon_urls(ctx.signer, base, number, message_id, conv, scope=scope)
+    clk = ai_click_url(ctx.signer, base, number, message_id, conv, scope=scope)
     return urlsplit(view), urlsplit(clk)
 
 
@@ -370,7 +370,10 @@ def test_an_ai_click_after_a_bots_view_is_invalid_unless_a_valid_render_was_stor
     ctx = client.app.state.ctx
     number = ctx.matcher.catalogue.ad_number(CPC_AD)
     render, view2 = (
-        urlsplit(u) for u in ai_beacon_urls(ctx.signer, ctx.settings.base_url, number, "m-2", "c-1")
+        urlsplit(u)
+        for u in ai_beacon_urls(
+            ctx.signer, ctx.settings.base_url, number, "m-2", "c-1", scope=AI_SCOPE
+        )
     )
     _, clk2 = ai_urls(client, "m-2")
     assert client.get(f"{render.path}?{render.query}", headers=bot).status_code == 204
@@ -559,3 +562,34 @@ def test_a_conversion_of_a_click_id_two_valid_clicks_share_is_refused(client):
     assert err["code"] == "ambiguous_click" and err["field"] == "click_id"
     assert charges(client) == []
     assert ("ad", CPA_AD, "conversions") not in counts(client)
+
+
+def test_ai_urls_issued_before_partner_scopes_still_count_once(client):
+    """A partner holds URLs from before the beacon URLs named it (no scope): they are still
+    taken, and fired before the deploy and again after it they count once, under the keys
+    and derived click id they always had, which a conversion still finds."""
+    import hashlib
+
+    key = issue_key(client, "ad-manager")
+    view, clk = ai_urls(client, "m-1", "c-1", ad_id=CPA_AD, scope=None)
+    assert "scope=" not in view.query and "scope=" not in clk.query
+    for _ in range(2):
+        fire(client, view)
+        fire(client, clk)
+    c = counts(client)
+    assert (c[("ad", CPA_AD, "viewable_impressions")], c[("ad", CPA_AD, "clicks")]) == (1, 1)
+    ctx = client.app.state.ctx
+    number = ctx.matcher.catalogue.ad_number(CPA_AD)
+    stored = client.portal.call(ctx.store.stored_impression, f"ai-c:view:{number}:3:c-1:m-1")
+    assert stored is not None and stored.invalid_reason is None
+
+    def rows(conn):
+        return conn.execute("SELECT click_id, impression_key FROM clicks").fetchall()
+
+    # The click id the earlier release derived: its formula, written out.
+    earlier = "ai-" + hashlib.sha256(f"{number}\nm-1\nc-1".encode()).hexdigest()[:32]
+    assert [tuple(r) for r in client.portal.call(ctx.store.read, rows)] == [
+        (earlier, f"ai-c:{number}:3:c-1:m-1")
+    ]
+    r = convert(client, earlier, key)
+    assert r.json() == {"acknowledged": True, "counted": True, "billed_usd": CPA_BID}

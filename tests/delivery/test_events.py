@@ -16,7 +16,7 @@ from edge.delivery.validate import validate
 from edge.signing import Signer
 from edge.store import StoreUnavailable
 from matcher.catalogue import Catalogue
-from tests.conftest import assert_error_shape, other_tail
+from tests.conftest import AI_SCOPE, assert_error_shape, other_tail
 from tests.delivery.helpers import ORIGIN, PUB, at_once, placement, register
 from tests.routes.conftest import Script
 
@@ -177,7 +177,7 @@ def test_the_pixel_refuses_a_token_the_tag_was_given(client):
     assert stored(client) == 0
 
 
-def _ai_urls(client, message_id="m-1", conversation_id="c-9"):
+def _ai_urls(client, message_id="m-1", conversation_id="c-9", scope=AI_SCOPE):
     ctx = client.app.state.ctx
     catalogue = ctx.matcher.catalogue
     placement = next(
@@ -188,7 +188,7 @@ def _ai_urls(client, message_id="m-1", conversation_id="c-9"):
     )
     number = catalogue.ad_number(placement.ad.id)
     render, view = ai_beacon_urls(
-        ctx.signer, ctx.settings.base_url, number, message_id, conversation_id
+        ctx.signer, ctx.settings.base_url, number, message_id, conversation_id, scope=scope
     )
     return placement, urlsplit(render), urlsplit(view)
 

@@ -13,7 +13,7 @@ from edge.beacons import issue_impression_token
 from edge.cli.report import build
 from edge.settings import RateLimit
 from matcher.catalogue import Catalogue
-from tests.conftest import assert_error_shape
+from tests.conftest import AI_SCOPE, assert_error_shape
 from tests.delivery.helpers import ORIGIN, PUB, matched, placement, register, script
 from tests.delivery.test_events import imp_body, spend, stored
 from tests.routes.conftest import Script
@@ -142,7 +142,7 @@ def test_ai_beacons_from_a_bot_are_invalid(make_client):
 
     client = make_client()
     ctx = client.app.state.ctx
-    _, view = ai_beacon_urls(ctx.signer, "", 42, "m-1", "c-1")
+    _, view = ai_beacon_urls(ctx.signer, "", 42, "m-1", "c-1", scope=AI_SCOPE)
     assert client.get(view, headers={"User-Agent": "Googlebot/2.1"}).status_code == 204
     counters = report(client)["ad"]
     assert [c for a in counters.values() for c in a if c.startswith("invalid")] == [
@@ -202,7 +202,7 @@ def test_a_partner_server_names_its_users_browser_for_partner_beacons(make_clien
         )[0]  # fmt: skip
         r = client.get("/dea/ugc/impression", params={"t": tok}, headers=headers)
         assert r.status_code == 204
-        _, view = ai_beacon_urls(ctx.signer, "", 42, f"m-{n}", "c-1")
+        _, view = ai_beacon_urls(ctx.signer, "", 42, f"m-{n}", "c-1", scope=AI_SCOPE)
         assert client.get(view, headers=headers).status_code == 204
     ad = report(client)["ad"]
     assert ad["ad-1"]["viewable_impressions"] == 1 and ad["ad-1"]["invalid_bot_user_agent"] == 2

@@ -7,6 +7,7 @@ from edge.partner.render import ai_body, legacy_ad, no_match_seconds, ugc_body
 from edge.settings import Settings
 from matcher.catalogue import load_catalogue
 from matcher.types import MatchResult, ScoredAd
+from tests.conftest import AI_SCOPE
 from tests.routes.conftest import CATALOGUE
 
 
@@ -39,7 +40,7 @@ def test_ugc_no_match_is_the_retry_body(ctx):
     ],
 )
 def test_ai_body_without_ads_says_why(ctx, result, reason):
-    assert ai_body(ctx, result, "m-1", None) == {
+    assert ai_body(ctx, result, "m-1", None, AI_SCOPE) == {
         "message_id": "m-1",
         "ads": [],
         "no_ad_reason": reason,

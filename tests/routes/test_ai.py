@@ -7,6 +7,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from edge.beacons import verify_ai_beacon
+from edge.threads import partner_scope
 from matcher.catalogue import ad_number
 from tests.conftest import assert_error_shape, issue_key
 from tests.routes.conftest import post_json
@@ -74,7 +75,7 @@ def test_wrong_content_type_is_415(ai):
 
 
 def test_ads_have_integer_ids_placement_creative_and_signed_beacons(ai, script):
-    client, _ = ai
+    client, key = ai
     script.ad_ids = ("ad-notes",)
     r = call(ai, TURN)
     assert r.status_code == 200 and r.headers["cache-control"] == "no-store"
@@ -87,7 +88,10 @@ def test_ads_have_integer_ids_placement_creative_and_signed_beacons(ai, script):
     assert ad["advertiser_name"] == "Cloud Notes" and ad["ttl_seconds"] == 300
     assert ad["click_through_url"] == "https://notes.example.com/"
     assert ad["pixel_trackers"] == []
-    signer = client.app.state.ctx.signer
+    ctx = client.app.state.ctx
+    signer = ctx.signer
+    # The URLs name the partner (a keyed hash of its key family, edge.threads).
+    scope = partner_scope(signer, "ai", client.portal.call(ctx.keyring.find, key))
     for kind in ("render", "view"):
         url = urlsplit(ad[f"{kind}_impression_url"])
         assert f"{url.scheme}://{url.netloc}{url.path}" == (
@@ -95,9 +99,9 @@ def test_ads_have_integer_ids_placement_creative_and_signed_beacons(ai, script):
         )
         query = {k: v[0] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
         assert query["ad_id"] == str(ad["ad_id"]) and query["message_id"] == "m-1"
-        assert query["conversation_id"] == "c-9"
+        assert query["conversation_id"] == "c-9" and query["scope"] == scope
         beacon = verify_ai_beacon(signer, kind, query)
-        assert (beacon.ad_id, beacon.message_id) == (ad["ad_id"], "m-1")
+        assert (beacon.ad_id, beacon.message_id, beacon.scope) == (ad["ad_id"], "m-1", scope)
 
 
 def test_beacons_use_the_configured_public_base_url(make_client, script):

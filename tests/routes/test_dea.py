@@ -17,7 +17,7 @@ from edge.cli import main
 from edge.qa import EdgeProcess
 from edge.signing import Signer
 from matcher.catalogue import load_catalogue
-from tests.conftest import other_tail
+from tests.conftest import AI_SCOPE, other_tail
 
 US, GB = "216.160.83.56", "81.2.69.160"
 ORIGIN = "https://news.example"
@@ -121,7 +121,7 @@ def test_a_query_parameter_on_a_beacon_post_is_refused_over_http(edge):
 def test_ai_beacons_over_http(edge):
     catalogue = load_catalogue()
     number = catalogue.ad_number(next(iter(catalogue.ad_sets()[0].ads)).id)
-    render, _ = ai_beacon_urls(edge.signer, edge.url, number, "m-http", "c-http")
+    render, _ = ai_beacon_urls(edge.signer, edge.url, number, "m-http", "c-http", scope=AI_SCOPE)
     url = urlsplit(render)
     path = f"{url.path}?{url.query}"
     assert [call(edge, "GET", path, headers={"X-Forwarded-For": US})[0] for _ in range(2)] == [

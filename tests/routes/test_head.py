@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from edge.beacons import ai_beacon_urls
-from tests.conftest import issue_key
+from tests.conftest import AI_SCOPE, issue_key
 from tests.delivery.test_events import stored, token
 
 
@@ -14,7 +14,11 @@ def test_head_on_an_ai_beacon_counts_nothing_and_the_get_still_counts(make_clien
     client = make_client()
     ctx = client.app.state.ctx
     urls = dict(
-        zip(("render", "view"), ai_beacon_urls(ctx.signer, "", 42, "m-1", "c-1"), strict=True)
+        zip(
+            ("render", "view"),
+            ai_beacon_urls(ctx.signer, "", 42, "m-1", "c-1", scope=AI_SCOPE),
+            strict=True,
+        )
     )
     head = client.head(urls[kind])
     assert head.status_code == 405 and "GET" in head.headers["allow"]

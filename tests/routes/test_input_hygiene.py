@@ -8,7 +8,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 import pytest
 
 from edge.beacons import ai_beacon_urls
-from tests.conftest import assert_error_shape, issue_key
+from tests.conftest import AI_SCOPE, assert_error_shape, issue_key
 from tests.delivery.helpers import ORIGIN, PUB, register
 from tests.delivery.test_events import imp_body, stored, token
 from tests.routes.conftest import post_json
@@ -157,7 +157,7 @@ def test_ad_manager_campaign_id_refuses_control_characters(make_client):
 def test_ai_beacon_ad_id_must_be_ascii_digits(make_client, ad_id):
     client = make_client()
     ctx = client.app.state.ctx
-    render, _ = ai_beacon_urls(ctx.signer, "", 42, "m-1", "c-1")
+    render, _ = ai_beacon_urls(ctx.signer, "", 42, "m-1", "c-1", scope=AI_SCOPE)
     query = dict(parse_qsl(urlsplit(render).query, keep_blank_values=True))
     r = client.get(f"/dea/ai/impressions/render?{urlencode({**query, 'ad_id': ad_id})}")
     assert_error_shape(r, 400)
@@ -167,7 +167,8 @@ def test_ai_beacon_ad_id_must_be_ascii_digits(make_client, ad_id):
 def test_ai_beacon_ids_with_control_characters_are_400(make_client):
     client = make_client()
     ctx = client.app.state.ctx
-    render, _ = ai_beacon_urls(ctx.signer, "", 42, "m-1\n", "c-1")  # signed, still refused
+    # Signed, still refused.
+    render, _ = ai_beacon_urls(ctx.signer, "", 42, "m-1\n", "c-1", scope=AI_SCOPE)
     r = client.get(render)
     assert assert_error_shape(r, 400)["field"] == "message_id"
     assert stored(client) == 0

@@ -5,6 +5,7 @@ of the same id, nor an AI conversation from a UGC post; a rotated key keeps it."
 from __future__ import annotations
 
 import itertools
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -128,3 +129,75 @@ def test_scoped_ids_differ_by_product_and_family(client):
     ra, rb = (client.portal.call(ctx.keyring.find, k) for k in (a, b))
     assert partner_thread("ugc", ra, "x") != partner_thread("ugc", rb, "x")
     assert partner_thread("ugc", ra, "x") != partner_thread("ai", ra, "x")
+
+
+# -- an AI partner's beacon URLs are its own -----------------------------------------------------
+
+CONVERSIONS = "/v1/ad-manager/conversions"
+
+
+def ai_ad(client, key, conversation_id, message_id):
+    body = {
+        "message_id": message_id,
+        "conversation_id": conversation_id,
+        "prompt": "what should I feed a picky puppy?",
+        "content": ANSWER,
+    }
+    r = post_json(client, AI, body, key)
+    assert r.status_code == 200, r.text
+    return r.json()["ads"][0]
+
+
+def fire(client, url, click_id=None):
+    u = urlsplit(url)
+    extra = "" if click_id is None else f"&click_id={click_id}"
+    r = client.get(f"{u.path}?{u.query}{extra}")
+    assert r.status_code == 204, r.text
+
+
+def ad_counts(client, number):
+    ctx = client.app.state.ctx
+    placement = ctx.matcher.catalogue.placement_by_number(number)
+    rows = client.portal.call(ctx.store.counts)
+    return {c: n for s, i, c, n in rows if s == "ad" and i == placement.ad.id}
+
+
+def test_two_ai_partners_beacons_of_one_conversation_and_message_each_count(client):
+    """Two AI partners both number a conversation "7" and its message "1" and get the
+    same ad: each partner's render, view, click and conversion count as its own, never
+    as a replay of the other's, whether the click is named by the partner or not."""
+    a, b = issue_key(client, "ai"), issue_key(client, "ai")
+    am = issue_key(client, "ad-manager")
+    ads = {who: ai_ad(client, key, "7", "1") for who, key in (("a", a), ("b", b))}
+    number = ads["a"]["ad_id"]
+    assert ads["b"]["ad_id"] == number
+    for name in ("render_impression_url", "view_impression_url", "click_url"):
+        assert ads["a"][name] != ads["b"][name], name
+    for who, ad in ads.items():
+        fire(client, ad["render_impression_url"])
+        fire(client, ad["view_impression_url"])
+        fire(client, ad["click_url"], f"partner-{who}-click-7-1")
+    c = ad_counts(client, number)
+    assert (c["impressions"], c["viewable_impressions"], c["clicks"]) == (2, 2, 2)
+    assert not {k: n for k, n in c.items() if k.startswith("invalid") and n}, c
+    for who in ads:
+        r = post_json(client, CONVERSIONS, {"click_id": f"partner-{who}-click-7-1"}, am)
+        assert r.status_code == 200 and r.json()["counted"] is True, r.text
+    # Clicks the partners do not name: each partner's derived click id is its own.
+    for key in (a, b):
+        ad = ai_ad(client, key, "7", "2")
+        fire(client, ad["view_impression_url"])
+        fire(client, ad["click_url"])
+    c = ad_counts(client, number)
+    assert (c["viewable_impressions"], c["clicks"]) == (4, 4)
+    assert not {k: n for k, n in c.items() if k.startswith("invalid") and n}, c
+
+
+def test_a_rotated_ai_key_keeps_its_beacon_urls(client):
+    old = issue_key(client, "ai")
+    before = ai_ad(client, old, "c-rot", "1")
+    new = client.get("/keys/apiKey", headers={"X-API-Key": old}).json()["apiKey"]
+    after = ai_ad(client, new, "c-rot", "1")
+    assert after["ad_id"] == before["ad_id"]
+    for name in ("render_impression_url", "view_impression_url", "click_url"):
+        assert after[name] == before[name], name  # the same partner: one message, one count
