@@ -170,6 +170,14 @@ class AiBeacon:
         return "ai-" + hashlib.sha256("\n".join(legacy).encode()).hexdigest()[:32]
 
 
+def ai_derived_click_id(
+    ad_id: int, message_id: str, conversation_id: str | None, *, scope: str
+) -> str:
+    """The click id ``/dea/ai/click`` stores for this ad's click URL fired without
+    ``&click_id=`` (what an advertiser's ``{click_id}`` macro becomes in an AI answer)."""
+    return AiBeacon("click", ad_id, message_id, conversation_id or "", scope).derived_click_id
+
+
 def verify_ai_beacon(signer: Signer, kind: AiBeaconKind, query: dict[str, str]) -> AiBeacon:
     """The beacon the query describes, or InvalidToken when it is not one we signed."""
     try:

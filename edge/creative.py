@@ -11,6 +11,17 @@ if TYPE_CHECKING:
     from edge.context import Context
 
 
+# The advertiser's macro for the click id in its click_through_url: the tag puts the
+# rendering's click id there (tag/src/render.js), /v1/ai/process the id its click URL stores.
+CLICK_ID_MACRO = "{click_id}"
+
+
+def with_click_id(click_through_url: str, click_id: str) -> str:
+    """The advertiser's URL with ``click_id`` in place of every ``{click_id}`` it put there
+    (a click id is ``A-Z a-z 0-9 _ -``: nothing to escape); without one, exactly as given."""
+    return click_through_url.replace(CLICK_ID_MACRO, click_id)
+
+
 def creative(p: Placement) -> dict[str, Any]:
     """The creative fields every product answers with."""
     return {

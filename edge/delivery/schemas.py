@@ -135,7 +135,13 @@ CLICK_REQUEST = _object(
 AI_CLICK_QUERY = (*AI_BEACON_QUERY, "click_id")
 CONVERSION_REQUEST = _object(
     ["click_id"],
-    click_id=CLICK_ID,
+    click_id={
+        **CLICK_ID,
+        "description": "The click's id exactly as the click carried it, which is what the "
+        "advertiser's {click_id} macro received: the tag's, the AI partner's &click_id=, or "
+        "without one the id the AI click URL stores (given in the AI answer's "
+        "click_through_url).",
+    },
     value_usd={
         "type": "number",
         "minimum": 0,
@@ -160,7 +166,11 @@ AD = _object(
     cta={"type": "string"},
     advertiser_name={"type": "string"},
     description={"type": "string"},
-    click_through_url={"type": "string", "description": "Used exactly as given."},
+    click_through_url={
+        "type": "string",
+        "description": "As the advertiser gave it; the tag opens it so, but for each "
+        "{click_id} the advertiser put in it, which becomes this rendering's click_id.",
+    },
     ttl_seconds={"type": "integer"},
     pixel_trackers={"type": "array", "items": PIXEL_TRACKER},
     impression_token={"type": "string", "description": "Signed, single-use; send it back."},

@@ -2,17 +2,23 @@
 fields), the no-match and empty answers, AI ads.
 
 The creative fields come from the catalogue exactly as written (``click_through_url`` is
-used exactly as given). UGC ads also carry the edge's own impression pixel, so a partner
-that fires ``pixel_trackers`` once the ad is visible has the impression counted by the edge.
+used exactly as given, but for an AI ad's ``{click_id}`` macro: ``ai_ad``). UGC ads also
+carry the edge's own impression pixel, so a partner that fires ``pixel_trackers`` once the
+ad is visible has the impression counted by the edge.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from edge.beacons import ai_beacon_urls, ai_click_url, issue_impression_token
+from edge.beacons import (
+    ai_beacon_urls,
+    ai_click_url,
+    ai_derived_click_id,
+    issue_impression_token,
+)
 from edge.context import Context
-from edge.creative import cpm_usd, creative
+from edge.creative import cpm_usd, creative, with_click_id
 from matcher.types import MatchResult, Placement, ScoredAd
 
 EDGE_PIXEL_VENDOR = "edge"
@@ -77,16 +83,22 @@ def legacy_ad(scored: ScoredAd) -> dict[str, Any]:
 def ai_ad(
     ctx: Context, scored: ScoredAd, message_id: str, conv: str | None, scope: str
 ) -> dict[str, Any]:
-    """An AI ad; ``scope`` names the partner in its beacon URLs (``edge.threads``)."""
+    """An AI ad; ``scope`` names the partner in its beacon URLs (``edge.threads``). A
+    ``{click_id}`` the advertiser put in its ``click_through_url`` becomes the id the click
+    URL stores when fired as given, the one a conversion then reports (as the tag does
+    with its own click id for page ads); any other URL is exactly as given."""
     assert ctx.signer is not None and ctx.matcher is not None  # set at start-up
     p = scored.placement
     number = ctx.matcher.catalogue.ad_number(p.ad.id)
     base = ctx.settings.base_url
     render, view = ai_beacon_urls(ctx.signer, base, number, message_id, conv, scope=scope)
+    ad = creative(p)
+    click_id = ai_derived_click_id(number, message_id, conv, scope=scope)
+    ad["click_through_url"] = with_click_id(ad["click_through_url"], click_id)
     return {
         "ad_id": number,
         "placement": "after_message",
-        **creative(p),
+        **ad,
         "render_impression_url": render,
         "view_impression_url": view,
         "click_url": ai_click_url(ctx.signer, base, number, message_id, conv, scope=scope),

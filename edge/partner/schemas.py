@@ -236,6 +236,13 @@ AI_AD = {
         },
         "placement": {"type": "string", "enum": ["after_message"]},
         **CREATIVE,
+        "click_through_url": {
+            "type": "string",
+            "description": "The advertiser's URL, to open as given: exactly as the advertiser "
+            "gave it, except that each {click_id} macro the advertiser put in it already holds "
+            "the id click_url stores for this click when fired without &click_id= (the id the "
+            "advertiser reports a conversion with)",
+        },
         "render_impression_url": {
             "type": "string",
             "format": "uri",
@@ -251,9 +258,12 @@ AI_AD = {
         "click_url": {
             "type": "string",
             "format": "uri",
-            "description": "Signed click beacon: fire it (GET) once when the user clicks the "
-            "ad, beside opening click_through_url; append &click_id=ID to name the click "
-            "(the id a CPA conversion later reports)",
+            "description": "Signed click beacon, for this partner: fire it (GET) once when "
+            "the user clicks the ad, beside opening click_through_url. It may carry "
+            "&click_id=ID appended to name the click (the id a CPA conversion later reports); "
+            "without it the click's id is the one click_through_url's {click_id} macro "
+            "received, so for an ad whose advertiser put the macro there append none or that "
+            "same id",
         },
     },
 }

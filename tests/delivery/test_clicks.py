@@ -1,7 +1,9 @@
 """Clicks and conversions through HTTP: stored before the 2xx, one billable click per
 impression, CPC billed once per valid click, CPA billed on an authenticated conversion."""
 
+import re
 from importlib import resources
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import orjson
@@ -593,3 +595,57 @@ def test_ai_urls_issued_before_partner_scopes_still_count_once(client):
     ]
     r = convert(client, earlier, key)
     assert r.json() == {"acknowledged": True, "counted": True, "billed_usd": CPA_BID}
+
+
+# -- the advertiser's {click_id} macro in an AI ad ---------------------------------------------
+
+
+def test_an_ai_ads_click_id_macro_is_the_id_its_click_url_stores(make_client, tmp_path):
+    """An advertiser that put `{click_id}` in its click_through_url gets, on the landing
+    page, the click id the edge stores when the partner fires click_url as given, so its
+    conversion report of that id converts. An ad without the macro keeps its URL as given."""
+    import json
+    from urllib.parse import parse_qs
+
+    from matcher.catalogue import load_catalogue
+    from tests.routes.conftest import Script
+
+    bundled = Path(__file__).parents[2] / "matcher" / "data" / "sandbox_catalogue.json"
+    doc = json.loads(bundled.read_text())
+    for campaign in doc["campaigns"]:
+        for ad_set in campaign["ad_sets"]:
+            for ad in ad_set["ads"]:
+                if ad["id"] == CPA_AD:
+                    ad["click_through_url"] = "https://crate.example/o?c={click_id}&r={click_id}"
+    (tmp_path / "catalogue.json").write_text(json.dumps(doc))
+    script = Script(load_catalogue(tmp_path / "catalogue.json"), ad_ids=(CPA_AD, CPC_AD))
+    client = make_client(matcher=script)
+    ai_key, am_key = issue_key(client, "ai"), issue_key(client, "ad-manager")
+    turn = {"message_id": "1", "conversation_id": "7", "content": "dinner kits for the week"}
+    r = client.post("/v1/ai/process", json=turn, headers={"X-API-Key": ai_key})
+    assert r.status_code == 200, r.text
+    meal, dog = r.json()["ads"]
+    assert "{click_id}" not in meal["click_through_url"]
+    landing = parse_qs(urlsplit(meal["click_through_url"]).query)
+    (click_id,) = landing["c"]
+    assert landing["r"] == [click_id] and re.fullmatch(r"ai-[0-9a-f]{32}", click_id)
+    assert dog["click_through_url"] == "https://happyhound.example/fresh?utm_source=edge"
+    fire(client, urlsplit(meal["view_impression_url"]))
+    fire(client, urlsplit(meal["click_url"]))  # as given: no &click_id=
+
+    def rows(conn):
+        return conn.execute("SELECT click_id, invalid_reason FROM clicks").fetchall()
+
+    ctx = client.app.state.ctx
+    assert [tuple(r) for r in client.portal.call(ctx.store.read, rows)] == [(click_id, None)]
+    r = convert(client, click_id, am_key)
+    assert r.json() == {"acknowledged": True, "counted": True, "billed_usd": CPA_BID}
+    # The id belongs to this ad in this message, conversation and partner only.
+    again = client.post(
+        "/v1/ai/process", json={**turn, "message_id": "2"}, headers={"X-API-Key": ai_key}
+    ).json()["ads"][0]
+    other = client.post(
+        "/v1/ai/process", json=turn, headers={"X-API-Key": issue_key(client, "ai")}
+    ).json()["ads"][0]
+    assert click_id not in again["click_through_url"]
+    assert click_id not in other["click_through_url"]
