@@ -281,7 +281,8 @@ class Settings:
     )
     catalogue_history: int = _setting(
         10,
-        "Catalogue versions kept besides the live one; `edge catalogue load` deletes older ones.",
+        "Catalogue versions kept besides the live one; `edge catalogue load` and `restore` "
+        "delete older ones.",
         _int_in(0, 10_000),
     )
     conversion_window_days: int = _setting(

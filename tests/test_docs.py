@@ -1,5 +1,7 @@
 """The README documents every setting and command (the contract users rely on)."""
 
+import argparse
+from collections.abc import Iterator
 from pathlib import Path
 
 from edge.cli import build_parser
@@ -17,6 +19,26 @@ def test_every_command_is_in_the_readme():
     parser = build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")
     missing = [name for name in sub.choices if f"edge {name}" not in README]
+    assert not missing, f"commands missing from README.md: {missing}"
+
+
+def commands(
+    parser: argparse.ArgumentParser, words: str = "edge"
+) -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    """Every command that runs something, as typed (``edge catalogue restore``), with its
+    parser."""
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        yield words, parser
+    for sub in subs:
+        for name, child in sub.choices.items():
+            yield from commands(child, f"{words} {name}")
+
+
+def test_every_action_of_every_command_is_in_the_readme():
+    found = [words for words, _ in commands(build_parser())]
+    assert "edge catalogue restore" in found and "edge serve" in found
+    missing = [words for words in found if f"`{words}" not in README]
     assert not missing, f"commands missing from README.md: {missing}"
 
 

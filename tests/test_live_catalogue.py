@@ -76,6 +76,34 @@ def test_load_then_sync_swaps_demand_and_a_bad_file_changes_nothing(make_client,
     assert ctx.matcher is current
 
 
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_a_restored_version_is_what_a_running_edge_swaps_to(
+    make_client, tmp_path, capsys, request, backend
+):
+    # `edge catalogue restore` stores the old version anew; the edge follows it as it
+    # follows a load (on PostgreSQL the announcement may have swapped it already: the sync
+    # below then only confirms it).
+    db = tmp_path / "edge.db"
+    if backend == "postgres":
+        db = request.getfixturevalue("postgres").new_database()
+    client = make_client(env="production", db=db)
+    ctx = client.app.state.ctx
+    key = issue_key(client, "ad-manager")
+    for doc in (bundled(), with_new_campaign(bundled())):  # versions 1 and 2
+        path = tmp_path / "catalogue.json"
+        path.write_bytes(orjson.dumps(doc))
+        assert main(["catalogue", "load", str(path), "--db", str(db)]) == 0
+    client.portal.call(ctx.live_catalogue.sync, ctx)
+    assert ctx.live_catalogue.version == 2 and "cmp-hot-reload" in campaign_ids(client, key)
+    swaps = ctx.live_catalogue.swaps
+
+    assert main(["catalogue", "restore", "1", "--db", str(db)]) == 0
+    assert "catalogue version 1 restored as version 3" in capsys.readouterr().out
+    client.portal.call(ctx.live_catalogue.sync, ctx)
+    assert ctx.live_catalogue.version == 3 and ctx.live_catalogue.swaps == swaps + 1
+    assert "cmp-hot-reload" not in campaign_ids(client, key)
+
+
 def test_sighup_keeps_the_stored_live_version_over_the_file(make_client, tmp_path, caplog):
     # With a live version in the store, SIGHUP does not serve the file (the next poll
     # would swap back to the stored version): it keeps that version and says why.

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from edge.store.base import KeyRecord, Store, StoreUnavailable, TagVersionRecord
+from edge.store.base import (
+    CatalogueVersion,
+    KeyRecord,
+    Store,
+    StoreUnavailable,
+    TagVersionRecord,
+)
 from edge.store.events import (
     Click,
     ClickConflict,
@@ -23,6 +29,7 @@ if TYPE_CHECKING:
     from edge.settings import Settings
 
 __all__ = [
+    "CatalogueVersion",
     "Click",
     "ClickConflict",
     "Conversion",

@@ -62,6 +62,13 @@ class TagVersionRecord:
     built_at: float  # when this edge first built (and stored) it
 
 
+@dataclass(frozen=True, slots=True)
+class CatalogueVersion:
+    version: int
+    content_hash: str
+    loaded_at: float  # when ``edge catalogue load`` (or ``restore``) stored it
+
+
 class Store(MatcherStateStore, EventStore, abc.ABC):
     """Durable state of the edge: keys and meta here; matcher state and delivery events in
     their own modules (``matcher_state.py``, ``events.py``), each an interface part."""
@@ -146,6 +153,10 @@ class Store(MatcherStateStore, EventStore, abc.ABC):
     @abc.abstractmethod
     async def catalogue_body(self, version: int) -> bytes | None:
         """The file of one catalogue version as it was loaded."""
+
+    @abc.abstractmethod
+    async def catalogue_versions(self) -> list[CatalogueVersion]:
+        """Every stored catalogue version without its file, newest (the live one) first."""
 
     # -- browser tag versions ----------------------------------------------------------------
 

@@ -38,7 +38,13 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from edge.counters import CountBuffer, CountRow, DayRow, split_rows
 from edge.origins import normalise_origin
-from edge.store.base import KeyRecord, Store, StoreUnavailable, TagVersionRecord
+from edge.store.base import (
+    CatalogueVersion,
+    KeyRecord,
+    Store,
+    StoreUnavailable,
+    TagVersionRecord,
+)
 from edge.store.events import (
     TAG_ID_PREFIX,
     Click,
@@ -515,6 +521,14 @@ class PostgresStore(Store):
             _one, "SELECT body FROM catalogue_versions WHERE version = %s", (version,)
         )
         return None if row is None else bytes(row[0])
+
+    async def catalogue_versions(self) -> list[CatalogueVersion]:
+        rows = await self.read(
+            _all,
+            "SELECT version, content_hash, loaded_at FROM catalogue_versions ORDER BY version DESC",
+            (),
+        )
+        return [CatalogueVersion(int(v), str(h), float(at)) for v, h, at in rows]
 
     # -- browser tag versions ----------------------------------------------------------------
 

@@ -23,7 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from edge.store.base import KeyRecord, Store, StoreUnavailable, TagVersionRecord
+from edge.store.base import (
+    CatalogueVersion,
+    KeyRecord,
+    Store,
+    StoreUnavailable,
+    TagVersionRecord,
+)
 from edge.store.events import (
     BATCHED,
     CountingConnection,
@@ -520,6 +526,9 @@ class SQLiteStore(SQLiteMatcherState, SQLiteEventStore, Store):
     async def catalogue_body(self, version: int) -> bytes | None:
         return await self.read(_catalogue_body, version)
 
+    async def catalogue_versions(self) -> list[CatalogueVersion]:
+        return await self.read(_catalogue_versions)
+
     # -- browser tag versions ----------------------------------------------------------------
 
     async def put_tag_version(self, version: str, body: bytes, integrity: str, at: float) -> float:
@@ -666,6 +675,13 @@ def _catalogue_body(conn: sqlite3.Connection, version: int) -> bytes | None:
         "SELECT body FROM catalogue_versions WHERE version = ?", (version,)
     ).fetchone()
     return None if row is None else bytes(row[0])
+
+
+def _catalogue_versions(conn: sqlite3.Connection) -> list[CatalogueVersion]:
+    rows = conn.execute(
+        "SELECT version, content_hash, loaded_at FROM catalogue_versions ORDER BY version DESC"
+    )
+    return [CatalogueVersion(int(v), str(h), float(at)) for v, h, at in rows]
 
 
 def _put_tag_version(

@@ -26,6 +26,8 @@ EXISTING_STATE_COMMANDS = [
     ["keys", "revoke", "key_x"],
     ["publishers", "list"],
     ["publishers", "remove", "pub-1"],
+    ["catalogue", "history"],
+    ["catalogue", "restore", "1"],
 ]
 
 
@@ -66,6 +68,8 @@ def test_every_state_command_works_on_postgresql(postgres, capsys):
     assert json.loads(capsys.readouterr().out)["publisher_id"] == "pub-1"
     assert main(["report", "--json", "--db", url]) == 0
     json.loads(capsys.readouterr().out)
+    assert main(["catalogue", "history", "--json", "--db", url]) == 0
+    assert main(["catalogue", "restore", "1", "--db", url]) == 1  # none loaded here
 
 
 def test_a_database_url_that_cannot_be_reached_is_one_line(capsys):

@@ -7,7 +7,14 @@ import threading
 import pytest
 
 from edge.settings import Settings
-from edge.store import KeyRecord, PostgresStore, StoreUnavailable, TagVersionRecord, open_store
+from edge.store import (
+    CatalogueVersion,
+    KeyRecord,
+    PostgresStore,
+    StoreUnavailable,
+    TagVersionRecord,
+    open_store,
+)
 
 
 def _record(key_id="key_a", lookup="l" * 24, **kw) -> KeyRecord:
@@ -213,6 +220,18 @@ def test_loading_a_catalogue_keeps_the_live_one_and_the_previous_ones_asked_for(
     assert kept == versions[-3:]  # the live one and two before it
     last = run(store.put_catalogue("h5", b"{}", 5.0, keep_previous=0))
     assert [v for v in [*versions, last] if run(store.catalogue_body(v)) is not None] == [last]
+
+
+def test_catalogue_versions_are_listed_newest_first_without_their_bodies(store, run):
+    assert run(store.catalogue_versions()) == []
+    one = run(store.put_catalogue("h1", b'{"campaigns": []}', 1.0, keep_previous=1))
+    two = run(store.put_catalogue("h2", b'{"campaigns": [1]}', 2.5, keep_previous=1))
+    assert run(store.catalogue_versions()) == [
+        CatalogueVersion(two, "h2", 2.5),
+        CatalogueVersion(one, "h1", 1.0),
+    ]
+    three = run(store.put_catalogue("h1", b'{"campaigns": []}', 3.0, keep_previous=1))
+    assert [v.version for v in run(store.catalogue_versions())] == [three, two]
 
 
 def test_shared_rate_buckets_only_where_nodes_share_them(store, run, backend):
