@@ -620,7 +620,9 @@ class EdgeServer(uvicorn.Server):
 
 def serve(settings: Settings) -> None:
     """Check the file settings, then run until stopped. A bad setting raises
-    ``SettingsError`` (one line naming it); a failed start exits non-zero."""
+    ``SettingsError`` (one line naming it; the command line's exit 2), a port it cannot
+    listen on included; a start that fails otherwise exits 1 (uvicorn's own status, 3, is
+    not one the command line uses)."""
     check_files(settings)
     configure_logging(settings.log_level)
     fix_mmap_threshold()  # before the model and catalogue load (workers inherit it)
@@ -630,20 +632,17 @@ def serve(settings: Settings) -> None:
     # SIGHUP reloads the catalogue once the app is up (edge.live_catalogue); until then,
     # and without a catalogue file, it must not end the process.
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    sock = _listen(settings)
     if settings.workers > 1:
-        try:
-            sock = bind_socket(settings.host, settings.port)
-        except OSError as exc:  # a busy port, an address not of this host: one line, exit 2
-            raise SettingsError(
-                f"EDGE_PORT (--port): cannot listen on {settings.host}:{settings.port}: "
-                f"{exc.strerror or exc}"
-            ) from None
         log.info("%d workers on %s:%d", settings.workers, settings.host, settings.port)
         model = preload_model(settings)  # before the fork: the workers share its pages
         code = Supervisor(settings.workers, sock, partial(_worker, settings, model)).run()
         if code:
-            raise SystemExit(code)
+            raise SystemExit(_exit_status(code))
         return
+    # One process: uvicorn binds the port itself once the app has started; this check only
+    # refuses a port it cannot have before anything loads (as --workers does), in one line.
+    sock.close()
     app = create_app(settings)
     guard = StartupErrors(app)
     # uvicorn_config configures uvicorn's loggers: the filter comes after.
@@ -651,10 +650,30 @@ def serve(settings: Settings) -> None:
     logging.getLogger("uvicorn.access").addFilter(AccessLogRedaction())
     try:
         EdgeServer(config, settings).run()
-    except SystemExit:
+    except SystemExit as exc:
         if guard.error is not None:
             raise guard.error from None
-        raise
+        raise SystemExit(_exit_status(exc.code)) from None
+
+
+def _listen(settings: Settings) -> socket.socket:
+    """The listening socket on EDGE_HOST:EDGE_PORT; one that cannot be had is a setting the
+    edge cannot use (a busy port, an address not of this host: one line, exit 2)."""
+    try:
+        return bind_socket(settings.host, settings.port)
+    except OSError as exc:
+        raise SettingsError(
+            f"EDGE_PORT (--port): cannot listen on {settings.host}:{settings.port}: "
+            f"{exc.strerror or exc}"
+        ) from None
+
+
+def _exit_status(code: object) -> int:
+    """A failed start's exit status as the command line states them: 2 stays (a setting),
+    anything else that is not 0 (uvicorn's 3, a worker's) is 1."""
+    if code in (0, None):
+        return 0
+    return 2 if code == 2 else 1
 
 
 def _worker(settings: Settings, model: MiniLM | None, index: int, sock: socket.socket) -> int:

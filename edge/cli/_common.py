@@ -28,6 +28,24 @@ EXISTING_DB_HELP = {
 }
 
 
+# The exit statuses of every command; ``edge --help`` ends with it, the README states it.
+EXIT_RULE = (
+    "0 done; 1 the command could not do what was asked: what it names is not there or not "
+    "valid (a key, a publisher, a catalogue file or version), or the edge failed to start or "
+    "met an error (it says which); 2 bad usage or settings: a wrong or missing argument, a "
+    "value refused before anything is done, or a setting or database that cannot be used "
+    "(one line on standard error names it). Each command's --help says when it exits 1."
+)
+
+
+def exit_statuses(one: str | None = None, *, done: str = "done", two: str = "") -> str:
+    """The epilog of a command's --help: its exit statuses, by ``EXIT_RULE``. ``one`` says
+    when it exits 1 (None: only on an error it did not expect), ``two`` adds the values it
+    refuses with 2 to "bad usage or settings"."""
+    statuses = [f"0 {done}", *([f"1 {one}"] if one else []), f"2 bad usage or settings{two}"]
+    return f"exit status: {'; '.join(statuses)}."
+
+
 def settings_from(args: argparse.Namespace) -> Settings:
     return Settings.from_sources(vars(args))
 

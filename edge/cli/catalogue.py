@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from edge.cli._common import EXISTING_DB_HELP, settings_from, with_context
+from edge.cli._common import EXISTING_DB_HELP, exit_statuses, settings_from, with_context
 from edge.context import Context
 from edge.settings import add_arguments
 from matcher.catalogue import CatalogueError, load_catalogue, parse_catalogue
@@ -44,12 +44,23 @@ def register(sub: Subcommands) -> None:
         "catalogue", help="check catalogue files, load the live one, list and restore versions"
     )
     csub = p.add_subparsers(dest="catalogue_command", required=True, metavar="ACTION")
-    v = csub.add_parser("validate", help="validate FILE; list every error with its JSON path")
+    v = csub.add_parser(
+        "validate",
+        help="validate FILE; list every error with its JSON path",
+        epilog=exit_statuses(
+            "the file is not a valid catalogue or cannot be read (every error is listed)"
+        ),
+    )
     v.add_argument("file", help="the catalogue JSON file (- reads standard input)")
     v.add_argument("--json", action="store_true", help="print the result as JSON")
     v.set_defaults(func=_validate)
     ld = csub.add_parser(
-        "load", help="validate FILE and make it the live catalogue of every running edge"
+        "load",
+        help="validate FILE and make it the live catalogue of every running edge",
+        epilog=exit_statuses(
+            "the file is not a valid catalogue or cannot be read (every error "
+            "is listed), and nothing was stored"
+        ),
     )
     ld.add_argument("file", help="the catalogue JSON file (- reads standard input)")
     ld.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -59,6 +70,7 @@ def register(sub: Subcommands) -> None:
         "history",
         help="list the stored catalogue versions, newest (the live one) first: when each was "
         "loaded, its content hash, campaigns and ads",
+        epilog=exit_statuses(),
     )
     hs.add_argument("--json", action="store_true", help="print JSON lines")
     add_arguments(hs, ["db"], EXISTING_DB_HELP)
@@ -67,6 +79,12 @@ def register(sub: Subcommands) -> None:
         "restore",
         help="validate a stored VERSION and make it the live catalogue of every running edge "
         "again (stored anew as the newest version, as load stores a file)",
+        epilog=exit_statuses(
+            "the version is not kept or no longer validates (every error is listed), and "
+            "nothing was changed",
+            done="done, or the version's content is live already (nothing to change)",
+            two=" (a VERSION that is not a version number included)",
+        ),
     )
     rs.add_argument(
         "version",

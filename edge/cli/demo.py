@@ -17,6 +17,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from edge.cli._common import Subcommands, settings_from, with_context
+from edge.cli.serve import SERVE_EXITS
 from edge.context import Context
 from edge.errors import Unauthorized
 from edge.preflight import check_files
@@ -44,6 +45,7 @@ def register(sub: Subcommands) -> None:
         description="Print demo keys (one per product) as export lines, keep them in "
         "demo.env beside the database (reused on the next start while valid) and serve. "
         "Loopback and private addresses pass the geofence.",
+        epilog=SERVE_EXITS,
     )
     add_arguments(p)
     p.set_defaults(func=run)

@@ -8,7 +8,13 @@ import sys
 
 import orjson
 
-from edge.cli._common import EXISTING_DB_HELP, Subcommands, settings_from, with_context
+from edge.cli._common import (
+    EXISTING_DB_HELP,
+    Subcommands,
+    exit_statuses,
+    settings_from,
+    with_context,
+)
 from edge.context import Context
 from edge.errors import EdgeError
 from edge.keys import NAME_MAX_LEN, PRODUCTS, name_problem
@@ -19,8 +25,21 @@ def register(sub: Subcommands) -> None:
     p = sub.add_parser("keys", help="issue, rotate, revoke and list API keys")
     ksub = p.add_subparsers(dest="keys_command", required=True, metavar="ACTION")
 
-    issue = ksub.add_parser("issue", help="issue a key; it is printed once, only its hash is kept")
-    issue.add_argument("--env", required=True, choices=["production", "sandbox"])
+    issue = ksub.add_parser(
+        "issue",
+        help="issue a key; it is printed once, only its hash is kept",
+        epilog=exit_statuses(
+            two=" (a --name that is not one printable line of at most "
+            f"{NAME_MAX_LEN} characters included)"
+        ),
+    )
+    issue.add_argument(
+        "--env",
+        required=True,
+        choices=["production", "sandbox"],
+        help="the environment the key works in (a production key is refused by the sandbox, "
+        "and the other way round)",
+    )
     issue.add_argument(
         "--product",
         required=True,
@@ -40,18 +59,28 @@ def register(sub: Subcommands) -> None:
         "rotate",
         help="new primary key; the given key stays valid as a secondary for 24 h (a "
         "secondary from an earlier rotation stops working at once, with a warning)",
+        epilog=exit_statuses(
+            "the key is not valid (unknown, malformed, revoked or expired) or was already "
+            "rotated (rotate its replacement)"
+        ),
     )
     rotate.add_argument("key", help="the current key, or - to read it from standard input")
     rotate.add_argument("--json", action="store_true", help="print the result as JSON")
     add_arguments(rotate, ["db"], EXISTING_DB_HELP)
     rotate.set_defaults(func=_rotate)
 
-    revoke = ksub.add_parser("revoke", help="revoke a key at once (by the key or its key_id)")
+    revoke = ksub.add_parser(
+        "revoke",
+        help="revoke a key at once (by the key or its key_id)",
+        epilog=exit_statuses("no such active key: it is unknown or already revoked"),
+    )
     revoke.add_argument("key", help="the key, its key_id, or - to read it from standard input")
     add_arguments(revoke, ["db"], EXISTING_DB_HELP)
     revoke.set_defaults(func=_revoke)
 
-    lst = ksub.add_parser("list", help="list keys (ids, scope, status; never the keys)")
+    lst = ksub.add_parser(
+        "list", help="list keys (ids, scope, status; never the keys)", epilog=exit_statuses()
+    )
     lst.add_argument("--json", action="store_true", help="print JSON lines")
     add_arguments(lst, ["db"], EXISTING_DB_HELP)
     lst.set_defaults(func=_list)

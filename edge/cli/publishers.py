@@ -11,7 +11,13 @@ import sys
 
 import orjson
 
-from edge.cli._common import EXISTING_DB_HELP, Subcommands, settings_from, with_context
+from edge.cli._common import (
+    EXISTING_DB_HELP,
+    Subcommands,
+    exit_statuses,
+    settings_from,
+    with_context,
+)
 from edge.context import Context
 from edge.origins import normalise_origin
 from edge.settings import add_arguments
@@ -23,7 +29,9 @@ def register(sub: Subcommands) -> None:
     psub = p.add_subparsers(dest="publishers_command", required=True, metavar="ACTION")
 
     add = psub.add_parser(
-        "add", help="register a publisher or add origins to it (e.g. --origin https://news.example)"
+        "add",
+        help="register a publisher or add origins to it (e.g. --origin https://news.example)",
+        epilog=exit_statuses(two=" (an ID or --origin it refuses included)"),
     )
     add.add_argument("publisher_id", metavar="ID", help="the data-publisher value of its tag")
     add.add_argument(
@@ -38,13 +46,19 @@ def register(sub: Subcommands) -> None:
     add_arguments(add, ["db"])
     add.set_defaults(func=_add)
 
-    lst = psub.add_parser("list", help="list publishers and their origins")
+    lst = psub.add_parser("list", help="list publishers and their origins", epilog=exit_statuses())
     lst.add_argument("--json", action="store_true", help="print JSON lines")
     add_arguments(lst, ["db"], EXISTING_DB_HELP)
     lst.set_defaults(func=_list)
 
-    rm = psub.add_parser("remove", help="remove a publisher (its pages lose CORS access)")
-    rm.add_argument("publisher_id", metavar="ID")
+    rm = psub.add_parser(
+        "remove",
+        help="remove a publisher (its pages lose CORS access)",
+        epilog=exit_statuses("no such publisher"),
+    )
+    rm.add_argument(
+        "publisher_id", metavar="ID", help="the publisher's id, as `edge publishers list` shows it"
+    )
     add_arguments(rm, ["db"], EXISTING_DB_HELP)
     rm.set_defaults(func=_remove)
 

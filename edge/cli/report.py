@@ -22,12 +22,19 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 import time
 from typing import Any
 
 import orjson
 
-from edge.cli._common import EXISTING_DB_HELP, Subcommands, settings_from, with_context
+from edge.cli._common import (
+    EXISTING_DB_HELP,
+    Subcommands,
+    exit_statuses,
+    settings_from,
+    with_context,
+)
 from edge.context import Context
 from edge.reports import daily
 from edge.settings import add_arguments
@@ -98,7 +105,15 @@ def register(sub: Subcommands) -> None:
         "report",
         help="counters per ad, publisher, campaign and key: impressions, clicks, billing",
         description=__doc__,
-        epilog=HELP,
+        epilog=HELP
+        + "\n"
+        + textwrap.fill(
+            exit_statuses(
+                two=" (a bad day or range, --format csv without --by day, or --json with "
+                "another --format, included)"
+            ),
+            width=88,
+        ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--json", action="store_true", help="print one JSON document")

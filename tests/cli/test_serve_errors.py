@@ -146,12 +146,42 @@ def on_a_busy_port(tmp_path: Path, *args: str) -> tuple[int, subprocess.Complete
         return port, edge(tmp_path, "serve", "--db", "e.db", "--port", str(port), *args)
 
 
-@pytest.mark.slow
-def test_busy_port_gives_the_bind_error_not_ready(tmp_path: Path) -> None:
-    _, result = on_a_busy_port(tmp_path)
-    assert result.returncode != 0
-    assert "address already in use" in result.stderr.lower(), result.stderr
+def test_busy_port_is_one_line_and_exit_2_not_ready(tmp_path: Path) -> None:
+    # As with --workers: a port it cannot listen on is a setting it cannot use (it used to
+    # be uvicorn's exit 3, after the model had loaded).
+    port, result = on_a_busy_port(tmp_path)
+    assert result.returncode == 2
+    line = one_line(result)
+    assert line.startswith(f"edge: EDGE_PORT (--port): cannot listen on 127.0.0.1:{port}: ")
+    assert "address already in use" in line.lower()
     assert "environment ready" not in result.stderr + result.stdout
+    assert "matcher ready" not in result.stderr  # refused before anything loaded
+
+
+BROKEN_START = """
+import sys
+from edge import matching
+from edge.cli import main
+
+async def load_matcher(*args):
+    raise RuntimeError("the model file is damaged")
+
+matching.load_matcher = load_matcher
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_start_that_fails_otherwise_exits_1(tmp_path: Path, workers: str) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EDGE_")}
+    result = subprocess.run(
+        [sys.executable, "-c", BROKEN_START, "serve", "--db", "e.db", "--workers", workers,
+         "--port", str(free_port()), "--cache-dir", str(tmp_path / "cache")],
+        capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path, check=False,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    assert "the model file is damaged" in result.stderr
+    assert "environment ready" not in result.stderr
 
 
 @pytest.mark.slow
