@@ -125,3 +125,60 @@ def test_losing_focus_resets_the_timer(page, site, pub):
     page.clock.run_for(300)
     monitor.wait_for_event("viewable", "main-slot")
     site.beacons.wait_for("publisher", pub, "viewable_impressions", 1)
+
+
+# An ad a person cannot see is not viewable, whatever its geometry: the slot with
+# visibility:hidden, or an ancestor with opacity:0 (QA: both were counted and billed).
+HIDE = {
+    "visibility": ("[data-ad-slot=main-slot]", "visibility", "hidden"),
+    "opacity": ("main", "opacity", "0"),
+}
+
+
+def set_style(page, how: str, on: bool) -> None:
+    selector, prop, value = HIDE[how]
+    page.evaluate(
+        "([s, p, v]) => { document.querySelector(s).style[p] = v; }",
+        [selector, prop, value if on else ""],
+    )
+
+
+@pytest.mark.parametrize("how", sorted(HIDE))
+def test_an_invisible_ad_in_view_never_counts_until_it_is_seen(page, site, pub, how):
+    sent = Requests(page, site.edge_url)
+    monitor = open_page(page, site, clock=True, pub=pub, topic="running")
+    monitor.wait_for_event("filled", "main-slot")
+    pause_clock(page)
+    set_style(page, how, True)
+    show(page, ad_height(page))  # fully on screen, on a visible, focused page
+    page.clock.run_for(5000)
+    assert monitor.events("viewable") == [] and sent.to(IMPRESSION) == []
+    assert monitor.slot_state("main-slot") == "filled"
+    # Shown: the second under way started while it was invisible and does not count; the
+    # next one, visible from start to end, does.
+    set_style(page, how, False)
+    page.clock.run_for(1000)
+    assert monitor.events("viewable") == []
+    page.clock.run_for(1000)
+    viewable = monitor.wait_for_event("viewable", "main-slot")[0]
+    assert viewable["visible_ms"] == 1000
+    site.beacons.wait_for("publisher", pub, "viewable_impressions", 1)
+    assert sent.to(IMPRESSION) == [("POST", IMPRESSION)]
+    site.pages.wait_for_pixels(pub, ad_id("running"), 1)
+
+
+def test_an_ad_hidden_when_its_second_ends_does_not_count(page, site, pub):
+    sent = Requests(page, site.edge_url)
+    monitor = open_page(page, site, clock=True, pub=pub, topic="cooking")
+    monitor.wait_for_event("filled", "main-slot")
+    pause_clock(page)
+    show(page, ad_height(page))
+    page.clock.run_for(600)
+    set_style(page, "visibility", True)  # hidden before the second is over
+    page.clock.run_for(5000)
+    assert monitor.events("viewable") == [] and sent.to(IMPRESSION) == []
+    set_style(page, "visibility", False)
+    page.clock.run_for(2000)
+    monitor.wait_for_event("viewable", "main-slot")
+    site.beacons.wait_for("publisher", pub, "viewable_impressions", 1)
+    assert sent.to(IMPRESSION) == [("POST", IMPRESSION)]

@@ -4,6 +4,11 @@
 // IntersectionObserver starts and cancels one timer per ad; leaving the view, the page
 // being hidden or losing focus cancels it, so the second has to be continuous
 // (web-vitals' getVisibilityWatcher.ts watches visibilitychange the same way).
+// Geometry is not sight: an ad under visibility:hidden or opacity:0 (its own or an
+// ancestor's) is on screen for the observer but seen by nobody. checkVisibility() is asked
+// when the second starts and when it ends; a second that was not visible at both ends does
+// not count and the next one starts (no event tells when CSS shows the ad again). Where the
+// browser lacks checkVisibility (Safari before 17.4), geometry alone decides, as before.
 const watched = new Map(); // element -> its check(entry?)
 let observer;
 
@@ -22,12 +27,9 @@ function watchViewable(el, done) {
   let need = VIEW_RATIO;
   let timer = 0;
   let since = 0;
-  const viewed = guard(() => {
-    watched.delete(el);
-    observer.unobserve(el);
-    done({ visible_ratio: ratio, visible_ms: Math.round(now() - since) });
-  });
-  watched.set(el, (entry) => {
+  let seen;
+  const shown = () => el.checkVisibility?.({ opacityProperty: true, visibilityProperty: true }) !== false;
+  const check = (entry) => {
     if (entry) {
       const box = entry.boundingClientRect;
       ratio = entry.isIntersecting ? entry.intersectionRatio : 0;
@@ -38,8 +40,17 @@ function watchViewable(el, done) {
       timer = 0;
     } else if (!timer) {
       since = now();
+      seen = shown();
       timer = setTimeout(viewed, VIEW_MS);
     }
+  };
+  const viewed = guard(() => {
+    timer = 0;
+    if (!seen || !shown()) return check(); // not seen for the whole second: the next one
+    watched.delete(el);
+    observer.unobserve(el);
+    done({ visible_ratio: ratio, visible_ms: Math.round(now() - since) });
   });
+  watched.set(el, check);
   observer.observe(el);
 }
