@@ -6,6 +6,8 @@ Pages are Jinja templates in ``pages/`` with query-string knobs (STYLE 15):
 - ``topic``: ``running``, ``pets``, ``cooking``, ``coffee`` or ``news`` (brand-unsafe)
 - ``size``: ``medium`` (300x200 ad) or ``large`` (970x250 = 242,500 px²)
 - ``slot``: ``1`` (default) a page-level slot below a tall spacer, ``0`` none at load
+- ``ids``: more page-level slots after it, with these ids (comma-separated, in this order;
+  an empty item is an empty ``data-ad-slot``)
 - ``ugc``: a UGC post with its own slot, about this topic
 - ``csp``: ``strict`` (nonce'd tag, connect-src naming the edge, Trusted Types enforced) or
   ``no-edge`` (the same, without the edge in connect-src)

@@ -2,6 +2,9 @@
 beacons that survive a failed fetch and the page going away."""
 
 import json
+import time
+
+import pytest
 
 from e2e.catalogue import ad_id
 from e2e.helpers import (
@@ -193,3 +196,110 @@ def test_unregistered_publisher_gets_no_ad_and_no_page_error(page, site):
     error = monitor.wait_for_event("error", "main-slot")[0]
     assert error["reason"] == "request_failed"
     assert page.locator(".edge-ad").count() == 0 and monitor.page_errors == []
+
+
+# The edge's tag lane takes EDGE_TAG_MATCH_SLOTS matches at a time (2 by default) and sheds
+# the next with 503 `overloaded` and Retry-After: 1 (edge/admission.py); its per-client limit
+# answers 429 `rate_limited` with Retry-After.
+BUSY = {
+    503: {"code": "overloaded", "message": "the ad server is busy matching pages; retry shortly"},
+    429: {"code": "rate_limited", "message": "too many requests from this address"},
+}
+
+
+def busy_answer(route, site, status: int) -> None:
+    route.fulfill(
+        status=status,
+        headers={
+            "Access-Control-Allow-Origin": site.pages.origin,
+            "Access-Control-Expose-Headers": "Retry-After",
+            "Retry-After": "1",
+            "Vary": "Origin",
+        },
+        content_type="application/json",
+        body=json.dumps({"error": BUSY[status]}),
+    )
+
+
+def settled(page, count: int) -> None:
+    """Wait until ``count`` slots have an answer (filled, empty or error)."""
+    page.wait_for_function(
+        "(n) => document.querySelectorAll("
+        "'[data-edge-state]:not([data-edge-state=loading])').length === n",
+        arg=count,
+    )
+
+
+class MatchLog:
+    """The page's keyword POSTs and their answers, in the order the browser saw them."""
+
+    def __init__(self, page, site) -> None:
+        self.log: list[tuple[str, float, object]] = []
+        url = f"{site.edge_url}{KEYWORDS}"
+
+        def sent(r):
+            if r.url == url and r.method == "POST":
+                self.log.append(("request", time.monotonic(), r.post_data_json["slots"]))
+
+        def answered(r):
+            if r.url == url and r.request.method == "POST":
+                self.log.append(("response", time.monotonic(), r.status))
+
+        page.on("request", sent)
+        page.on("response", answered)
+
+    def requests(self) -> list[list[str]]:
+        return [what for kind, _t, what in self.log if kind == "request"]
+
+
+@pytest.mark.parametrize("status", sorted(BUSY))
+def test_a_busy_edge_is_asked_again_and_a_page_sends_one_batch_at_a_time(page, site, pub, status):
+    ids = [f"extra-{i}" for i in range(44)]  # with main-slot, 45: batches of 20, 20 and 5
+    refused: list[int] = []
+
+    def second_batch_busy(route):
+        if (
+            route.request.method == "POST"
+            and not refused
+            and '"extra-19"' in (route.request.post_data or "")
+        ):
+            refused.append(status)
+            return busy_answer(route, site, status)
+        return route.fallback()
+
+    page.route(f"{site.edge_url}{KEYWORDS}", second_batch_busy)
+    matches = MatchLog(page, site)
+    monitor = open_page(page, site, pub=pub, topic="running", ids=",".join(ids))
+    slots = ["main-slot", *ids]
+    settled(page, len(slots))
+    assert monitor.events("error") == [], monitor.events("error")[:1]
+    assert refused == [status]
+    # One request at a time: each batch leaves after the previous one was answered...
+    kinds = [kind for kind, _t, _w in matches.log]
+    assert kinds == ["request", "response"] * 4, matches.log
+    sent = matches.requests()
+    assert sent == [slots[:20], slots[20:40], slots[20:40], slots[40:]]
+    # ...and the refused one is asked again once the edge's Retry-After has passed.
+    (_k, answered_at, code), (_k2, retried_at, _s) = matches.log[3], matches.log[4]
+    assert code == status and retried_at - answered_at >= 0.95
+    assert monitor.wait_for_event("filled", "main-slot")[0]["ad_id"] == ad_id("running")
+    assert not monitor.page_errors
+
+
+def test_a_match_request_is_retried_a_bounded_number_of_times(page, site, pub):
+    page.route(
+        f"{site.edge_url}{KEYWORDS}",
+        lambda route: (
+            busy_answer(route, site, 503) if route.request.method == "POST" else route.fallback()
+        ),
+    )
+    matches = MatchLog(page, site)
+    monitor = open_page(page, site, pub=pub, topic="running", ids="second-slot")
+    errors = [monitor.wait_for_event("error", slot)[0] for slot in ("main-slot", "second-slot")]
+    for error in errors:
+        assert (error["reason"], error["code"]) == ("request_failed", "overloaded"), error
+        assert error["message"] == BUSY[503]["message"]
+    assert matches.requests() == [["main-slot", "second-slot"]] * 3  # asked, then twice more
+    page.wait_for_timeout(1500)  # and never again
+    assert len(matches.requests()) == 3
+    assert monitor.slot_state("main-slot") == "error" and not monitor.page_errors

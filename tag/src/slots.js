@@ -82,10 +82,14 @@ function batches(list, send) {
   for (let i = 0; i < list.length; i += MAX_SLOTS) send(list.slice(i, i + MAX_SLOTS));
 }
 
+// The page's match requests go one after another, each once the one before has its answer:
+// a page with many slots holds one of the edge's tag-lane matches at a time, not all of them.
+let queue = Promise.resolve();
+
 // Placements come back in request order (slots or placements). A slot refilled or destroyed
-// meanwhile ignores its answer.
+// meanwhile ignores its answer. A busy edge is asked twice more (transport.js).
 function request(path, body, batch) {
-  ask(path, body).then(
+  queue = queue.then(() => ask(path, body, 2)).then(
     guard((r) => {
       const placements = r.placements || [];
       batch.forEach((it, i) => fills.get(it.slot) === it && guard(place)(it, placements[i])); // one bad slot spoils no other

@@ -16,18 +16,28 @@ function post(path, body, keepalive) {
   });
 }
 
+// The edge (or a proxy) could not take the request now: 5xx, or 429 (too many).
+const busy = (r) => r.status > 499 || r.status === 429;
+
 // A match call: the answer, or a rejection with the edge's error ({code, message, field}),
 // also for an origin not registered for the publisher (the edge lets the tag read that).
 // A TypeError means no answer at all (the page's CSP blocked the request, or the network).
-function ask(path, body) {
+// A busy answer with Retry-After (the tag lane's 503 overloaded, a 429) of under 10 s is
+// asked again after it, `tries` more times at most; then its error is the answer.
+function ask(path, body, tries) {
   dbg("request", path, body);
-  return post(path, body).then((r) =>
-    r.json().then((b) => {
+  return post(path, body).then((r) => {
+    const wait = r.headers.get("Retry-After") * 1000;
+    if (busy(r) && wait > 0 && wait < 1e4 && tries--) {
+      dbg("retry", path, r.status, wait);
+      return new Promise((ok) => setTimeout(ok, wait)).then(() => ask(path, body, tries));
+    }
+    return r.json().then((b) => {
       dbg("answer", path, r.status, b);
       if (r.ok) return b;
       throw b.error;
-    })
-  );
+    });
+  });
 }
 
 function beacon(path, body) {
@@ -40,7 +50,7 @@ function beacon(path, body) {
     post(path, body, true).then(
       guard((r) => {
         dbg("beacon answer", path, r.status);
-        if (r.status > 499 || r.status === 429) later();
+        if (busy(r)) later();
       }),
       later
     );
