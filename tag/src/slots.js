@@ -98,10 +98,14 @@ function request(path, body, batch) {
   );
 }
 
-// The slot's data-edge-state (for publishers' CSS) and the window.edgeTag event (for QA).
+// The slot's data-edge-state (for publishers' CSS) and the window.edgeTag event (for QA:
+// `edgeTag.addEventListener("viewable", fn)`; a page that sets `window.edgeTag = new
+// EventTarget()` before the tag loads hears every event).
 function report({ slot, id }, type, detail) {
   slot.dataset.edgeState = type;
-  emit(type, { slot_id: id, ...detail });
+  const event = { slot_id: id, ...detail };
+  dbg(type, event);
+  hub.dispatchEvent(new CustomEvent(type, { detail: event }));
 }
 
 function place(it, placement) {

@@ -16,19 +16,17 @@ function post(path, body, keepalive) {
   });
 }
 
-// The edge (or a proxy) could not take the request now: 5xx, or 429 (too many).
-const busy = (r) => r.status > 499 || r.status === 429;
-
 // A match call: the answer, or a rejection with the edge's error ({code, message, field}),
 // also for an origin not registered for the publisher (the edge lets the tag read that).
 // A TypeError means no answer at all (the page's CSP blocked the request, or the network).
-// A busy answer with Retry-After (the tag lane's 503 overloaded, a 429) of under 10 s is
-// asked again after it, `tries` more times at most; then its error is the answer.
+// A refusal that says when to come back (Retry-After: the edge sends it with 503, 429 and
+// 502; the tag lane's 503 overloaded says 1 s) is asked again after it when that is under
+// 10 s, `tries` more times at most; then its error is the answer.
 function ask(path, body, tries) {
   dbg("request", path, body);
   return post(path, body).then((r) => {
     const wait = r.headers.get("Retry-After") * 1000;
-    if (busy(r) && wait > 0 && wait < 1e4 && tries--) {
+    if (wait > 0 && wait < 1e4 && !r.ok && tries--) {
       dbg("retry", path, r.status, wait);
       return new Promise((ok) => setTimeout(ok, wait)).then(() => ask(path, body, tries));
     }
@@ -50,7 +48,7 @@ function beacon(path, body) {
     post(path, body, true).then(
       guard((r) => {
         dbg("beacon answer", path, r.status);
-        if (busy(r)) later();
+        if (r.status > 499 || r.status === 429) later();
       }),
       later
     );

@@ -6,13 +6,6 @@ const hub = W.edgeTag instanceof EventTarget ? W.edgeTag : new EventTarget();
 const now = () => performance.now();
 const isText = (x) => typeof x === "string" && x.trim() !== "";
 
-// QA hook: `edgeTag.addEventListener("viewable", fn)`. A page that sets
-// `window.edgeTag = new EventTarget()` before the tag loads hears every event.
-function emit(type, detail) {
-  dbg(type, detail);
-  hub.dispatchEvent(new CustomEvent(type, { detail }));
-}
-
 // An exception here is a bug of the tag, never the page's problem: swallowed, and logged by
 // the debug build.
 function guard(fn) {

@@ -133,10 +133,10 @@ def node_check(tmp_path, name: str, source: bytes) -> subprocess.CompletedProces
     return subprocess.run([node, "--check", str(path)], capture_output=True, text=True)
 
 
-@pytest.mark.parametrize("publisher", [None, "pub-1"])
-def test_the_built_tag_parses_in_node(tmp_path, publisher):
+@pytest.mark.parametrize(("publisher", "debug"), [(None, False), ("pub-1", False), (None, True)])
+def test_the_built_tag_parses_in_node(tmp_path, publisher, debug):
     # The renamer works on tokens without scope analysis: a slip shows up as a syntax error.
-    checked = node_check(tmp_path, "tag.js", build_tag(ORIGIN, publisher).js)
+    checked = node_check(tmp_path, "tag.js", build_tag(ORIGIN, publisher, debug=debug).js)
     assert checked.returncode == 0, checked.stderr
 
 

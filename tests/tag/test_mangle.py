@@ -59,13 +59,34 @@ def test_short_names_never_shadow_globals_or_keywords():
     out = mangle(names + "const q=a+b;")  # a and b are globals here: never reused
     assert "a+b" in out
     for kw in ("do", "if", "in"):
-        assert f"const {kw}=" not in out and f",{kw}=" not in out
+        assert f"let {kw}=" not in out and f",{kw}=" not in out
 
 
-def test_consecutive_consts_are_merged():
-    assert mangle("const first=1;const second=2;").count("const") == 1
-    assert mangle("let first=1;let second;").count("let") == 1
-    assert mangle("let first=1;const second=2;").count("let") == 1  # different kinds stay
+def test_const_becomes_let_and_consecutive_declarations_are_merged():
+    assert mangle("const first=1;const second=2;") == "let a=1,b=2;"
+    assert mangle("let first=1;let second;") == "let a=1,b;"
+    assert mangle("let first=1;const second=2;let third;") == "let a=1,b=2,c;"
+    assert mangle("for(const item of list)use(item);") == "for(let a of list)use(a);"
+    assert mangle("x.const=1;").startswith("x.const=")  # a property named const stays
+    # Not across blocks or statements of another kind.
+    assert mangle("const a1=1;if(a1){const b1=2;g(b1)}const c1=3;g(c1);").count("let") == 3
+
+
+def test_line_breaks_after_a_statement_go_and_after_an_expression_stay():
+    src = rjsmin.jsmin("function f() {\n  g();\n}\nlet x = {k: 1}\nf();\n")
+    assert src.count("}\n") == 2  # rjsmin keeps them
+    # After a function declaration's body, a line break changes nothing; after an object
+    # literal (no ";"), it ends the statement.
+    assert mangle(src) == "function a(){g()}let b={k:1}\na();"
+    for block in ("if(x){y()}", "for(;;){y()}", "try{y()}catch(e){z()}", "{y()}"):
+        assert mangle(block + "\nz();") == block.replace("(e)", "(a)") + "z();", block
+    for expression in ("f=()=>{}", "f=function(){}", "f=function g(){}", "f=(function(){})"):
+        assert "\n" in mangle(expression + "\nz();"), expression
+    # A line break before ++, --, or an HTML-like comment (-->) stays.
+    assert mangle("if(x){y()}\n++z;") == "if(x){y()}\n++z;"
+    assert mangle("if(x){y()}\n-->z") == "if(x){y()}\n-->z"
+    # After anything but a "}" (a "return" above all), a line break is never touched.
+    assert mangle("function f(){return\n1}") == "function a(){return\n1}"
 
 
 def test_tidying_keeps_meaning():
@@ -97,18 +118,18 @@ def test_bindings_that_never_meet_share_a_short_name():
     out = mangle("function f(alpha){return alpha}function g(beta){return beta}")
     assert out.count("(a){return a}") == 2, out
     out = mangle("if(x){const left=1;y(left)}else{const right=2;y(right)}")
-    assert out.count("const a=") == 2, out
+    assert out.count("let a=") == 2, out
 
 
 def test_a_short_name_never_shadows_a_binding_used_inside():
     out = mangle("const outer=1;function f(param){return outer+param}")
-    outer = out.split("const ")[1].split("=")[0]
+    outer = out.split("let ")[1].split("=")[0]
     param = out.split("(")[1].split(")")[0]
     assert outer != param, out
     # A concise arrow body ends at the "," of an argument list or the ";" of its statement:
     # past it, the parameter's short name is free for the outer binding again.
-    assert mangle("const keep=1;const f=g((x)=>x,keep);") == "const a=1,b=g(a=>a,a);"
-    assert mangle("const keep=1;const f=(x)=>x;const after=keep;") == "const a=1,b=a=>a,c=a;"
+    assert mangle("const keep=1;const f=g((x)=>x,keep);") == "let a=1,b=g(a=>a,a);"
+    assert mangle("const keep=1;const f=(x)=>x;const after=keep;") == "let a=1,b=a=>a,c=a;"
 
 
 def test_names_outside_their_scope_and_var_fail_loudly():
