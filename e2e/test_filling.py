@@ -303,3 +303,69 @@ def test_a_match_request_is_retried_a_bounded_number_of_times(page, site, pub):
     page.wait_for_timeout(1500)  # and never again
     assert len(matches.requests()) == 3
     assert monitor.slot_state("main-slot") == "error" and not monitor.page_errors
+
+
+# Slot ids: 1 to 128 characters, one element per id on the page (docs/tag.md). The edge
+# refuses a whole request (400) over one bad or repeated id, so the tag keeps such a slot
+# out of every request and fails it alone.
+LONGEST = "y" * 128
+
+
+def test_a_bad_or_repeated_slot_id_fails_alone_and_the_others_are_filled(page, site, pub):
+    sent = Requests(page, site.edge_url)
+    matches = MatchLog(page, site)
+    too_long = "x" * 129
+    monitor = open_page(
+        page, site, pub=pub, topic="running", ids=f",{too_long},main-slot,{LONGEST}"
+    )
+    settled(page, 5)
+    errors = [(e["slot_id"], e["reason"]) for e in monitor.events("error")]
+    # In page order: the empty id, the one over 128 characters, the second main-slot.
+    assert errors == [(bad, "invalid_slot_id") for bad in ("", too_long, "main-slot")]
+    # The others were asked for in one request, each once, and answered.
+    assert matches.requests() == [["main-slot", LONGEST]]
+    assert sent.to(PLACEMENTS) == []
+    assert monitor.wait_for_event("filled", "main-slot")[0]["ad_id"] == ad_id("running")
+    states = page.evaluate(
+        "[...document.querySelectorAll('[data-ad-slot]')].map((s) => s.dataset.edgeState)"
+    )
+    assert states[:4] == ["filled", "error", "error", "error"] and states[4] in ("filled", "empty")
+    assert not monitor.page_errors
+
+
+def add_slots(page, *ids: str) -> None:
+    """Add page-level slots after load, in one change to the page."""
+    page.evaluate(
+        """(ids) => document.getElementById('late').append(...ids.map((id) => {
+          const slot = document.createElement('div');
+          slot.dataset.adSlot = id;
+          return slot;
+        }))""",
+        list(ids),
+    )
+
+
+def test_a_repeated_slot_id_added_later_fails_alone_until_the_first_has_gone(page, site, pub):
+    placed: list[list[str]] = []
+    page.on(
+        "request",
+        lambda r: (
+            placed.append([p["slot_id"] for p in r.post_data_json["placements"]])
+            if r.url == f"{site.edge_url}{PLACEMENTS}" and r.method == "POST"
+            else None
+        ),
+    )
+    monitor = open_page(page, site, pub=pub, topic="coffee")
+    monitor.wait_for_event("filled", "main-slot")
+    add_slots(page, "late-slot", "late-slot", "main-slot", "")
+    assert monitor.wait_for_event("filled", "late-slot")[0]["ad_id"] == ad_id("coffee")
+    settled(page, 5)
+    assert placed == [["late-slot"]]
+    errors = [(e["slot_id"], e["reason"]) for e in monitor.events("error")]
+    assert errors == [(bad, "invalid_slot_id") for bad in ("late-slot", "main-slot", "")]
+    # A single-page app takes the first main-slot away: its id is free for a new element.
+    page.evaluate("document.querySelector('[data-ad-slot=main-slot]').remove()")
+    add_slots(page, "main-slot")
+    monitor.wait_for_event("filled", "main-slot", count=2)
+    assert placed == [["late-slot"], ["main-slot"]]
+    assert not monitor.page_errors

@@ -14,6 +14,11 @@ const fills = new WeakMap();
 // Post or slot id -> when the edge's no-match window ends (retry_after_seconds): no request
 // for it before then.
 const notBefore = {};
+// Slot id -> the element that has it. An id is 1 to 128 characters and names one element on
+// the page (docs/tag.md); the edge refuses a whole request over one bad or repeated id, so
+// a slot that breaks the rule fails alone, here, and is never sent. An id is free again
+// once its element has left the page.
+const owners = {};
 
 const newSlots = () => [...D.querySelectorAll(SLOT)].filter((s) => !fills.has(s) && fills.set(s));
 
@@ -50,7 +55,7 @@ function renew(it, ms) {
 
 function fill(slots, atLoad) {
   const main = D.querySelector("main") || D.body;
-  const keyed = {};
+  const keyed = [];
   const explicit = [];
   for (const slot of slots) {
     const id = slot.dataset.adSlot;
@@ -60,11 +65,12 @@ function fill(slots, atLoad) {
     slot.dataset.edgeState = "loading";
     const wait = notBefore[it.key] - now();
     dbg("slot", id, slot, wait > 0 ? "backoff: waits " + wait + " ms" : "");
-    if (wait > 0) renew(it, wait);
-    else if (atLoad && !post && !keyed[id]) keyed[id] = it;
-    else explicit.push(it);
+    // The id's element is this one unless another one on the page has it already.
+    if (!id || id.length > 128 || (owners[id]?.isConnected ? owners[id] : (owners[id] = slot)) !== slot) report(it, "error", { reason: "invalid_slot_id" });
+    else if (wait > 0) renew(it, wait);
+    else (atLoad && !post ? keyed : explicit).push(it);
   }
-  batches(Object.values(keyed), (batch) => {
+  batches(keyed, (batch) => {
     const slots = batch.map((it) => it.id);
     request("/dea/url/keywords", { ...common(), title: D.title.slice(0, 500), text: textOf(main, 20000), slots }, batch);
   });
