@@ -41,10 +41,14 @@ def encode_cursor(last_id: str) -> str:
 
 
 def decode_cursor(cursor: str) -> str:
+    """The id a cursor of ``encode_cursor`` holds; any other text (not base64url, not the
+    exact form this API writes, or no printable id inside) is a 400."""
     try:
         if not _CURSOR.fullmatch(cursor):
             raise ValueError(cursor)
         last_id = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        if not last_id.isprintable() or encode_cursor(last_id) != cursor:
+            raise ValueError(cursor)
     except (binascii.Error, ValueError):
         raise BadRequest("cursor is not one this API returned", field="cursor") from None
     return last_id
@@ -52,12 +56,16 @@ def decode_cursor(cursor: str) -> str:
 
 def page_params(request: Request, allowed: Sequence[str]) -> tuple[int, str | None]:
     """(limit, id after which the page starts) from the query string."""
-    for name in request.query_params:
+    seen: set[str] = set()
+    for name, _ in request.query_params.multi_items():
         if name not in allowed:
             raise BadRequest(
                 f"{name} is not a known query parameter (expected {', '.join(allowed)})",
                 field=name,
             )
+        if name in seen:  # which one counts would be a guess
+            raise BadRequest(f"query parameter {name!r} is repeated", field=name)
+        seen.add(name)
     raw = request.query_params.get("limit")
     limit = DEFAULT_LIMIT
     if raw is not None:

@@ -93,7 +93,10 @@ def test_pages_cover_everything_once(am, path, name, total):
         ({"limit": "201"}, "limit"),
         ({"limit": "ten"}, "limit"),
         ({"cursor": "%%%"}, "cursor"),
+        ({"cursor": "AA"}, "cursor"),  # base64url of a NUL: no id this API returns
+        ({"cursor": "Y21wLWF"}, "cursor"),  # "cmp-a", but not the form this API writes
         ({"page": "2"}, "page"),
+        ([("limit", "5"), ("limit", "10")], "limit"),  # which one? a guess either way
     ],
 )
 def test_bad_paging_parameters_are_400(am, params, field):
