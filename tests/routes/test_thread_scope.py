@@ -36,7 +36,8 @@ def ugc_ads(client, key, post_id, path=UGC):
     return [a["ad_id"] for a in r.json()["ads"]]
 
 
-def ai_ads(client, key, conversation_id, message_id):
+def ai_turn(client, key, conversation_id, message_id) -> list[dict]:
+    """The ads of one turn of a conversation (the same prompt and answer every time)."""
     body = {
         "message_id": message_id,
         "conversation_id": conversation_id,
@@ -45,7 +46,11 @@ def ai_ads(client, key, conversation_id, message_id):
     }
     r = post_json(client, AI, body, key)
     assert r.status_code == 200, r.text
-    return [a["ad_id"] for a in r.json()["ads"]]
+    return r.json()["ads"]
+
+
+def ai_ads(client, key, conversation_id, message_id):
+    return [a["ad_id"] for a in ai_turn(client, key, conversation_id, message_id)]
 
 
 def disable(client, key, post_id, ad_id):
@@ -137,15 +142,7 @@ CONVERSIONS = "/v1/ad-manager/conversions"
 
 
 def ai_ad(client, key, conversation_id, message_id):
-    body = {
-        "message_id": message_id,
-        "conversation_id": conversation_id,
-        "prompt": "what should I feed a picky puppy?",
-        "content": ANSWER,
-    }
-    r = post_json(client, AI, body, key)
-    assert r.status_code == 200, r.text
-    return r.json()["ads"][0]
+    return ai_turn(client, key, conversation_id, message_id)[0]
 
 
 def fire(client, url, click_id=None):
