@@ -17,6 +17,7 @@ reads the serves of the ones before it and the frequency cap holds within the pr
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Iterable
@@ -98,7 +99,7 @@ class ThreadTurns:
     def __len__(self) -> int:
         return len(self._slots)
 
-    def hold(self, key: str | None) -> _Turn | _NoTurn:
+    def hold(self, key: str | None) -> _Turn | contextlib.nullcontext[None]:
         return _NO_TURN if key is None else _Turn(self._slots, key)
 
 
@@ -140,15 +141,7 @@ class _Turn:
             del self.slots[self.key]
 
 
-class _NoTurn:
-    async def __aenter__(self) -> None:
-        return None
-
-    async def __aexit__(self, *exc: object) -> None:
-        return None
-
-
-_NO_TURN = _NoTurn()
+_NO_TURN: contextlib.nullcontext[None] = contextlib.nullcontext()
 
 
 def turn_key(request: MatchRequest) -> str | None:

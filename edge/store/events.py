@@ -219,10 +219,6 @@ class EventStore(abc.ABC):
         valid ones first, then in the order stored; at most ``limit``."""
 
     @abc.abstractmethod
-    async def impression_stored(self, dedupe_key: str) -> bool:
-        """Whether an impression with this dedupe key is stored."""
-
-    @abc.abstractmethod
     async def stored_impression(self, dedupe_key: str) -> StoredImpression | None:
         """The impression stored under this dedupe key, or None."""
 
@@ -309,9 +305,6 @@ class SQLiteEventStore(SQLitePrimitives, EventStore):
 
     async def clicks_by_id(self, click_id: str, env: str, limit: int) -> list[StoredClick]:
         return await self.read(_clicks_by_id, click_id, env, limit)
-
-    async def impression_stored(self, dedupe_key: str) -> bool:
-        return await self.read(_impression_stored, dedupe_key)
 
     async def stored_impression(self, dedupe_key: str) -> StoredImpression | None:
         return await self.read(_stored_impression, dedupe_key)
@@ -606,11 +599,6 @@ def _clicks_by_id(
         (click_id, env, limit),
     ).fetchall()
     return [StoredClick(*row) for row in rows]
-
-
-def _impression_stored(conn: sqlite3.Connection, key: str) -> bool:
-    found = conn.execute("SELECT 1 FROM impression_keys WHERE dedupe_key = ?", (key,))
-    return found.fetchone() is not None
 
 
 def _stored_impression(conn: sqlite3.Connection, key: str) -> StoredImpression | None:

@@ -707,12 +707,6 @@ class PostgresStore(Store):
         )
         return [StoredClick(*row) for row in rows]
 
-    async def impression_stored(self, dedupe_key: str) -> bool:
-        row = await self.read(
-            _one, "SELECT 1 FROM impression_keys WHERE dedupe_key = %s", (dedupe_key,)
-        )
-        return row is not None
-
     async def stored_impression(self, dedupe_key: str) -> StoredImpression | None:
         row = await self.read(
             _one,
