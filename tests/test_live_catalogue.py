@@ -14,7 +14,7 @@ import orjson
 import pytest
 
 from edge.cli import main
-from edge.live_catalogue import LiveCatalogue
+from edge.live_catalogue import retire
 from matcher.catalogue import Catalogue, ad_number, load_catalogue, parse_catalogue
 from matcher.types import MatchRequest
 from tests.conftest import issue_key
@@ -275,11 +275,9 @@ def test_ads_gone_from_the_live_catalogue_are_remembered_until_they_come_back():
     full = load_catalogue(None)
     first = full.campaigns[0]
     fewer = Catalogue([c for c in full.campaigns if c.id != first.id])
-    live = LiveCatalogue()
-    live._retire(full, fewer)
+    retired = retire({}, full, fewer)
     gone = {p.ad.id for p in full.placements if p.campaign.id == first.id}
-    assert gone and {v[0] for v in live.retired.values()} == gone
+    assert gone and {v[0] for v in retired.values()} == gone
     for ad in gone:
-        assert live.retired[ad_number(ad)] == (ad, first.id)
-    live._retire(fewer, full)  # the campaign is back: its ads are live again
-    assert live.retired == {}
+        assert retired[ad_number(ad)] == (ad, first.id)
+    assert retire(retired, fewer, full) == {}  # the campaign is back: its ads are live again

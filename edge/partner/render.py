@@ -18,7 +18,7 @@ from edge.beacons import (
     issue_impression_token,
 )
 from edge.context import Context
-from edge.creative import cpm_usd, creative, with_click_id
+from edge.creative import CLICK_ID_MACRO, cpm_usd, creative, with_click_id
 from matcher.types import MatchResult, Placement, ScoredAd
 
 EDGE_PIXEL_VENDOR = "edge"
@@ -93,8 +93,9 @@ def ai_ad(
     base = ctx.settings.base_url
     render, view = ai_beacon_urls(ctx.signer, base, number, message_id, conv, scope=scope)
     ad = creative(p)
-    click_id = ai_derived_click_id(number, message_id, conv, scope=scope)
-    ad["click_through_url"] = with_click_id(ad["click_through_url"], click_id)
+    if CLICK_ID_MACRO in ad["click_through_url"]:  # the id costs a hash: only when asked for
+        click_id = ai_derived_click_id(number, message_id, conv, scope=scope)
+        ad["click_through_url"] = with_click_id(ad["click_through_url"], click_id)
     return {
         "ad_id": number,
         "placement": "after_message",
