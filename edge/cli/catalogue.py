@@ -33,7 +33,7 @@ import orjson
 from edge.cli._common import EXISTING_DB_HELP, exit_statuses, settings_from, with_context
 from edge.context import Context
 from edge.settings import add_arguments
-from matcher.catalogue import CatalogueError, load_catalogue, parse_catalogue
+from matcher.catalogue import Catalogue, CatalogueError, load_catalogue, parse_catalogue
 
 if TYPE_CHECKING:
     from edge.cli._common import Subcommands
@@ -123,11 +123,7 @@ def _load(args: argparse.Namespace) -> int:
         return _invalid(args, exc)
 
     async def work(ctx: Context) -> int:
-        version = await ctx.store.put_catalogue(
-            catalogue.content_hash, body, ctx.clock(), keep_previous=ctx.settings.catalogue_history
-        )
-        await ctx.store.announce("catalogue", str(version))
-        return version
+        return await _make_live(ctx, catalogue, body)
 
     version = with_context(settings_from(args), work)
     summary = {
@@ -144,6 +140,16 @@ def _load(args: argparse.Namespace) -> int:
             f"{summary['ads']} ads"
         )
     return 0
+
+
+async def _make_live(ctx: Context, catalogue: Catalogue, body: bytes) -> int:
+    """Store ``body`` (the file of ``catalogue``) as the newest, live version, older ones
+    beyond the history pruned, and tell every edge on the database; its version number."""
+    version = await ctx.store.put_catalogue(
+        catalogue.content_hash, body, ctx.clock(), keep_previous=ctx.settings.catalogue_history
+    )
+    await ctx.store.announce("catalogue", str(version))
+    return version
 
 
 def _invalid(args: argparse.Namespace, exc: CatalogueError, name: str | None = None) -> int:
@@ -257,14 +263,8 @@ def _restore(args: argparse.Namespace) -> int:
                 "live; nothing was changed"
             )
         else:
-            summary["version"] = await ctx.store.put_catalogue(
-                catalogue.content_hash,
-                body,
-                ctx.clock(),
-                keep_previous=ctx.settings.catalogue_history,
-            )
+            summary["version"] = await _make_live(ctx, catalogue, body)
             summary["changed"] = True
-            await ctx.store.announce("catalogue", str(summary["version"]))
             message = (
                 f"{name} restored as version {summary['version']}, which is live: "
                 f"{summary['campaigns']} campaigns, {summary['ads']} ads"
