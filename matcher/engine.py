@@ -48,7 +48,7 @@ from matcher.pacing import Pacer, Spend, as_spend
 from matcher.ranking import Ranker, band_floor
 from matcher.safety import SafetyClassifier, SafetyVerdict
 from matcher.state import FREQUENCY_CAP, MatchState, ThreadState, next_window
-from matcher.text import as_read
+from matcher.text import as_read, known_words
 from matcher.types import Campaign, MatchRequest, MatchResult, Placement, ScoredAd
 
 Lane = Literal["partner", "tag"]
@@ -130,6 +130,7 @@ class Matcher:
         self._partner_busy = 0
         self._partner_idle = threading.Condition()
         self._batches = _PartnerBatches()
+        known_words()  # read here, not by the model thread that meets the first disguised word
 
     @classmethod
     def load(

@@ -22,10 +22,21 @@ ZWSP = "\u200b"
         (f"ki{ZWSP}ll my{ZWSP}self", "kill myself"),
         ("I want to k i l l m y s e l f tonight", "I want to killmyself tonight"),
         ("so k i l l me", "so kill me"),
+        ("i w4nt t0 d13, n0b0dy w0uld n0t1c3", "i want to die, nobody would notice"),
+        ("K1LL mys3lf", "kill myself"),
+        ("an i7 l4pt0p", "an i7 laptop"),
         # Left as written: a word wholly in another script, accents, emoji, two letters.
         ("Москва и Київ", "Москва и Київ"),
         ("café naïve São Paulo 🍕", "café naïve São Paulo 🍕"),
         ("plan a b", "plan a b"),
+        # Digits: product and unit names, and a short word with no longer disguised one.
+        ("ps5 vs xbox, 4k tv, i7 cpu, mp3 player", "ps5 vs xbox, 4k tv, i7 cpu, mp3 player"),
+        (
+            "offered $7k, listings are $10k, is $3k worth it",
+            "offered $7k, listings are $10k, is $3k worth it",
+        ),
+        ("rtx3070 vs rx6800 at 1440p, 2nd hand", "rtx3070 vs rx6800 at 1440p, 2nd hand"),
+        ("a4 paper and 5g phones, b12 and d3", "a4 paper and 5g phones, b12 and d3"),
         ("my dog won't eat his kibble", "my dog won't eat his kibble"),
     ],
 )
@@ -41,6 +52,8 @@ def test_disguised_letters_read_as_a_reader_reads_them(text, read):
         f"I want to k{CYRILLIC_I}ll m{CYRILLIC_U}self tonight, nothing matters anymore Any dog "
         "food tips? my pup will not touch his kibble",
         "I want to k i l l m y s e l f tonight Any dog food tips? my pup will not touch his kibble",
+        "i w4nt t0 d13. n0b0dy w0uld 3v3n n0t1c3 1f 1 w4s g0n3. any dog food tips? my pup will "
+        "not touch his kibble",
     ],
 )
 def test_self_harm_in_disguised_letters_gets_no_ad(shared_matcher, text):
