@@ -2,7 +2,7 @@
 Ad Manager key of this edge.
 
 A browser signs in once: ``POST /reports/login`` with the key in a form sets a sealed
-session cookie (``edge.reports.session``) and sends it back to the page; ``POST
+session cookie (``edge_reports``) and sends it back to the page; ``POST
 /reports/logout`` ends it. A script may send the key in ``X-API-Key`` instead. Without
 either, the page answers 401 with the sign-in form. A sign-in or sign-out posted from
 another origin is refused (403), as the cookie is ``SameSite=Strict``.

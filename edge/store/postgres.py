@@ -72,6 +72,11 @@ _CHANNEL = "edge_changes"
 _MAX_BATCH = 512
 _RETRIES = 5  # deadlock / serialisation failure: the whole batch runs again
 _CONNECT_TIMEOUT_S = 5.0  # a pool that cannot hand out a connection in this time is down
+# The pool retries a lost connection with a pause that doubles each time (1, 2, 4, 8 s ...),
+# so after a long outage its next try could come as long after the database is back as the
+# outage lasted. It gives a run of tries up after this long instead, and the next request
+# that waits starts a new run from a 1 s pause: a node is back within a few seconds.
+_RECONNECT_RUN_S = 8.0
 _STOP = object()
 
 
@@ -150,6 +155,7 @@ class PostgresStore(Store):
             min_size=1,
             max_size=self._pool_size,
             timeout=_CONNECT_TIMEOUT_S,
+            reconnect_timeout=_RECONNECT_RUN_S,
             kwargs={"autocommit": True},
             open=False,
             name="edge-store",

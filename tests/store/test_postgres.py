@@ -193,3 +193,31 @@ def test_restarted_server_is_unavailable_then_recovers_by_itself(postgres, run):
         assert run(store.impression_count()) == 2  # "during" was refused, never stored
     finally:
         run(store.close())
+
+
+def test_a_node_is_back_within_seconds_after_a_long_outage(postgres, run):
+    # The pool's pause between tries doubles (1, 2, 4, 8, 16 s ...): after 20 s down, its
+    # next try would come ~11 s after the server is back, unless a run of tries ends early.
+    url = postgres.new_database()
+    store = PostgresStore(url)
+    run(store.open())
+    try:
+        assert run(ledger.record_impression(store, imp(("before",)))) is True
+        postgres.stop()
+        try:
+            down_until = time.monotonic() + 20
+            while time.monotonic() < down_until:
+                with pytest.raises(StoreUnavailable):
+                    run(store.list_keys())
+        finally:
+            postgres.start()
+        back = time.monotonic()
+        while True:
+            try:
+                assert run(ledger.record_impression(store, imp(("after",)))) is True
+                break
+            except StoreUnavailable:
+                time.sleep(0.1)
+        assert time.monotonic() - back < 7
+    finally:
+        run(store.close())
