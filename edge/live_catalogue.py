@@ -91,6 +91,7 @@ class LiveCatalogue:
             self.retired = retired
             ctx.matcher = fresh  # one assignment: the swap is atomic for every reader
             ctx.ad_listing = None
+            ctx.page_cache.clear()  # page answers of the old catalogue (edge.delivery.page_cache)
             self.version = version
             self.swaps += 1
             log.info(

@@ -1,11 +1,15 @@
 """Recent page matches, so a page seen by many visitors costs the model once.
 
 The tag asks for ads for the same page (or post) from every visitor. A match is keyed by
-the publisher, the page URL, a hash of the text, the post, the number of slots and the
-visitor's geo signal (geo-targeted ads differ by place, so visitors from elsewhere get
-their own match), and kept for ``ttl_seconds``. Visitors asking at the same moment share one
-match in flight instead of each starting their own. Tokens are never cached: each visitor's
-answer gets fresh, single-use impression tokens.
+the catalogue served (its content hash), the publisher, the page URL, a hash of the text,
+the post, the number of slots and the visitor's geo signal (geo-targeted ads differ by
+place, so visitors from elsewhere get their own match), and kept for ``ttl_seconds``.
+Visitors asking at the same moment share one match in flight instead of each starting
+their own. Tokens are never cached: each visitor's answer gets fresh, single-use
+impression tokens.
+
+A catalogue swap clears the cache (``clear``); the version in the key also keeps out the
+answer of a match that was running on the old catalogue and is stored after the swap.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from matcher.types import GeoSignal, MatchResult
 
 
 def page_key(
+    catalogue: str,
     publisher_id: str,
     page_url: str,
     content: str,
@@ -28,7 +33,8 @@ def page_key(
 ) -> str:
     """The cache key: a hash of every input that changes the match."""
     digest = hashlib.blake2b(digest_size=16)
-    for part in (publisher_id, page_url, content, post_id or "", str(max_ads), repr(geo)):
+    parts = (catalogue, publisher_id, page_url, content, post_id or "", str(max_ads), repr(geo))
+    for part in parts:
         raw = part.encode("utf-8", "surrogatepass")
         digest.update(len(raw).to_bytes(8, "big"))
         digest.update(raw)
@@ -63,6 +69,10 @@ class PageMatchCache:
             return None
         self._entries.move_to_end(key)
         return result
+
+    def clear(self) -> None:
+        """Forget every answer (a catalogue swap); matches in flight finish as they are."""
+        self._entries.clear()
 
     def put(self, key: str, result: MatchResult) -> None:
         if self.ttl <= 0 or self.capacity <= 0:

@@ -159,7 +159,10 @@ async def _match_groups(
     """One result per group, from the page-match cache where it can be; the groups that
     need the model hold one tag-lane slot for this request (503 when none is free)."""
     cache = ctx.page_cache
-    keys = [page_key(pid, page_url, g.content, g.post_id, len(g.slot_ids), geo) for g in groups]
+    version = ctx.matcher.catalogue.content_hash if ctx.matcher is not None else ""
+    keys = [
+        page_key(version, pid, page_url, g.content, g.post_id, len(g.slot_ids), geo) for g in groups
+    ]
 
     async def one(group: _Group, key: str) -> MatchResult | None:
         if not group.content.strip():

@@ -1,33 +1,46 @@
 """The page-match cache: one match per page, text, post, slots and place; shared while in
-flight; expired after its time to live; failures are not cached."""
+flight; expired after its time to live; failures are not cached; and a cached answer never
+serves an ad that a fresh match would refuse (a catalogue swap, a spent budget or daily cap,
+a paused campaign, an ended flight)."""
 
 from __future__ import annotations
 
 import asyncio
+import copy
+import json
+import time
+from collections.abc import Callable
+from importlib import resources
 
+import orjson
 import pytest
 
 from edge.delivery.page_cache import PageMatchCache, page_key
+from matcher.catalogue import parse_catalogue
 from matcher.types import GeoSignal, MatchResult
 from tests.conftest import FakeClock
+from tests.delivery.helpers import ORIGIN, PUB, register
 
 RESULT = MatchResult("no_match", reason="no_relevant_demand")
 
 
 def test_key_changes_with_every_input():
-    base = ("pub-1", "https://a.example/p", "text", None, 2, None)
+    base = ("cat-1", "pub-1", "https://a.example/p", "text", None, 2, None)
     keys = {
         page_key(*base),
-        page_key("pub-2", *base[1:]),
-        page_key(base[0], "https://a.example/q", *base[2:]),
-        page_key(*base[:2], "text!", *base[3:]),
-        page_key(*base[:3], "p-1", *base[4:]),
-        page_key(*base[:4], 3, None),
-        page_key(*base[:5], GeoSignal(state="US-CA", country="US")),
+        page_key("cat-2", *base[1:]),
+        page_key(base[0], "pub-2", *base[2:]),
+        page_key(*base[:2], "https://a.example/q", *base[3:]),
+        page_key(*base[:3], "text!", *base[4:]),
+        page_key(*base[:4], "p-1", *base[5:]),
+        page_key(*base[:5], 3, None),
+        page_key(*base[:6], GeoSignal(state="US-CA", country="US")),
     }
-    assert len(keys) == 7
+    assert len(keys) == 8
     # Parts cannot run into each other: ("ab", "c") is not ("a", "bc").
-    assert page_key("pub", "ab", "c", None, 1, None) != page_key("pub", "a", "bc", None, 1, None)
+    assert page_key("c", "pub", "ab", "c", None, 1, None) != page_key(
+        "c", "pub", "a", "bc", None, 1, None
+    )
 
 
 def test_many_visitors_at_once_cost_one_match_and_later_ones_hit_the_cache():
@@ -78,3 +91,97 @@ def test_capacity_is_bounded(capacity):
     for i in range(10):
         cache.put(str(i), RESULT)
     assert len(cache) == capacity and cache.get("9") is RESULT and cache.get("0") is None
+
+
+# -- a cached page never serves what a fresh match would refuse --------------------------------
+# Through the routes on the real matcher: a page is matched, its answer cached, then the
+# demand changes (a catalogue swap, spend, the clock) before the next visitor's hit. The next
+# visitor must get what a fresh match gives now (the same text on a page not seen before).
+
+PAGE = "https://news.example/trail"
+RUNNING = "Training for my first trail marathon; my shoes slip on wet rocks on the descents."
+KNITTING = "Knitting my first wool sweater: which yarn weight and needle size for a chunky cable?"
+TRAILHEAD = {"ad-trail-shoes", "ad-road-shoes"}  # cmp-trailhead's ads
+
+
+@pytest.fixture
+def client(make_client):
+    c = make_client(env="production")
+    register(c)
+    return c
+
+
+def ads_on(client, page_url: str, text: str = RUNNING) -> list[str]:
+    """Each slot's ad id, or its reason when it stays empty."""
+    body = {"publisher_id": PUB, "v": "1", "page_url": page_url, "text": text, "slots": ["a", "b"]}
+    r = client.post("/dea/url/keywords", json=body, headers={"Origin": ORIGIN})
+    assert r.status_code == 200, r.text
+    return [p["ad"]["ad_id"] if p["ad"] else p["reason"] for p in r.json()["placements"]]
+
+
+def cached_then(client, text: str = RUNNING) -> list[str]:
+    """The page's first answer, after checking that the next visitor's comes from the cache."""
+    cache = client.app.state.ctx.page_cache
+    first = ads_on(client, PAGE, text)
+    hits = cache.hits
+    assert ads_on(client, PAGE, text) == first and cache.hits == hits + 1
+    return first
+
+
+def swap(client, edit: Callable[[dict], None]) -> None:
+    raw = resources.files("matcher.data").joinpath("sandbox_catalogue.json").read_bytes()
+    doc = json.loads(raw)
+    edit(doc)
+    ctx = client.app.state.ctx
+    catalogue = parse_catalogue(orjson.dumps(doc))
+    assert client.portal.call(ctx.live_catalogue.swap, ctx, catalogue, None)
+
+
+def trailhead(doc: dict) -> dict:
+    return next(c for c in doc["campaigns"] if c["id"] == "cmp-trailhead")
+
+
+def fresh(client, text: str = RUNNING) -> list[str]:
+    return ads_on(client, f"{PAGE}?fresh={time.monotonic_ns()}", text)
+
+
+def without_trailhead(doc: dict) -> None:
+    doc["campaigns"].remove(trailhead(doc))
+
+
+def trailhead_paused(doc: dict) -> None:
+    trailhead(doc)["status"] = "paused"
+
+
+@pytest.mark.parametrize("change", [without_trailhead, trailhead_paused])
+def test_a_campaign_a_swap_takes_out_is_not_served_from_the_cache(client, change):
+    assert TRAILHEAD & set(cached_then(client))
+    swap(client, change)
+    after = ads_on(client, PAGE)
+    assert not TRAILHEAD & set(after)
+    assert after == fresh(client)
+
+
+def test_a_swap_shows_new_demand_on_a_page_cached_without_ads(client):
+    # An answer without ads has nothing to re-check: only the catalogue's version in the key
+    # (and the swap clearing the cache) stops it hiding the new catalogue's demand.
+    assert cached_then(client, KNITTING) == ["no_relevant_demand"] * 2
+
+    def with_yarn(doc: dict) -> None:
+        yarn = copy.deepcopy(next(c for c in doc["campaigns"] if c["id"] == "cmp-stride"))
+        yarn["id"], yarn["advertiser_name"] = "cmp-yarn", "Loop & Purl"
+        ad_set = yarn["ad_sets"][0]
+        ad_set["id"] = "as-yarn"
+        ad_set["ads"][0].update(
+            id="ad-chunky-yarn",
+            title="Chunky wool yarn and needles for your first sweater",
+            description="Merino yarn in every weight, circular needles and beginner cable "
+            "knitting patterns.",
+            keywords=["knitting", "wool yarn", "knitting needles", "sweater pattern"],
+        )
+        doc["campaigns"].append(yarn)
+
+    swap(client, with_yarn)
+    after = ads_on(client, PAGE, KNITTING)
+    assert "ad-chunky-yarn" in after
+    assert after == fresh(client, KNITTING)
