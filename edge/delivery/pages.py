@@ -33,7 +33,7 @@ from edge.context import Context
 from edge.counters import count_placements
 from edge.creative import cpm_usd, creative
 from edge.delivery import schemas
-from edge.delivery.page_cache import page_key
+from edge.delivery.page_cache import page_key, servable
 from edge.delivery.requests import json_body
 from edge.errors import BadRequest, Forbidden
 from edge.geo import locate_ip
@@ -159,7 +159,8 @@ async def _match_groups(
     """One result per group, from the page-match cache where it can be; the groups that
     need the model hold one tag-lane slot for this request (503 when none is free)."""
     cache = ctx.page_cache
-    version = ctx.matcher.catalogue.content_hash if ctx.matcher is not None else ""
+    matcher = ctx.matcher
+    version = matcher.catalogue.content_hash if matcher is not None else ""
     keys = [
         page_key(version, pid, page_url, g.content, g.post_id, len(g.slot_ids), geo) for g in groups
     ]
@@ -179,6 +180,16 @@ async def _match_groups(
         )
         return await cache.get_or_match(key, lambda: matching.match(ctx, request, lane="tag"))
 
+    if matcher is not None and any(cache.get(k) is not None for k in keys):
+        # A cached answer holds only while a fresh match would serve every ad in it; one
+        # that does not is dropped here and the page matched afresh (page_cache.servable).
+        # The ledger's live figures, read with no await before the check: the copy a match
+        # takes (``snapshot``) costs ~57 us after each billing at 10k campaigns with spend.
+        keep = functools.partial(
+            servable, matcher=matcher, spend=ctx.spend.current(), now=ctx.clock()
+        )
+        for key in keys:
+            cache.keep_only(key, keep)
     pairs = list(zip(groups, keys, strict=True))
     needs_model = any(g.content.strip() and not cache.known(k) for g, k in pairs)
     slot = ctx.admission.tag_slot() if needs_model else contextlib.nullcontext()

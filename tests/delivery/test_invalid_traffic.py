@@ -13,6 +13,7 @@ from edge.beacons import issue_impression_token
 from edge.cli.report import build
 from edge.settings import RateLimit
 from matcher.catalogue import Catalogue
+from matcher.types import MatchResult, ScoredAd
 from tests.conftest import AI_SCOPE, assert_error_shape
 from tests.delivery.helpers import ORIGIN, PUB, matched, placement, register, script
 from tests.delivery.test_events import imp_body, spend, stored
@@ -272,8 +273,13 @@ def test_match_routes_are_rate_limited_per_publisher(make_client, monkeypatch):
     assert codes == [200, 200, 429]
 
 
-def test_a_page_seen_by_many_visitors_is_matched_once(client, monkeypatch):
-    fake = script(monkeypatch, {"Trail": matched("ad-1")})
+def test_a_page_seen_by_many_visitors_is_matched_once(make_client, monkeypatch):
+    # On the real matcher, answering with an ad of its catalogue: a cached answer serves
+    # only while its ads are the live catalogue's and may still serve (page_cache.servable).
+    client = make_client()
+    register(client)
+    ad = client.app.state.ctx.matcher.catalogue.placement("ad-trail-shoes")
+    fake = script(monkeypatch, {"Trail": MatchResult("matched", (ScoredAd(ad, 0.8, 0.8),))})
     tokens = set()
     for _ in range(5):
         r = client.post("/dea/url/keywords", json=kw_body(), headers=BROWSER)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import datetime as dt
 import json
 import time
 from collections.abc import Callable
@@ -185,3 +186,26 @@ def test_a_swap_shows_new_demand_on_a_page_cached_without_ads(client):
     after = ads_on(client, PAGE, KNITTING)
     assert "ad-chunky-yarn" in after
     assert after == fresh(client, KNITTING)
+
+
+@pytest.mark.parametrize("limit", ["budget_usd", "daily_cap_usd"])
+def test_a_campaign_out_of_money_is_not_served_from_the_cache(client, limit):
+    swap(client, lambda doc: trailhead(doc).update({limit: 50.0}))
+    assert TRAILHEAD & set(cached_then(client))
+    ctx = client.app.state.ctx
+    ctx.spend.add("cmp-trailhead", 50.0, ctx.clock())  # billed up to its budget or cap
+    after = ads_on(client, PAGE)
+    assert not TRAILHEAD & set(after)
+    hits = ctx.page_cache.hits
+    assert ads_on(client, PAGE) == after and ctx.page_cache.hits == hits + 1  # cached again
+    assert after == fresh(client)
+
+
+def test_a_flight_that_ended_is_not_served_from_the_cache(client, clock):
+    end = dt.datetime.fromtimestamp(clock() + 30, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    swap(client, lambda doc: trailhead(doc).update(end_at=end))
+    assert TRAILHEAD & set(cached_then(client))
+    clock.advance(31)  # past the flight's end, within the cache's time to live
+    after = ads_on(client, PAGE)
+    assert not TRAILHEAD & set(after)
+    assert after == fresh(client)
