@@ -13,13 +13,15 @@ import time
 from collections.abc import Callable
 from importlib import resources
 
+import httpx2 as httpx
 import orjson
 import pytest
 
+from edge import matching
 from edge.delivery.page_cache import PageMatchCache, page_key
 from matcher.catalogue import parse_catalogue
 from matcher.types import GeoSignal, MatchResult
-from tests.conftest import FakeClock
+from tests.conftest import US_CLIENT, FakeClock
 from tests.delivery.helpers import ORIGIN, PUB, register
 
 RESULT = MatchResult("no_match", reason="no_relevant_demand")
@@ -103,6 +105,7 @@ PAGE = "https://news.example/trail"
 RUNNING = "Training for my first trail marathon; my shoes slip on wet rocks on the descents."
 KNITTING = "Knitting my first wool sweater: which yarn weight and needle size for a chunky cable?"
 TRAILHEAD = {"ad-trail-shoes", "ad-road-shoes"}  # cmp-trailhead's ads
+BUNDLED = resources.files("matcher.data").joinpath("sandbox_catalogue.json")
 
 
 @pytest.fixture
@@ -130,8 +133,7 @@ def cached_then(client, text: str = RUNNING) -> list[str]:
 
 
 def swap(client, edit: Callable[[dict], None]) -> None:
-    raw = resources.files("matcher.data").joinpath("sandbox_catalogue.json").read_bytes()
-    doc = json.loads(raw)
+    doc = json.loads(BUNDLED.read_bytes())
     edit(doc)
     ctx = client.app.state.ctx
     catalogue = parse_catalogue(orjson.dumps(doc))
@@ -163,29 +165,65 @@ def test_a_campaign_a_swap_takes_out_is_not_served_from_the_cache(client, change
     assert after == fresh(client)
 
 
+def with_yarn(doc: dict) -> None:
+    """A new campaign for the knitting page, which the bundled catalogue has no ad for."""
+    yarn = copy.deepcopy(next(c for c in doc["campaigns"] if c["id"] == "cmp-stride"))
+    yarn["id"], yarn["advertiser_name"] = "cmp-yarn", "Loop & Purl"
+    ad_set = yarn["ad_sets"][0]
+    ad_set["id"] = "as-yarn"
+    ad_set["ads"][0].update(
+        id="ad-chunky-yarn",
+        title="Chunky wool yarn and needles for your first sweater",
+        description="Merino yarn in every weight, circular needles and beginner cable "
+        "knitting patterns.",
+        keywords=["knitting", "wool yarn", "knitting needles", "sweater pattern"],
+    )
+    doc["campaigns"].append(yarn)
+
+
 def test_a_swap_shows_new_demand_on_a_page_cached_without_ads(client):
-    # An answer without ads has nothing to re-check: only the catalogue's version in the key
-    # (and the swap clearing the cache) stops it hiding the new catalogue's demand.
+    # An answer without ads has nothing to re-check: only the swap clearing the cache (and
+    # the catalogue's version in the key) stops it hiding the new catalogue's demand.
     assert cached_then(client, KNITTING) == ["no_relevant_demand"] * 2
-
-    def with_yarn(doc: dict) -> None:
-        yarn = copy.deepcopy(next(c for c in doc["campaigns"] if c["id"] == "cmp-stride"))
-        yarn["id"], yarn["advertiser_name"] = "cmp-yarn", "Loop & Purl"
-        ad_set = yarn["ad_sets"][0]
-        ad_set["id"] = "as-yarn"
-        ad_set["ads"][0].update(
-            id="ad-chunky-yarn",
-            title="Chunky wool yarn and needles for your first sweater",
-            description="Merino yarn in every weight, circular needles and beginner cable "
-            "knitting patterns.",
-            keywords=["knitting", "wool yarn", "knitting needles", "sweater pattern"],
-        )
-        doc["campaigns"].append(yarn)
-
     swap(client, with_yarn)
     after = ads_on(client, PAGE, KNITTING)
     assert "ad-chunky-yarn" in after
     assert after == fresh(client, KNITTING)
+
+
+def test_an_answer_of_the_old_catalogue_stored_after_the_swap_is_not_served(client, monkeypatch):
+    # A match running across the swap finishes on the old catalogue and is stored after the
+    # swap cleared the cache: the catalogue's version in its key keeps it from later visitors.
+    ctx = client.app.state.ctx
+    done, release = asyncio.Event(), asyncio.Event()
+    real = matching.match
+
+    async def held(ctx, request, *, lane="partner"):
+        result = await real(ctx, request, lane=lane)
+        done.set()
+        await release.wait()
+        return result
+
+    monkeypatch.setattr(matching, "match", held)
+    body = {"publisher_id": PUB, "v": "1", "page_url": PAGE, "text": KNITTING, "slots": ["a", "b"]}
+
+    async def race() -> httpx.Response:
+        transport = httpx.ASGITransport(app=client.app, client=US_CLIENT)
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as http:
+            running = asyncio.create_task(
+                http.post("/dea/url/keywords", json=body, headers={"Origin": ORIGIN})
+            )
+            await done.wait()  # matched on the old catalogue, not yet stored
+            doc = json.loads(BUNDLED.read_bytes())
+            with_yarn(doc)
+            assert await ctx.live_catalogue.swap(ctx, parse_catalogue(orjson.dumps(doc)), None)
+            release.set()
+            return await running
+
+    first = client.portal.call(race)
+    assert first.json()["placements"][0]["reason"] == "no_relevant_demand"
+    assert len(ctx.page_cache) == 1  # stored after the swap's clear
+    assert ads_on(client, PAGE, KNITTING)[0] == "ad-chunky-yarn"
 
 
 @pytest.mark.parametrize("limit", ["budget_usd", "daily_cap_usd"])
