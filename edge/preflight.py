@@ -2,8 +2,8 @@
 
 ``check_files(settings)`` looks at every setting that names a file or folder (the database,
 the catalogue, the geo database, the DMA table, the cache folder) the way the edge will use
-it (a PostgreSQL URL: one connection to it), and raises ``SettingsError`` naming the
-variable, its flag, the path and the reason:
+it (a PostgreSQL URL: one connection to it; the DMA table: read as the matcher reads it),
+and raises ``SettingsError`` naming the variable, its flag, the path and the reason:
 
     EDGE_CATALOGUE (--catalogue): /srv/ads.json: no such file
 
@@ -26,6 +26,7 @@ import psycopg
 from edge.settings import Settings, SettingsError
 from edge.store.postgres import redact_url
 from geoip import GeoDatabaseError, open_reader
+from matcher.geo import DmaTableError, read_dma_table
 
 SERVER_CHECK_S = 10  # the longest a start waits for a PostgreSQL server to answer
 
@@ -48,7 +49,7 @@ def _reason(exc: OSError | sqlite3.Error) -> str:
 def check_files(settings: Settings) -> None:
     check_db(settings)
     _readable_file("catalogue", settings.catalogue)
-    _readable_file("dma_table", settings.dma_table)
+    _dma_table(settings.dma_table)
     _geo_db(settings.geoip_db)
     _writable_dir("cache_dir", settings.cache_dir)
 
@@ -140,6 +141,18 @@ def _geo_db(path: Path | None) -> None:
         open_reader(path).close()
     except GeoDatabaseError as exc:
         raise bad("geoip_db", path, str(exc).removeprefix(f"{path} ")) from None
+
+
+def _dma_table(path: Path | None) -> None:
+    if path is None:
+        return
+    _readable_file("dma_table", path)
+    try:
+        read_dma_table(path)  # a few thousand lines at most: cheap enough to read twice
+    except DmaTableError as exc:
+        raise bad("dma_table", path, str(exc)) from None
+    except OSError as exc:
+        raise bad("dma_table", path, f"cannot read: {_reason(exc)}") from None
 
 
 def _writable_dir(name: str, path: Path) -> None:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import bisect
 import csv
 import functools
-import io
 import math
 import os
 import subprocess
@@ -42,6 +41,53 @@ EARTH_KM = 6371.0088
 # A lat/lon farther than this from every US ZIP centroid is outside the gazetteer's US: it
 # can still fall inside a radius target, but has no ZIP, city, county, DMA or state.
 NEAREST_ZIP_MAX_KM = 40.0
+
+
+DMA_COLUMNS = ("state", "county", "dma", "dma_name")
+
+
+class DmaTableError(ValueError):
+    """A county-to-DMA table that cannot be used; the message says why (not which file)."""
+
+
+def read_dma_table(path: Path | None) -> list[tuple[str, str, str]]:
+    """(state, county, dma) of every row of a county-to-DMA CSV (the bundled one when None):
+    the header ``state,county,dma,dma_name``, then one county per row; ``#`` lines and blank
+    lines are skipped. A file that is not such a table is a ``DmaTableError``: taken as no
+    rows, it would quietly make every DMA target match nobody."""
+    if path is None:
+        data = resources.files("matcher.data").joinpath("dma_counties.csv").read_bytes()
+    else:
+        data = Path(path).read_bytes()
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        text = "\x00"
+    if "\x00" in text:
+        raise DmaTableError("binary, not UTF-8 text: expected a CSV file")
+    want = ",".join(DMA_COLUMNS)
+    lines = [
+        (n, next(csv.reader([ln])))
+        for n, ln in enumerate(text.splitlines(), 1)
+        if ln.strip() and not ln.startswith("#")
+    ]
+    if not lines:
+        raise DmaTableError(f"no header: expected a CSV whose header is {want}")
+    header = [h.strip() for h in lines[0][1]]
+    lacking = [c for c in DMA_COLUMNS if c not in header]
+    if lacking:
+        raise DmaTableError(f"the header lacks {', '.join(lacking)}: expected {want}")
+    at = {c: header.index(c) for c in DMA_COLUMNS}
+    rows: list[tuple[str, str, str]] = []
+    for n, fields in lines[1:]:
+        values = {c: (fields[i].strip() if i < len(fields) else "") for c, i in at.items()}
+        empty = [c for c in ("state", "county", "dma") if not values[c]]
+        if empty:
+            raise DmaTableError(f"line {n}: no {' or '.join(empty)}")
+        rows.append((values["state"], values["county"], values["dma"]))
+    if not rows:
+        raise DmaTableError(f"no rows: expected one county per line after the header {want}")
+    return rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,15 +270,10 @@ class Gazetteer:
         return rows
 
     def _load_dmas(self, path: Path | None) -> None:
-        if path is None:
-            text = resources.files("matcher.data").joinpath("dma_counties.csv").read_text("utf-8")
-        else:
-            text = Path(path).read_text("utf-8")
-        lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
-        for row in csv.DictReader(io.StringIO("\n".join(lines))):
-            key = (f"US-{row['state'].strip().upper()}", row["county"].strip())
-            self.county_dma[key] = row["dma"].strip()
-            self.dma_counties[row["dma"].strip()].add(key)
+        for state, county, dma in read_dma_table(path):
+            key = (f"US-{state.upper()}", county)
+            self.county_dma[key] = dma
+            self.dma_counties[dma].add(key)
 
     # -- expansion --------------------------------------------------------------------------
 

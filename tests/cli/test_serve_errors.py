@@ -130,6 +130,25 @@ def test_read_only_database(tmp_path: Path) -> None:
     assert line == f"edge: EDGE_DB (--db): {db}: read-only: the edge must write to its database"
 
 
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        (b"garbage,stuff\nno,commas,here,at,all,x\n", "the header lacks state, county, dma"),
+        (b"", "no header"),
+        (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe", "not UTF-8 text"),
+    ],
+    ids=["no-header", "empty", "binary"],
+)
+def test_an_unusable_dma_table(tmp_path: Path, content: bytes, reason: str) -> None:
+    # Not a traceback from the matcher's start-up, nor (empty, binary) a table silently
+    # taken as no DMAs at all: DMA targets would then match nobody.
+    (tmp_path / "dma.csv").write_bytes(content)
+    result = edge(tmp_path, "serve", "--db", "e.db", "--dma-table", "dma.csv")
+    line = one_line(result)
+    assert result.returncode == 2, result.stderr
+    assert line.startswith("edge: EDGE_DMA_TABLE (--dma-table): dma.csv: ") and reason in line
+
+
 def test_catalogue_that_does_not_validate(tmp_path: Path) -> None:
     (tmp_path / "ads.json").write_text('{"campaigns": [{"id": "c"}]}')
     line = one_line(edge(tmp_path, "serve", "--db", "e.db", "--catalogue", "ads.json"))

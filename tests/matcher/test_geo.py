@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from matcher.geo import Gazetteer, has_targets, targets_match
+from matcher.geo import DmaTableError, Gazetteer, has_targets, read_dma_table, targets_match
 from matcher.types import CityTarget, GeoSignal, GeoTargets, RadiusTarget
 
 
@@ -89,6 +89,26 @@ def test_dma_table_can_be_loaded_from_a_file(tmp_path):
     gaz = Gazetteer(dma_table=table)
     assert gaz.resolve(GeoSignal(zipcode="78701")).dmas == {"999"}
     assert gaz.resolve(GeoSignal(zipcode="94107")).dmas == frozenset()
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        (b"garbage,stuff\nno,commas,here,at,all,x\n", "the header lacks state, county, dma"),
+        (b"", "no header"),
+        (b"# only a comment\n\n", "no header"),
+        (b"state,county,dma,dma_name\n", "no rows"),
+        (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe", "not UTF-8 text"),
+        (b"state,county,dma,dma_name\nTX,Travis\x00 County,999,T\n", "not UTF-8 text"),
+        (b"state,county,dma,dma_name\nTX,Travis County\n", "line 2: no dma"),
+    ],
+    ids=["no-header", "empty", "comments-only", "header-only", "binary", "nul", "short-row"],
+)
+def test_an_unusable_dma_table_is_refused_with_the_reason(tmp_path, content, reason):
+    table = tmp_path / "dma.csv"
+    table.write_bytes(content)
+    with pytest.raises(DmaTableError, match=reason):
+        read_dma_table(table)
 
 
 def test_grid_nearest_zip_agrees_with_a_full_scan(gaz):
