@@ -78,6 +78,18 @@ def _choice(*options: str) -> Callable[[str], str]:
     return parse
 
 
+def _host(text: str) -> str:
+    # An empty value (a templated env file left blank) would listen on every interface and
+    # put http://:PORT into the tag and beacon URLs.
+    host = text.strip()
+    if not host or any(c.isspace() for c in host):
+        raise ValueError(
+            f"expected an address to listen on, such as 127.0.0.1, ::1 or 0.0.0.0 "
+            f"(every interface), got {text!r}"
+        )
+    return host
+
+
 def _optional_path(text: str) -> Path | None:
     return Path(text) if text else None
 
@@ -141,7 +153,7 @@ class Settings:
         "Environment this process serves: production or sandbox (one per process).",
         _choice("production", "sandbox"),
     )
-    host: str = _setting("127.0.0.1", "Address to listen on.", str)
+    host: str = _setting("127.0.0.1", "Address to listen on.", _host)
     port: int = _setting(8000, "TCP port to listen on.", _int_in(1, 65535))
     db: Path | str = _setting(
         Path("var/edge.db"),

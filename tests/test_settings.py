@@ -49,6 +49,11 @@ def test_typed_parsing():
         ("EDGE_RATE_LIMIT_AI", "fast", "EDGE_RATE_LIMIT_AI"),
         ("EDGE_PUBLIC_BASE_URL", "ftp://x", "EDGE_PUBLIC_BASE_URL"),
         ("EDGE_SIGNING_KEY", "short", "EDGE_SIGNING_KEY"),
+        # Empty (a templated env file left blank): it listened on every interface and
+        # built public URLs such as http://:8000/dea/tag.js.
+        ("EDGE_HOST", "", "EDGE_HOST: expected an address to listen on"),
+        ("EDGE_HOST", "  ", "EDGE_HOST: expected an address to listen on"),
+        ("EDGE_HOST", "not a host", "EDGE_HOST: expected an address to listen on"),
     ],
 )
 def test_bad_values_fail_at_start_with_the_variable_named(var, value, named):
@@ -59,6 +64,12 @@ def test_bad_values_fail_at_start_with_the_variable_named(var, value, named):
 def test_bad_flag_is_named_as_a_flag():
     with pytest.raises(SettingsError, match="--port"):
         Settings.from_sources({"port": "x"}, {})
+
+
+def test_host_is_taken_without_surrounding_blanks():
+    assert Settings.from_sources({}, {"EDGE_HOST": " 0.0.0.0 "}).host == "0.0.0.0"
+    with pytest.raises(SettingsError, match="--host"):
+        Settings.from_sources({"host": ""}, {})
 
 
 def test_settings_are_frozen():

@@ -31,10 +31,15 @@ def drop_root_file_override() -> None:
 
 
 def edge(
-    tmp_path: Path, *args: str, timeout: float = 120, as_plain_user: bool = False
+    tmp_path: Path,
+    *args: str,
+    timeout: float = 120,
+    as_plain_user: bool = False,
+    **edge_vars: str,
 ) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("EDGE_")}
     env.update(EDGE_PORT=str(free_port()), EDGE_CACHE_DIR=str(tmp_path / "cache"))
+    env.update(edge_vars)
     return subprocess.run(
         [sys.executable, "-m", "edge", *args],
         capture_output=True,
@@ -147,6 +152,14 @@ def test_an_unusable_dma_table(tmp_path: Path, content: bytes, reason: str) -> N
     line = one_line(result)
     assert result.returncode == 2, result.stderr
     assert line.startswith("edge: EDGE_DMA_TABLE (--dma-table): dma.csv: ") and reason in line
+
+
+def test_an_empty_host(tmp_path: Path) -> None:
+    # As a templated env file leaves it: not "every interface" and http://:PORT URLs.
+    result = edge(tmp_path, "serve", "--db", "e.db", EDGE_HOST="")
+    line = one_line(result)
+    assert result.returncode == 2, result.stderr
+    assert line.startswith("edge: EDGE_HOST: expected an address to listen on"), line
 
 
 def test_catalogue_that_does_not_validate(tmp_path: Path) -> None:
