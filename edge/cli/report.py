@@ -89,7 +89,9 @@ MONEY = "billable_usd"
 # per publisher and per key, so ad rows leave them out rather than show a column of zeros.
 PER_AD_COUNTERS = tuple(c for c in REPORT_COUNTERS if c not in ("requests", "no_matches"))
 # Every row of a scope lists each counter that scope can move (0 when it has not moved), so
-# a JSON reader never meets a missing key; counters a scope never moves are left out.
+# a JSON reader never meets a missing key; counters a scope never moves are left out. The
+# invalid_<reason> counters, one per reason met, are added to every row of a scope where any
+# row of it has one (``build``).
 COLUMNS = {
     "ad": (*PER_AD_COUNTERS, *MONEY_COUNTERS),
     "publisher": (*REPORT_COUNTERS, "clicks", *MONEY_COUNTERS[2:]),
@@ -139,9 +141,9 @@ def build(
     campaigns: tuple[Campaign, ...] = (),
     now: float | None = None,
 ) -> dict[str, dict[str, dict[str, Any]]]:
-    """{scope: {id: {counter: amount}}}; every row lists each counter of its scope (``COLUMNS``,
-    0 when it has not moved), ad and campaign rows ``ctr``, campaigns of ``campaigns`` their
-    pacing."""
+    """{scope: {id: {counter: amount}}}; every row lists each counter of its scope (``COLUMNS``
+    and any other counter a row of that scope moved, 0 when it has not moved), ad and
+    campaign rows ``ctr``, campaigns of ``campaigns`` their pacing."""
     out: dict[str, dict[str, dict[str, Any]]] = {"ad": {}, "publisher": {}}
     for scope, scope_id, counter, amount in rows:
         entry = out.setdefault(scope, {}).setdefault(scope_id, {})
@@ -149,7 +151,11 @@ def build(
     for c in campaigns:
         out.setdefault("campaign", {}).setdefault(c.id, {})
     for scope, entries in out.items():
-        columns = COLUMNS.get(scope, ())
+        # A counter named by what happened (invalid_<reason>) is stored only for the rows it
+        # happened to; the other rows of the scope list it as 0 as well.
+        moved = {c for entry in entries.values() for c in entry}
+        known = COLUMNS.get(scope, ())
+        columns = (*known, *sorted(moved - set(known)))
         for scope_id, entry in entries.items():
             entries[scope_id] = {c: entry.get(c, 0) for c in columns} | entry
     for scope in CTR_SCOPES:

@@ -150,6 +150,12 @@ def test_every_row_of_a_scope_lists_every_counter_of_that_scope(tmp_path, capsys
         ("publisher", "pub-a", "requests", 1),
         ("publisher", "pub-b", "clicks", 1),
         ("ad", "ad-a", "hovers", 1),
+        # Counters named by what happened (invalid_<reason>) exist only where it happened:
+        # the other rows of the scope list them as 0 too.
+        ("campaign", "cmp-y", "invalid_bot_user_agent", 1),
+        ("ad", "ad-b", "invalid_clicks_duplicate", 2),
+        ("publisher", "pub-b", "invalid_not_viewable", 1),
+        ("key", "key_b", "some_later_counter", 4),
     ]))  # fmt: skip
     store.close_blocking()
     assert main(["report", "--json", "--db", str(db)]) == 0
@@ -157,9 +163,17 @@ def test_every_row_of_a_scope_lists_every_counter_of_that_scope(tmp_path, capsys
     camp = report["campaign"]["cmp-x"]
     assert (camp["matches"], camp["impressions"], camp["viewable_impressions"]) == (0, 0, 0)
     assert camp["billable_usd"] == 1.0 and camp["ctr"] is None and camp["pacing"] is None
-    assert report["key"]["key_a"] == {"requests": 3, "matches": 0, "empties": 0, "no_matches": 0}
+    assert report["key"]["key_a"] == {
+        "requests": 3, "matches": 0, "empties": 0, "no_matches": 0, "some_later_counter": 0
+    }  # fmt: skip
     assert report["key"]["key_b"]["empties"] == 1 and report["key"]["key_b"]["requests"] == 0
     assert report["publisher"]["pub-a"]["clicks"] == 0
+    assert (
+        camp["invalid_bot_user_agent"] == 0
+        and report["ad"]["ad-a"]["invalid_clicks_duplicate"] == 0
+    )
+    assert report["publisher"]["pub-a"]["invalid_not_viewable"] == 0
+    assert report["key"]["key_a"]["some_later_counter"] == 0
     for scope, rows in report.items():
         fields = [set(row) for row in rows.values()]
         assert all(f == fields[0] for f in fields), scope
