@@ -25,7 +25,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from edge.errors import BadGateway
-from edge.preflight import bad
+from edge.preflight import invalid_catalogue
 from edge.settings import Settings
 from matcher import Matcher
 from matcher.catalogue import CatalogueError
@@ -247,13 +247,7 @@ async def load_matcher(settings: Settings, model: MiniLM | None = None) -> Match
     except CatalogueError as exc:
         if settings.catalogue is None:
             raise  # the bundled catalogue: a packaging fault, not a setting
-        first = ": ".join(exc.errors[0]) if exc.errors else "not valid"
-        raise bad(
-            "catalogue",
-            settings.catalogue,
-            f"{len(exc.errors)} error(s), the first: {first} "
-            "(`edge catalogue validate FILE` lists them all)",
-        ) from None
+        raise invalid_catalogue(settings.catalogue, exc) from None
     log.info(
         "matcher ready: %d ads in %d campaigns",
         len(matcher.catalogue),

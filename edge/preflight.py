@@ -26,6 +26,7 @@ import psycopg
 from edge.settings import Settings, SettingsError
 from edge.store.postgres import redact_url
 from geoip import GeoDatabaseError, open_reader
+from matcher.catalogue import Catalogue, CatalogueError, load_catalogue
 from matcher.geo import DmaTableError, read_dma_table
 
 SERVER_CHECK_S = 10  # the longest a start waits for a PostgreSQL server to answer
@@ -131,6 +132,29 @@ def _readable_file(name: str, path: Path | None) -> None:
             f.read(1)
     except OSError as exc:
         raise bad(name, path, f"cannot read: {_reason(exc)}") from None
+
+
+def check_catalogue(path: Path | None) -> Catalogue | None:
+    """The catalogue file ``EDGE_CATALOGUE`` names, loaded (None when it names none); one
+    that cannot be read or does not validate is a ``SettingsError`` naming the setting."""
+    if path is None:
+        return None
+    _readable_file("catalogue", path)
+    try:
+        return load_catalogue(path)
+    except CatalogueError as exc:
+        raise invalid_catalogue(path, exc) from None
+
+
+def invalid_catalogue(path: Path, exc: CatalogueError) -> SettingsError:
+    """The one line for a catalogue file that does not validate: its first error."""
+    first = ": ".join(exc.errors[0]) if exc.errors else "not valid"
+    return bad(
+        "catalogue",
+        path,
+        f"{len(exc.errors)} error(s), the first: {first} "
+        "(`edge catalogue validate FILE` lists them all)",
+    )
 
 
 def _geo_db(path: Path | None) -> None:

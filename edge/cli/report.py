@@ -36,10 +36,11 @@ from edge.cli._common import (
     with_context,
 )
 from edge.context import Context
+from edge.preflight import check_catalogue
 from edge.reports import daily
 from edge.settings import add_arguments
 from edge.store.events import REPORT_COUNTERS
-from matcher.catalogue import CatalogueError, load_catalogue, parse_catalogue
+from matcher.catalogue import Catalogue, CatalogueError, load_catalogue, parse_catalogue
 from matcher.pacing import Pacer
 from matcher.types import Campaign
 
@@ -111,8 +112,9 @@ def register(sub: Subcommands) -> None:
         + "\n"
         + textwrap.fill(
             exit_statuses(
-                two=" (a bad day or range, --format csv without --by day, or --json with "
-                "another --format, included)"
+                two=" (a bad day or range, --format csv without --by day, --json with "
+                "another --format, or a --catalogue file that is missing or not valid, "
+                "included)"
             ),
             width=88,
         ),
@@ -243,9 +245,12 @@ def run(args: argparse.Namespace) -> int:
         print("edge report: --format csv lists day buckets: add --by day", file=sys.stderr)
         return 2
     settings = settings_from(args)
+    # Checked before the database, as `edge serve` checks it: a catalogue setting that
+    # cannot be used is exit 2 with one line, not a report without pacing.
+    from_file = check_catalogue(settings.catalogue)
 
     async def work(ctx: Context) -> dict[str, Any]:
-        return build(await ctx.store.counts(), await served_campaigns(ctx))
+        return build(await ctx.store.counts(), await served_campaigns(ctx, from_file))
 
     report = with_context(settings, work, must_exist=True)
     if fmt == "json":
@@ -255,18 +260,17 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-async def served_campaigns(ctx: Context) -> tuple[Campaign, ...]:
+async def served_campaigns(ctx: Context, from_file: Catalogue | None) -> tuple[Campaign, ...]:
     """The campaigns a production edge on this database serves, for their pacing: the live
     version stored by ``edge catalogue load`` (which wins over the file), else the file
-    named by ``EDGE_CATALOGUE``, else the bundled one. Nothing when none can be read
-    (said on stderr: the report itself still prints)."""
-    settings = ctx.settings
+    named by ``EDGE_CATALOGUE`` (``from_file``, checked already), else the bundled one.
+    Nothing when a stored version cannot be read (said on stderr: the report still prints)."""
     try:
-        live = await ctx.store.live_catalogue() if settings.is_production else None
+        live = await ctx.store.live_catalogue() if ctx.settings.is_production else None
         body = None if live is None else await ctx.store.catalogue_body(live[0])
         if body is not None:
             return parse_catalogue(body).campaigns
-        return load_catalogue(settings.catalogue).campaigns
+        return (from_file or load_catalogue(None)).campaigns
     except CatalogueError as exc:
         print(f"edge report: no pacing: {exc}", file=sys.stderr)
         return ()

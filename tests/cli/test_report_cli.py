@@ -3,6 +3,7 @@
 import asyncio
 
 import orjson
+import pytest
 
 from edge import ledger
 from edge.cli import main
@@ -215,3 +216,33 @@ def test_pacing_reads_the_catalogue_loaded_into_the_database(tmp_path, capsys):
     assert main(["report", "--json", "--db", str(db)]) == 0
     camp = orjson.loads(capsys.readouterr().out)["campaign"]["cmp-hot-reload"]
     assert camp["pacing"]["spent_usd"] == 2.0 and camp["pacing"]["budget_usd"] == 50.0
+
+
+@pytest.mark.parametrize("how", ["flag", "variable"])
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        (None, "no such file"),
+        (b'{"campaigns": [{"id": "c"}]}', "3 error(s), the first: "),
+    ],
+    ids=["missing", "invalid"],
+)
+def test_a_catalogue_setting_that_cannot_be_used_is_exit_2(
+    tmp_path, capsys, monkeypatch, how, content, reason
+):
+    # As `edge serve` refuses it: one line naming the setting, not a report without pacing.
+    db = tmp_path / "edge.db"
+    _fill(db)
+    path = tmp_path / "ads.json"
+    if content is not None:
+        path.write_bytes(content)
+    argv = ["report", "--json", "--db", str(db)]
+    if how == "flag":
+        argv += ["--catalogue", str(path)]
+    else:
+        monkeypatch.setenv("EDGE_CATALOGUE", str(path))
+    assert main(argv) == 2
+    out = capsys.readouterr()
+    assert out.out == ""
+    (line,) = out.err.splitlines()
+    assert line.startswith(f"edge: EDGE_CATALOGUE (--catalogue): {path}: {reason}"), line
