@@ -31,8 +31,9 @@ EXISTING_DB_HELP = {
 # The exit statuses of every command; ``edge --help`` ends with it, the README states it.
 EXIT_RULE = (
     "0 done; 1 the command could not do what was asked: what it names is not there or not "
-    "valid (a key, a publisher, a catalogue file or version), or the edge failed to start or "
-    "met an error (it says which); 2 bad usage or settings: a wrong or missing argument, a "
+    "valid (a key, a publisher, a catalogue file or version), the edge failed to start or "
+    "met an error (it says which), or its standard output was closed before all was printed "
+    "(`| head`; quietly); 2 bad usage or settings: a wrong or missing argument, a "
     "value refused before anything is done, or a setting or database that cannot be used "
     "(one line on standard error names it). Each command's --help says when it exits 1."
 )

@@ -5,6 +5,9 @@ README; every option and argument of every command says what it is."""
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -111,3 +114,34 @@ def test_bad_usage_exits_2(tmp_path, capsys):
         with pytest.raises(SystemExit) as exited:
             main(argv)
         assert exited.value.code == 2
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["keys", "list", "--json"],
+        ["keys", "list"],
+        ["publishers", "list", "--json"],
+        ["report", "--json"],
+        ["report", "--by", "day", "--format", "csv"],
+    ],
+    ids=" ".join,
+)
+def test_a_reader_that_goes_away_ends_a_command_quietly_with_1(tmp_path, capsys, argv):
+    # `edge keys list --json | head -1`: the reader closes the pipe early. No traceback (it
+    # was a BrokenPipeError's), and 1, not 0: the command could not print all it had.
+    db = _existing_db(tmp_path)
+    assert main(["keys", "issue", "--env", "production", "--product", "ugc", "--db", db]) == 0
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EDGE_")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "edge", *argv, "--db", db],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert proc.stdout is not None
+    proc.stdout.close()  # before it writes anything: every write meets a closed pipe
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, err
+    assert err.decode().splitlines() == [f"edge: database {db}"]
