@@ -113,7 +113,8 @@ def _networks(text: str) -> tuple[IPNetwork, ...]:
 
 
 def _rate_limit(text: str) -> RateLimit:
-    m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d*\.?\d*)\s*([smh])\s*", text, re.ASCII)
+    # The period's number is optional (20/s), but a lone "." is not one.
+    m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+\.?\d*|\.\d+)?\s*([smh])\s*", text, re.ASCII)
     if not m or int(m.group(1)) < 1:
         raise ValueError(f"expected REQUESTS/PERIOD such as 20/s, 600/60s or 1000/h, got {text!r}")
     count = float(m.group(2)) if m.group(2) else 1.0

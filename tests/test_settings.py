@@ -66,6 +66,25 @@ def test_bad_flag_is_named_as_a_flag():
         Settings.from_sources({"port": "x"}, {})
 
 
+@pytest.mark.parametrize("value", ["10/.s", "10/..s", "10/1.2.3s", "10/-1s", "10/s/s", "/s"])
+def test_a_bad_rate_limit_says_what_is_expected(value):
+    with pytest.raises(SettingsError) as refused:
+        Settings.from_sources({}, {"EDGE_RATE_LIMIT_UGC": value})
+    assert str(refused.value) == (
+        "EDGE_RATE_LIMIT_UGC: expected REQUESTS/PERIOD such as 20/s, 600/60s or 1000/h, "
+        f"got {value!r}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "limit"),
+    [("10/s", RateLimit(10, 1.0)), ("10/.5s", RateLimit(10, 0.5)), ("10/2.m", RateLimit(10, 120.0)),
+     (" 5 / 1.5 h ", RateLimit(5, 5400.0))],
+)  # fmt: skip
+def test_rate_limit_periods(value, limit):
+    assert Settings.from_sources({}, {"EDGE_RATE_LIMIT_AI": value}).rate_limit_ai == limit
+
+
 def test_host_is_taken_without_surrounding_blanks():
     assert Settings.from_sources({}, {"EDGE_HOST": " 0.0.0.0 "}).host == "0.0.0.0"
     with pytest.raises(SettingsError, match="--host"):
