@@ -71,9 +71,11 @@ def build_fence(ctx: Context) -> Geofence | None:
     """The production geofence (None in the sandbox: it has no US-only rule)."""
     if not ctx.settings.is_production:
         return None
-    # Open: liveness checks for load balancers, the API document, the tag script (not an API
-    # call or a beacon; CDNs cache it for everyone) and whatever the tag module declares
-    # public (its demo page).
+    # Open: liveness checks for load balancers, the API document, every path under
+    # /dea/tag. (the script, its pinned and debug builds, the stylesheet, the manifest: not
+    # API calls or beacons; CDNs cache them for everyone) and whatever the tag module
+    # declares public (its demo page and the page's files). README and docs/dea-api.md list
+    # them.
     return Geofence(
         geo=lambda: ctx.geo,
         trusted_proxies=ctx.settings.trusted_proxies,

@@ -1,8 +1,9 @@
 """US-only geofence for production. Never installed in the sandbox.
 
-Every path is fenced except the ``open_paths`` (health checks for load balancers, the
-OpenAPI document, the tag script): default-deny, so a route added later is fenced without
-anyone remembering to list it. Refusals are 403 in the one error shape. The address judged
+Every path is fenced except the ``open_paths`` and those under an ``open_prefixes`` entry
+(``edge.app.build_fence``: health checks for load balancers, the OpenAPI document, the tag's
+files, the demo page): default-deny, so a route added later is fenced without anyone
+remembering to list it. Refusals are 403 in the one error shape. The address judged
 is the peer or, behind ``trusted_proxies``, the rightmost untrusted X-Forwarded-For hop;
 it is left in ``scope["state"]["client_ip"]`` for the routes.
 
