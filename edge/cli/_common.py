@@ -47,6 +47,12 @@ def exit_statuses(one: str | None = None, *, done: str = "done", two: str = "") 
     return f"exit status: {'; '.join(statuses)}."
 
 
+# The epilog of a group's --help (`edge keys --help`): its actions say when they exit 1.
+GROUP_EXITS = exit_statuses(
+    "as each ACTION's --help says", two=" (no ACTION or an unknown one included)"
+)
+
+
 def settings_from(args: argparse.Namespace) -> Settings:
     return Settings.from_sources(vars(args))
 

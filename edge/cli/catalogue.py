@@ -30,7 +30,13 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from edge.cli._common import EXISTING_DB_HELP, exit_statuses, settings_from, with_context
+from edge.cli._common import (
+    EXISTING_DB_HELP,
+    GROUP_EXITS,
+    exit_statuses,
+    settings_from,
+    with_context,
+)
 from edge.context import Context
 from edge.settings import add_arguments
 from matcher.catalogue import Catalogue, CatalogueError, load_catalogue, parse_catalogue
@@ -41,7 +47,9 @@ if TYPE_CHECKING:
 
 def register(sub: Subcommands) -> None:
     p = sub.add_parser(
-        "catalogue", help="check catalogue files, load the live one, list and restore versions"
+        "catalogue",
+        help="check catalogue files, load the live one, list and restore versions",
+        epilog=GROUP_EXITS,
     )
     csub = p.add_subparsers(dest="catalogue_command", required=True, metavar="ACTION")
     v = csub.add_parser(

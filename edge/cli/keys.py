@@ -10,6 +10,7 @@ import orjson
 
 from edge.cli._common import (
     EXISTING_DB_HELP,
+    GROUP_EXITS,
     Subcommands,
     exit_statuses,
     settings_from,
@@ -22,7 +23,7 @@ from edge.settings import add_arguments
 
 
 def register(sub: Subcommands) -> None:
-    p = sub.add_parser("keys", help="issue, rotate, revoke and list API keys")
+    p = sub.add_parser("keys", help="issue, rotate, revoke and list API keys", epilog=GROUP_EXITS)
     ksub = p.add_subparsers(dest="keys_command", required=True, metavar="ACTION")
 
     issue = ksub.add_parser(

@@ -13,6 +13,7 @@ import orjson
 
 from edge.cli._common import (
     EXISTING_DB_HELP,
+    GROUP_EXITS,
     Subcommands,
     exit_statuses,
     settings_from,
@@ -25,7 +26,11 @@ from edge.store.events import valid_publisher_id
 
 
 def register(sub: Subcommands) -> None:
-    p = sub.add_parser("publishers", help="register publishers (the tag's CORS allow-list)")
+    p = sub.add_parser(
+        "publishers",
+        help="register publishers (the tag's CORS allow-list)",
+        epilog=GROUP_EXITS,
+    )
     psub = p.add_subparsers(dest="publishers_command", required=True, metavar="ACTION")
 
     add = psub.add_parser(

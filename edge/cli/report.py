@@ -126,8 +126,13 @@ def register(sub: Subcommands) -> None:
         choices=["day"],
         help="day buckets instead of totals (implied by --since and --until)",
     )
-    p.add_argument("--since", metavar="DAY", help="first UTC day, YYYY-MM-DD (30 days ago)")
-    p.add_argument("--until", metavar="DAY", help="last UTC day, YYYY-MM-DD (today)")
+    p.add_argument(
+        "--since",
+        metavar="DAY",
+        help=f"first UTC day, YYYY-MM-DD (default: {daily.DEFAULT_DAYS - 1} days before "
+        f"--until, {daily.DEFAULT_DAYS} days in all)",
+    )
+    p.add_argument("--until", metavar="DAY", help="last UTC day, YYYY-MM-DD (default: today)")
     p.add_argument(
         "--format",
         choices=["table", "json", "csv"],

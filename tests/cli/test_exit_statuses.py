@@ -56,10 +56,17 @@ def test_edge_help_and_the_readme_state_the_rule():
     assert flat(EXIT_RULE) in flat(README)
 
 
-@pytest.mark.parametrize("words", [words for words, _ in commands(build_parser())])
+@pytest.mark.parametrize("words", [words for words, _ in parsers(build_parser())])
 def test_every_command_help_states_its_exit_statuses(words):
-    text = help_of(words)
+    # Groups (`edge keys --help`) included: the README says each command's --help does.
+    text = flat(dict(parsers(build_parser()))[words].format_help())
     assert "exit status: 0 " in text and "; 2 bad usage or settings" in text, text
+
+
+def test_a_group_help_sends_to_its_actions_for_1():
+    for words in ("edge keys", "edge publishers", "edge catalogue"):
+        text = flat(dict(parsers(build_parser()))[words].format_help())
+        assert "; 1 as each ACTION's --help says; 2 bad usage or settings" in text, text
 
 
 def _existing_db(tmp_path) -> str:

@@ -153,3 +153,16 @@ def test_range_parsing_defaults():
     # The calendar's first days: the default start stops at its first day.
     assert DayRange.parse(None, "0001-01-05", now).days[0] == "0001-01-01"
     assert len(DayRange.parse(None, "0001-01-30", now).days) == 30
+
+
+def test_the_help_gives_the_default_range_as_the_code_computes_it():
+    # "--since ... (30 days ago)" was one day off: the range starts 29 days before --until.
+    from edge.cli import build_parser
+    from edge.reports.daily import DEFAULT_DAYS
+    from tests.test_docs import commands
+
+    text = " ".join(dict(commands(build_parser()))["edge report"].format_help().split())
+    assert f"(default: {DEFAULT_DAYS - 1} days before --until, " in text, text
+    assert "(default: today)" in text, text
+    days = DayRange.parse(None, "2026-11-30", DAY1)
+    assert (days.until - days.since).days == DEFAULT_DAYS - 1
