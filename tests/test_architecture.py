@@ -52,6 +52,17 @@ def test_the_code_map_names_no_module_that_is_gone():
     assert not gone, f"the code map names files that do not exist: {gone}"
 
 
+def test_the_context_section_names_every_field_of_the_context():
+    import dataclasses
+
+    from edge.context import Context
+
+    text = (ROOT / "ARCHITECTURE.md").read_text()
+    section = text.split("## The context", 1)[1].split("\n## ", 1)[0]
+    missing = [f.name for f in dataclasses.fields(Context) if f"`{f.name}`" not in section]
+    assert not missing, f"Context fields missing from ARCHITECTURE.md, The context: {missing}"
+
+
 def test_the_migration_note_lists_every_migration_file():
     files = [name for name, _sql in migrations.migration_files()]
     assert files, "no migrations found"
