@@ -45,3 +45,11 @@ def test_every_action_of_every_command_is_in_the_readme():
 def test_first_screen_gives_the_two_commands():
     first_screen = "\n".join(README.splitlines()[:40])
     assert "make run" in first_screen and "make test" in first_screen
+
+
+def test_the_readme_lists_the_bench_sections_python_m_bench_offers():
+    from bench.__main__ import SECTIONS
+
+    (line,) = [ln for ln in README.splitlines() if ln.startswith("| `make bench` |")]
+    listed = line.split("short run of one section (", 1)[1].split(")", 1)[0]
+    assert listed == ", ".join(f"`{key}`" for key in SECTIONS), listed
