@@ -192,9 +192,9 @@ def test_load_refuses_an_unreadable_file(tmp_path, capsys, argv_tail):
 
 def test_load_keeps_only_the_history_asked_for(tmp_path, capsys):
     good = tmp_path / "good.json"
-    good.write_bytes(orjson.dumps(bundled()))
     db = str(tmp_path / "edge.db")
-    for _ in range(3):
+    for doc in (bundled(), with_new_campaign(bundled()), bundled()):
+        good.write_bytes(orjson.dumps(doc))
         assert main(["catalogue", "load", str(good), "--db", db, "--catalogue-history", "1"]) == 0
     capsys.readouterr()
     with sqlite3.connect(db) as conn:

@@ -130,23 +130,31 @@ def _load(args: argparse.Namespace) -> int:
     except CatalogueError as exc:
         return _invalid(args, exc)
 
-    async def work(ctx: Context) -> int:
-        return await _make_live(ctx, catalogue, body)
+    async def work(ctx: Context) -> tuple[int, bool]:
+        # The live content again stores nothing: a new version of it would only push a
+        # real rollback point out of the kept history.
+        versions = await ctx.store.catalogue_versions()
+        if versions and versions[0].content_hash == catalogue.content_hash:
+            return versions[0].version, False
+        return await _make_live(ctx, catalogue, body), True
 
-    version = with_context(settings_from(args), work)
+    version, changed = with_context(settings_from(args), work)
     summary = {
         "version": version,
+        "changed": changed,
         "campaigns": len(catalogue.campaigns),
         "ads": len(catalogue),
         "content_hash": catalogue.content_hash,
     }
     if args.json:
         print(orjson.dumps(summary).decode())
-    else:
+    elif changed:
         print(
             f"catalogue version {version} is live: {summary['campaigns']} campaigns, "
             f"{summary['ads']} ads"
         )
+    else:
+        print(f"catalogue version {version} has this content and is live; nothing was changed")
     return 0
 
 
@@ -310,8 +318,9 @@ def _validate(args: argparse.Namespace) -> int:
     if args.json:
         print(orjson.dumps(summary).decode())
     else:
+        statuses = ", ".join(f"{n} {s}" for s, n in sorted(status.items()))
         print(
-            f"{args.file}: valid; {summary['campaigns']} campaigns, {summary['ad_sets']} ad sets, "
-            f"{summary['ads']} ads ({', '.join(f'{n} {s}' for s, n in status.items())})"
+            f"{args.file}: valid; {summary['campaigns']} campaigns ({statuses}), "
+            f"{summary['ad_sets']} ad sets, {summary['ads']} ads"
         )
     return 0

@@ -31,7 +31,10 @@ def test_valid_bundled_catalogue(capsys):
 
     path = resources.files("matcher.data").joinpath("sandbox_catalogue.json")
     assert main(["catalogue", "validate", str(path)]) == 0
-    assert "valid; 42 campaigns" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    # The statuses count campaigns, and stand beside them, not beside the ads.
+    assert "valid; 42 campaigns (" in out
+    assert out.rstrip().endswith(" ads")
 
 
 def test_every_error_with_its_path(tmp_path, capsys):

@@ -90,16 +90,29 @@ def test_restore_makes_an_earlier_version_live_as_a_new_version(db, capsys, tmp_
 
 def test_restoring_the_live_content_changes_nothing(db, capsys, tmp_path):
     load(db, bundled(), capsys, tmp_path)
-    load(db, bundled(), capsys, tmp_path)  # the same content again: version 2
-    for version in ("2", "1"):
+    load(db, with_new_campaign(bundled()), capsys, tmp_path)
+    load(db, bundled(), capsys, tmp_path)  # the first content again: version 3
+    for version in ("3", "1"):
         assert main(["catalogue", "restore", version, "--db", db]) == 0
         assert "already live; nothing was changed" in capsys.readouterr().out
-    assert [r["version"] for r in history(db, capsys)] == [2, 1]
+    assert [r["version"] for r in history(db, capsys)] == [3, 2, 1]
+
+
+def test_loading_the_live_content_again_stores_no_version(db, capsys, tmp_path):
+    assert load(db, bundled(), capsys, tmp_path)["changed"] is True
+    again = load(db, bundled(), capsys, tmp_path)
+    assert (again["version"], again["changed"]) == (1, False)
+    path = tmp_path / "catalogue.json"
+    assert main(["catalogue", "load", str(path), "--db", db]) == 0
+    assert "version 1 has this content and is live; nothing was changed" in (
+        capsys.readouterr().out
+    )
+    assert [r["version"] for r in history(db, capsys)] == [1]
 
 
 def test_a_version_no_longer_kept_is_refused(db, capsys, tmp_path):
-    for _ in range(3):
-        load(db, bundled(), capsys, tmp_path, "--catalogue-history", "1")
+    for doc in (bundled(), with_new_campaign(bundled()), bundled()):
+        load(db, doc, capsys, tmp_path, "--catalogue-history", "1")
     for version in ("1", "99"):
         assert main(["catalogue", "restore", version, "--db", db]) == 1
         err = capsys.readouterr().err
