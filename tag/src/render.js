@@ -14,7 +14,7 @@ function creativeProblem(ad) {
 function part(tag, name, text) {
   const e = D.createElement(tag);
   e.className = name;
-  e.textContent = text || "";
+  e.textContent = text; // no text: undefined, which this nullable attribute takes as ""
   return e;
 }
 

@@ -28,7 +28,7 @@ function textOf(root, max) {
   // whatToShow 5: elements and text; the filter answers 1 accept, 2 reject the subtree,
   // 3 skip the element itself but visit its children.
   const walker = D.createTreeWalker(root, 5, {
-    acceptNode: (n) => (n.nodeType === 3 ? 1 : n.matches(skip) ? 2 : 3)
+    acceptNode: (n) => n.nodeType === 3 ? 1 : n.matches(skip) ? 2 : 3
   });
   let text = "";
   while (text.length < max && walker.nextNode()) text += walker.currentNode.data + " ";
@@ -72,7 +72,7 @@ function fill(slots, atLoad) {
   }
   batches(keyed, (batch) => {
     const slots = batch.map((it) => it.id);
-    request("/dea/url/keywords", { ...common(), title: D.title.slice(0, 500), text: textOf(main, 20000), slots }, batch);
+    request("url/keywords", { ...common(), title: D.title.slice(0, 500), text: textOf(main, 20000), slots }, batch);
   });
   batches(explicit, (batch) => {
     const placements = batch.map(({ id, post }) => ({
@@ -80,7 +80,7 @@ function fill(slots, atLoad) {
       text: textOf(post || main, 10000),
       ...(post && { post_id: post.dataset.ugcPostId })
     }));
-    request("/dea/url/placements", { ...common(), placements }, batch);
+    request("url/placements", { ...common(), placements }, batch);
   });
 }
 
@@ -137,12 +137,12 @@ function place(it, placement) {
   }
   if (!box) {
     // Reported to the edge (failure counters) and to QA listeners.
-    beacon("/dea/url/placements/failures", { ...common(), slot_id: it.id, reason, message, ...(isText(token) && { impression_token: token }) });
+    beacon("url/placements/failures", { ...common(), slot_id: it.id, reason, message, ...(isText(token) && { impression_token: token }) });
     return report(it, "error", { ad_id: ad.ad_id, reason, message });
   }
   report(it, "filled", { ad_id: ad.ad_id, surface });
   if (ad.ttl_seconds > 0) renew(it, Math.max(ad.ttl_seconds * 1000, MIN_TTL_MS));
-  const send = (path, body) => beacon("/dea/" + path, { impression_token: token, v: VERSION, ...body });
+  const send = (path, body) => beacon(path, { impression_token: token, v: VERSION, ...body });
   // A click, a middle click or keyboard activation (Enter fires click) sends one beacon; the
   // browser follows the link itself. A repeat reuses the click id and counts nothing.
   box.onclick = box.onauxclick = guard((e) => e.button < 2 && send(surface + "/click", { click_id }));
@@ -154,7 +154,7 @@ function place(it, placement) {
     report(it, "viewable", { ad_id: ad.ad_id, impression_id, ...view });
   });
   // One hover signal per rendering, once the pointer has stayed HOVER_MS on the ad.
-  let timer = 0;
+  let timer;
   box.onpointerenter = guard(() => {
     const since = now();
     timer = setTimeout(

@@ -7,8 +7,9 @@
 const pending = [];
 let resendTimer = 0;
 
+// Paths are the edge's /dea/ routes without that prefix ("url/keywords"), written once here.
 function post(path, body, keepalive) {
-  return fetch(EDGE + path, {
+  return fetch(EDGE + "/dea/" + path, {
     method: "POST",
     keepalive,
     headers: { "Content-Type": "application/json" },
@@ -62,6 +63,6 @@ function flush() {
   resendTimer = 0;
   for (const [path, body] of pending.splice(0)) {
     dbg("beacon resent", path, body);
-    navigator.sendBeacon?.(EDGE + path, JSON.stringify(body));
+    navigator.sendBeacon?.(EDGE + "/dea/" + path, JSON.stringify(body));
   }
 }

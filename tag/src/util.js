@@ -4,19 +4,18 @@ const W = window;
 const D = document;
 const hub = W.edgeTag instanceof EventTarget ? W.edgeTag : new EventTarget();
 const now = () => performance.now();
-const isText = (x) => typeof x === "string" && x.trim() !== "";
+// Truthy (the trimmed text) for a string with a character other than space, else falsy.
+const isText = (x) => typeof x == "string" && x.trim();
 
 // An exception here is a bug of the tag, never the page's problem: swallowed, and logged by
 // the debug build.
-function guard(fn) {
-  return (...args) => {
-    try {
-      return fn(...args);
-    } catch (err) {
-      dbg("exception", err);
-    }
-  };
-}
+const guard = (fn) => (...args) => {
+  try {
+    return fn(...args);
+  } catch (err) {
+    dbg("exception", err);
+  }
+};
 
 // The page's clock in milliseconds (base 36, 8 digits until 2059), then 128 random bits as
 // four decimal numbers, joined by "-" (the edge takes 8 to 64 of A-Z a-z 0-9 _ -;

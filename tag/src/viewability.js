@@ -25,8 +25,8 @@ function watchViewable(el, done) {
   }
   let ratio = 0;
   let need = VIEW_RATIO;
-  let timer = 0;
-  let since = 0;
+  let timer;
+  let since;
   let seen;
   const shown = () => el.checkVisibility?.({ opacityProperty: true, visibilityProperty: true }) !== false;
   const check = (entry) => {
