@@ -1,7 +1,9 @@
 """The e2e edge's own small catalogue: one clear ad per topic of the test pages.
 
 Pixel trackers point at the page server, which counts each fire per publisher (it reads
-the publisher from the page URL in the pixel request's Referer).
+the publisher from the page URL in the pixel request's Referer). Each ad has an impression
+tracker at ``/px/<ad id>``; the pets ad (the click tests') also has a ``click`` and a
+``viewable`` one, at ``/px/<ad id>/click`` and ``/px/<ad id>/viewable``.
 """
 
 from __future__ import annotations
@@ -49,6 +51,20 @@ def landing(topic: str) -> str:
     return url + "&click={click_id}" if topic == "coffee" else url
 
 
+def trackers(pixel_base: str, topic: str) -> list[dict]:
+    ad = ad_id(topic)
+    kinds = ("click", "impression", "viewable") if topic == "pets" else ("impression",)
+    # The click tracker first: a tag that wrongly fired it on view would ask for it first.
+    return [
+        {
+            "vendor": "e2e-verify",
+            "tracker_type": kind,
+            "url": f"{pixel_base}/px/{ad}" + ("" if kind == "impression" else f"/{kind}"),
+        }
+        for kind in kinds
+    ]
+
+
 def catalogue(pixel_base: str) -> dict:
     campaigns = []
     for topic, (ad, advertiser, title, keywords, description) in ADS.items():
@@ -74,13 +90,7 @@ def catalogue(pixel_base: str) -> dict:
                                 "keywords": keywords,
                                 "click_through_url": landing(topic),
                                 "ttl_seconds": 900,
-                                "pixel_trackers": [
-                                    {
-                                        "vendor": "e2e-verify",
-                                        "tracker_type": "impression",
-                                        "url": f"{pixel_base}/px/{ad}",
-                                    }
-                                ],
+                                "pixel_trackers": trackers(pixel_base, topic),
                             }
                         ],
                     }

@@ -1,13 +1,16 @@
 """Clicks in a real browser: one click beacon per click, the browser still follows the
 link (href exactly the advertiser's), middle-click and keyboard activation count too, and
-repeats of one rendering bill once."""
+repeats of one rendering bill once; the ad's click trackers fire on a click, never on view."""
 
 from e2e.catalogue import ad_id
-from e2e.helpers import Requests, ad_height, open_page, show
+from e2e.helpers import Requests, ad_height, open_page, round_trip, show
 
 CLICK = "/dea/url/click"
 LINK = '[data-ad-slot="main-slot"] a.edge-ad__link'
 LANDING = "https://pets.example/go?ad=e2e-dog-food&utm_source=e2e"
+# The pets ad's trackers on the page server (e2e/catalogue.py): one of each tracker_type.
+VIEW_PIXELS = (ad_id("pets"), ad_id("pets") + "/viewable")
+CLICK_PIXEL = ad_id("pets") + "/click"
 
 
 def viewable_ad(page, site, pub):
@@ -79,6 +82,33 @@ def test_middle_click_and_keyboard_activation_count_and_bill_once(page, site, pu
     assert stored == 1 and c.get("invalid_clicks_duplicate", 0) == 0
 
 
+def test_click_trackers_fire_on_the_first_click_and_never_on_view(page, site, pub):
+    asked: list[str] = []  # the trackers the page requested, in order
+    page.on("request", lambda r: "/px/" in r.url and asked.append(r.url.split("/px/", 1)[1]))
+    viewable_ad(page, site, pub)
+    for pixel in VIEW_PIXELS:  # impression and viewable trackers: when the ad is viewable
+        site.pages.wait_for_pixels(pub, pixel, 1)
+    round_trip(page)  # the page's request events so far have reached `asked`
+    # Listed first, the click tracker would have been requested before the two that came.
+    assert CLICK_PIXEL not in asked and site.pages.pixel_fires(pub, CLICK_PIXEL) == 0
+    with page.context.expect_page(timeout=10_000):
+        page.click(LINK)
+    site.pages.wait_for_pixels(pub, CLICK_PIXEL, 1)
+
+    def is_click(response):
+        return response.url.endswith(CLICK) and response.request.method == "POST"
+
+    # A repeat (here a middle click) sends its beacon, which counts nothing, and requests no
+    # tracker again: the page has that image already (docs/tag.md).
+    box = page.locator(LINK).bounding_box()
+    assert box is not None
+    with page.expect_response(is_click, timeout=10_000):
+        page.mouse.click(box["x"] + 5, box["y"] + 5, button="middle")
+    round_trip(page)
+    assert asked.count(CLICK_PIXEL) == 1 and site.pages.pixel_fires(pub, CLICK_PIXEL) == 1
+    assert [site.pages.pixel_fires(pub, pixel) for pixel in VIEW_PIXELS] == [1, 1]
+
+
 def test_right_click_is_not_a_click(page, site, pub):
     sent = Requests(page, site.edge_url)
     viewable_ad(page, site, pub)
@@ -87,7 +117,7 @@ def test_right_click_is_not_a_click(page, site, pub):
     page.mouse.click(box["x"] + 5, box["y"] + 5, button="right")
     page.keyboard.press("Escape")
     page.wait_for_timeout(300)
-    assert sent.to(CLICK) == []
+    assert sent.to(CLICK) == [] and site.pages.pixel_fires(pub, CLICK_PIXEL) == 0
 
 
 def test_the_click_id_macro_is_expanded_only_where_the_advertiser_put_it(page, site, pub):

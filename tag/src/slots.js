@@ -143,14 +143,28 @@ function place(it, placement) {
   report(it, "filled", { ad_id: ad.ad_id, surface });
   if (ad.ttl_seconds > 0) renew(it, Math.max(ad.ttl_seconds * 1000, MIN_TTL_MS));
   const send = (path, body) => beacon(path, { impression_token: token, v: VERSION, ...body });
-  // A click, a middle click or keyboard activation (Enter fires click) sends one beacon; the
-  // browser follows the link itself. A repeat reuses the click id and counts nothing.
-  box.onclick = box.onauxclick = guard((e) => e.button < 2 && send(surface + "/click", { click_id }));
+  // The ad's third-party trackers of one tracker_type, fired as Prebid's triggerPixel does
+  // (an image request): "impression" and "viewable" ones when the ad is viewable, "click"
+  // ones on a click. Firing a click tracker on view would count a click for every view.
+  const pixels = (type) => {
+    for (const px of ad.pixel_trackers || []) if (isText(px?.url) && px.tracker_type === type) new Image().src = px.url;
+  };
+  // A click, a middle click or keyboard activation (Enter fires click) sends one beacon and
+  // fires the click trackers; the browser follows the link itself. A repeat reuses the click
+  // id and counts nothing; its trackers are not requested again either, and no state here
+  // says so: the browser answers an image URL the page has already loaded from its list of
+  // available images (HTML standard, "update the image data"; HTTP caching plays no part).
+  box.onclick = box.onauxclick = guard((e) => {
+    if (e.button < 2) {
+      send(surface + "/click", { click_id });
+      pixels("click");
+    }
+  });
   watchViewable(box, (view) => {
     const impression_id = uid();
     send(surface + "/impression", { impression_id, ...view });
-    // Third-party impression pixels, fired as Prebid's triggerPixel does (an image request).
-    for (const px of ad.pixel_trackers || []) if (isText(px?.url)) new Image().src = px.url;
+    pixels("impression");
+    pixels("viewable");
     report(it, "viewable", { ad_id: ad.ad_id, impression_id, ...view });
   });
   // One hover signal per rendering, once the pointer has stayed HOVER_MS on the ad.
