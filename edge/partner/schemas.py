@@ -70,7 +70,13 @@ PIXEL = {
     "required": ["vendor", "tracker_type", "url"],
     "properties": {
         "vendor": {"type": "string"},
-        "tracker_type": {"type": "string", "examples": ["impression"]},
+        "tracker_type": {
+            "type": "string",
+            "examples": ["impression"],
+            "description": "impression, viewable or click: fire impression and viewable "
+            "trackers when the ad is visible, click trackers when the user clicks it (never on "
+            "view).",
+        },
         "url": {"type": "string", "format": "uri"},
     },
 }
