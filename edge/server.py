@@ -285,7 +285,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._head_timer: asyncio.TimerHandle | None = None
         self._head_deadline = 0.0  # loop time by which the current head must have ended
         self._in_head = False  # a request has begun and its headers have not ended
-        self._head_bytes = 0  # bytes of earlier chunks that ended inside the current head
+        self._head_bytes = 0  # bytes of earlier reads that ended inside the current head
+        self._head_first = 0  # of those, the bytes of the read the head began in
         self._chunk_bytes = 0  # size of the chunk the parser is reading now
         self._refused = False  # answered and closing: the parser's later callbacks are moot
         self._idle_timer: asyncio.TimerHandle | None = None
@@ -350,11 +351,15 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         if self._in_body and not self._body_deadline and not self._refused:
             self._start_body_clock()  # this chunk ended inside a body: it is due by then
         if self._in_head and not self._refused:
-            # Bytes of chunks that ended inside the headers (httptools buffers a header
-            # until it ends, so this is what bounds memory); the chunk that completes them
-            # is measured in on_headers_complete.
+            # This read ended inside a head (httptools buffers a header until it ends, so
+            # this count is what bounds memory); the read that completes it is measured in
+            # on_headers_complete. The read a head began in may also hold earlier pipelined
+            # requests and bodies, so it is left out of the count judged here: a head that
+            # never ends is cut one read later, and the exact measure at its end decides.
+            if not self._head_bytes:
+                self._head_first = len(data)
             self._head_bytes += len(data)
-            if self._head_bytes > self.max_header_bytes:
+            if self._head_bytes - self._head_first > self.max_header_bytes:
                 self._too_large()
 
     def on_message_begin(self) -> None:
