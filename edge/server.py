@@ -294,6 +294,10 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._in_body = False  # a request's headers have ended and its body has not
         self._body_deadline = 0.0  # loop time by which that body must have ended; 0: not noted
         self._body_timer: asyncio.TimerHandle | None = None
+        # The cycle whose task runs while later requests wait in uvicorn's pipeline (noted
+        # only when one waits: otherwise it is self.cycle, the last request read).
+        self._running: RequestResponseCycle | None = None
+        self._eof = False  # the client closed its side
 
     # uvicorn's protocol narrows asyncio's BaseTransport to Transport; this keeps its signature.
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -301,6 +305,18 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._start_head_clock()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        # uvicorn tells only the last request read (self.cycle) that the client is gone: the
+        # one answering, and those queued behind it, would write to the closed socket.
+        first, unanswered = self._disconnect_all()
+        gone = exc is not None or self._eof  # not closed by the server
+        if first is not None and gone and not self._refused and not self._in_body:
+            # (a client gone mid-body is the app's line: "client gone before the body")
+            log.info(
+                "client gone before the answer to %s %s (%d request(s) unanswered)",
+                first.scope["method"],
+                first.scope["path"],
+                unanswered,
+            )
         self._stop_head_clock()
         self._in_body = False
         if self._body_timer is not None:
@@ -311,6 +327,9 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             self._idle_timer.cancel()
             self._idle_timer = None
         super().connection_lost(exc)
+
+    def eof_received(self) -> None:
+        self._eof = True  # uvicorn's does nothing: the transport then closes
 
     def _unset_keepalive_if_required(self) -> None:
         self._idle_deadline = None
@@ -326,6 +345,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self.flow.resume_reading()
         if self.pipeline:
             cycle, app = self.pipeline.pop()
+            self._running = cycle
             self._start_asgi_task(cycle, app)
         else:
             self._idle_deadline = self.loop.time() + self.timeout_keep_alive
@@ -396,6 +416,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             self._body_deadline = 0.0
             if type(cycle) is RequestResponseCycle:
                 cycle.__class__ = EdgeCycle  # before its task first runs
+            if self.pipeline and len(self.pipeline) == 1:  # the first to wait: before runs
+                self._running = before
 
     def on_body(self, body: bytes) -> None:
         if not self._refused:
@@ -469,29 +491,68 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         """Past the body timeout: 408 and close, or only close when an answer has begun
         (the app answered without reading the whole body, or is answering: nothing more
         can be said on this connection)."""
-        cycle = self.cycle
-        # The app's receive() gets http.disconnect and its send() writes nothing from now
-        # on (what connection_lost does, done at once so no answer follows the 408).
-        if not cycle.response_complete:
-            cycle.disconnected = True
-        cycle.message_event.set()
-        if cycle.response_started:
-            self._refused = True
-            self._in_body = False
-            self.transport.close()
-            return
         self._refuse(
-            _refusal(408, "Request Timeout", "request_timeout", "the body came too slowly")
+            _refusal(408, "Request Timeout", "request_timeout", "the body came too slowly"),
+            this=self.cycle,
         )
 
-    def _refuse(self, raw: bytes) -> None:
+    def _refuse(self, raw: bytes, *, this: RequestResponseCycle | None = None) -> None:
+        """Answer ``raw`` and close the connection. The request refused is the one whose
+        head is being read, or ``this``, the last one read, whose body is (its app then
+        sees the client gone, and its answer, if begun, ends with the connection). Answers
+        still due to the requests before it go first: a client matches answers to its
+        pipelined requests by their order, so a refusal written at once would pass for the
+        answer to an earlier one, whose own answer would then be lost."""
         self._refused = True
         self._stop_head_clock()
         self._in_head = False
         self._in_body = False
-        with contextlib.suppress(Exception):
-            self.transport.write(raw)
+        before: RequestResponseCycle | None = self.cycle  # the last answer due before it
+        if this is not None:
+            if not this.response_complete:
+                this.disconnected = True
+            this.message_event.set()
+            if this.response_started:  # too late for another answer
+                self._close(None)
+                return
+            before = None  # it runs: the answers before it are written
+            if self.pipeline and self.pipeline[0][0] is this:  # it waits behind others
+                self.pipeline.popleft()
+                before = self.pipeline[0][0] if self.pipeline else self._running
+        if before is not None and not before.response_complete and not before.disconnected:
+            self.flow.pause_reading()
+            before.on_response = partial(self._answer_after, raw)
+            return
+        self._close(raw)
+
+    def _answer_after(self, raw: bytes) -> None:
+        """The last answer due before a refusal is written: now the refusal."""
+        self.server_state.total_requests += 1
+        self._close(raw)
+
+    def _close(self, raw: bytes | None) -> None:
+        """Write ``raw`` (unless the connection is closing already) and close: every request
+        of the connection still unanswered sees the client gone."""
+        self._refused = True
+        self._disconnect_all()
+        if raw is not None and not self.transport.is_closing():
+            with contextlib.suppress(Exception):
+                self.transport.write(raw)
         self.transport.close()
+
+    def _disconnect_all(self) -> tuple[RequestResponseCycle | None, int]:
+        """Tell every request of this connection not answered yet that the client is gone
+        (its receive() gets http.disconnect, its send() writes nothing): the one answering,
+        those queued behind it, the last one read. The first of them, and how many."""
+        cycles = [self._running, *reversed([c for c, _ in self.pipeline]), self.cycle]
+        unanswered: list[RequestResponseCycle] = []
+        for cycle in cycles:
+            if cycle is None or cycle.response_complete or cycle in unanswered:
+                continue
+            unanswered.append(cycle)
+            cycle.disconnected = True
+            cycle.message_event.set()
+        return (unanswered[0] if unanswered else None), len(unanswered)
 
 
 def guarded_protocol(settings: Settings) -> type[GuardedHttpToolsProtocol]:

@@ -126,3 +126,128 @@ def test_a_head_past_the_limit_split_over_reads_is_still_431(edge):
     data = _split_pipeline(edge, HEALTH * 200, big, len(big) - 30)
     assert _statuses(data)[-1] == 431, Counter(_statuses(data))
     assert b'"headers_too_large"' in data
+
+
+# -- a connection that ends with answers still due ------------------------------------------
+
+OPENAPI = b"GET /openapi.json HTTP/1.1\r\nHost: x\r\n\r\n"  # a 180 KB answer
+
+
+def _slow_reader(edge) -> socket.socket:
+    """A socket with a small receive buffer: what the server writes to it while it does not
+    read soon fills every buffer on the way, and the server's writes pause."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.settimeout(10)
+    sock.connect((edge.host, edge.port))
+    return sock
+
+
+def _wait_for(edge, text: str, since: int, seconds: float = 8) -> str:
+    """The server's output from ``since`` on, once it holds ``text``."""
+    deadline = time.monotonic() + seconds
+    while text not in (out := edge.output()[since:]):
+        assert time.monotonic() < deadline, f"no {text!r} in:\n{out[-3000:]}"
+        time.sleep(0.05)
+    return out
+
+
+def _assert_no_traceback(output: str) -> None:
+    for text in ("Traceback", "unhandled error", "Exception in ASGI application"):
+        assert text not in output, output[-3000:]
+
+
+def _send_until_stuck(sock: socket.socket, data: bytes, seconds: float = 1.0) -> None:
+    """Send ``data`` until it is all sent or the server took none of it for ``seconds``."""
+    sock.setblocking(False)
+    sent, stuck_since = 0, 0.0
+    while sent < len(data):
+        try:
+            sent += sock.send(data[sent : sent + 65536])
+            stuck_since = 0.0
+        except BlockingIOError:
+            stuck_since = stuck_since or time.monotonic()
+            if time.monotonic() - stuck_since > seconds:
+                return
+            time.sleep(0.01)
+
+
+@pytest.mark.parametrize(
+    ("kind", "wait"),
+    [("openapi", 1.0), ("click-beacons", 0.0)],
+    ids=["while-writes-are-paused", "while-beacons-are-in-flight"],
+)
+def test_a_pipelining_client_that_hangs_up_is_one_info_line(edge, kind, wait):
+    # Pipelined requests, no answer read, and the client hangs up: while the server's writes
+    # are paused (60 answers of 180 KB), or at once while the first beacon is being stored.
+    # The request in flight and those queued behind it all see the client gone (the beacon
+    # lane's included): none writes to the closed socket, one line says so.
+    since = len(edge.output())
+    pipeline = OPENAPI * 60 if kind == "openapi" else _click(SETTINGS["EDGE_SIGNING_KEY"]) * 200
+    with _slow_reader(edge) as sock:
+        _send_until_stuck(sock, pipeline)
+        time.sleep(wait)
+    _wait_for(edge, "client gone", since)
+    time.sleep(0.5)  # what the requests in flight would log comes right after
+    output = edge.output()[since:]
+    _assert_no_traceback(output)
+    assert output.count("client gone") == 1, output[-3000:]
+
+
+@pytest.mark.parametrize("kind", ["openapi", "click-beacons"])
+def test_a_refusal_behind_requests_in_flight_comes_after_their_answers(edge, kind):
+    # Two requests in flight and a head past the limit, in one read: the two get their
+    # answers, then the 431, in the order asked (a client matches answers to requests by
+    # their order); nothing writes to the socket once it is closed.
+    since = len(edge.output())
+    first = OPENAPI if kind == "openapi" else _click(SETTINGS["EDGE_SIGNING_KEY"])
+    big = b"GET /dea/health HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * (MAX_HEAD + 200) + b"\r\n\r\n"
+    with _slow_reader(edge) as sock:
+        sock.sendall(first * 2 + big)
+        time.sleep(0.5)  # the server's writes of 180 KB answers pause meanwhile
+        data = _read_all(sock)
+    assert _statuses(data) == [200, 200, 431], _statuses(data)
+    assert data.endswith(b'"the request line and headers exceed 4096 bytes"}}')
+    time.sleep(0.3)
+    _assert_no_traceback(edge.output()[since:])
+
+
+def test_a_503_behind_a_request_in_flight_comes_after_its_answer(edge):
+    since = len(edge.output())
+    with _slow_reader(edge) as sock:
+        # 30 answers of 180 KB, more than the socket buffers take: most wait to be read.
+        sock.sendall(OPENAPI * 30)
+        time.sleep(0.3)
+        idle = [_connect(edge) for _ in range(6)]  # past EDGE_MAX_CONNECTIONS (6) with it
+        try:
+            time.sleep(0.3)  # all accepted
+            sock.sendall(HEALTH)
+            time.sleep(0.3)
+            data = _read_all(sock)
+        finally:
+            for s in idle:
+                s.close()
+    assert _statuses(data) == [200] * 30 + [503], Counter(_statuses(data))
+    assert b'"code":"overloaded"' in data.partition(b"HTTP/1.1 503 ")[2]
+    time.sleep(0.3)
+    _assert_no_traceback(edge.output()[since:])
+
+
+def test_a_stalled_body_queued_behind_answers_gets_its_408_after_them(edge):
+    # 30 requests for 180 KB answers, then a body that stalls: its body timeout (2 s) ends
+    # while it still waits behind them (the client takes them slowly), so it never runs, and
+    # its 408 comes after the 30 answers.
+    stalled = (
+        b"POST /dea/url/impression HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Content-Length: 100\r\n\r\n{"
+    )
+    with _slow_reader(edge) as sock:
+        sock.sendall(OPENAPI * 30 + stalled)
+        data = b""
+        for burst in range(1, 4):  # 1 MB every 1.2 s: never a pause as long as the timeout
+            time.sleep(1.2)
+            while len(data) < burst << 20:
+                data += sock.recv(65536)
+        data += _read_all(sock)
+    assert _statuses(data) == [200] * 30 + [408], Counter(_statuses(data))
+    assert data.endswith(b'"the body came too slowly"}}')
