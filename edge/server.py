@@ -15,6 +15,9 @@ Connection limits, each a setting:
   ``Content-Length`` and then a stalled or trickled body held the connection, and its slot
   of ``EDGE_MAX_CONNECTIONS``, for ever), so the same class bounds the time from the end of
   the headers to the end of the body: 408 and close, or just close once an answer started.
+  Nor has it a bound on a client that does not take its answers (a request waited in
+  ``FlowControl.drain()`` for ever): each time the server's writes pause, the client has
+  the same time to take enough of them for writes to resume, or the connection is aborted.
 """
 
 from __future__ import annotations
@@ -298,6 +301,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         # only when one waits: otherwise it is self.cycle, the last request read).
         self._running: RequestResponseCycle | None = None
         self._eof = False  # the client closed its side
+        self._write_timer: asyncio.TimerHandle | None = None
+        self._write_deadline = 0.0  # loop time by which writes paused now must resume
 
     # uvicorn's protocol narrows asyncio's BaseTransport to Transport; this keeps its signature.
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -326,7 +331,35 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         if self._idle_timer is not None:
             self._idle_timer.cancel()
             self._idle_timer = None
+        if self._write_timer is not None:
+            self._write_timer.cancel()
+            self._write_timer = None
         super().connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        # The transport holds more than its high-water mark of answers the client has not
+        # taken: writes (the app's send) wait for it to drain. The client has the body
+        # timeout to take enough of it for writes to resume, each time they pause.
+        super().pause_writing()
+        self._write_deadline = self.loop.time() + self.body_timeout
+        if self._write_timer is None:
+            self._write_timer = self.loop.call_at(self._write_deadline, self._write_clock_rang)
+
+    def _write_clock_rang(self) -> None:
+        self._write_timer = None
+        if not self.flow.write_paused:
+            return  # writes resumed: the next pause arms it again
+        if self._write_deadline - self.loop.time() > 0.001:  # paused again since it was set
+            self._write_timer = self.loop.call_at(self._write_deadline, self._write_clock_rang)
+            return
+        log.info(
+            "closed a connection whose client left its answers unread for %g s "
+            "(EDGE_BODY_TIMEOUT_SECONDS)",
+            self.body_timeout,
+        )
+        self._refused = True
+        self._disconnect_all()
+        self.transport.abort()  # close() would wait for the client to take what is written
 
     def eof_received(self) -> None:
         self._eof = True  # uvicorn's does nothing: the transport then closes

@@ -20,7 +20,7 @@ from edge.signing import Signer
 MAX_HEAD = 4096
 SETTINGS = {
     "EDGE_MAX_HEADER_BYTES": str(MAX_HEAD),
-    "EDGE_HEADER_TIMEOUT_SECONDS": "2",
+    "EDGE_HEADER_TIMEOUT_SECONDS": "5",
     "EDGE_KEEP_ALIVE_SECONDS": "2",
     "EDGE_BODY_TIMEOUT_SECONDS": "2",
     "EDGE_MAX_CONNECTIONS": "6",
@@ -251,3 +251,64 @@ def test_a_stalled_body_queued_behind_answers_gets_its_408_after_them(edge):
         data += _read_all(sock)
     assert _statuses(data) == [200] * 30 + [408], Counter(_statuses(data))
     assert data.endswith(b'"the body came too slowly"}}')
+
+
+# -- a client that does not read its answers ------------------------------------------------
+
+
+def test_clients_that_read_no_answer_lose_their_slots_at_the_body_timeout(edge):
+    # Five clients pipeline 60 requests for answers of 180 KB and read none (each keeps one
+    # request in progress); with one idle connection, they take the six connection slots.
+    # The server's writes to them pause, and 2 s (EDGE_BODY_TIMEOUT_SECONDS) later it closes
+    # them: until then others get 503, after it 200 (the idle one is closed at the 5 s
+    # header timeout).
+    since = len(edge.output())
+    readers = [_slow_reader(edge) for _ in range(5)]
+    idle = _connect(edge)
+    try:
+        began = time.monotonic()
+        for sock in readers:
+            sock.sendall(OPENAPI * 60)
+            time.sleep(0.05)
+        with _connect(edge) as sock:
+            sock.sendall(LAST)
+            assert _statuses(_read_all(sock)) == [503]
+        data = b""
+        while time.monotonic() - began < 10:
+            with _connect(edge) as sock:
+                sock.sendall(LAST)
+                data = _read_all(sock)
+            if _statuses(data) == [200]:
+                break
+            time.sleep(0.1)
+        after = time.monotonic() - began
+        assert _statuses(data) == [200], data[:200]
+        assert 1.5 < after < 4, after
+        for sock in readers:  # each was closed: its socket ends after what it was sent
+            sock.settimeout(5)
+            assert len(_read_all(sock)) < 60 * 180_000
+    finally:
+        idle.close()
+        for sock in readers:
+            sock.close()
+    output = _wait_for(edge, "left its answers unread", since)
+    assert output.count("left its answers unread") == 5, output[-3000:]
+    _assert_no_traceback(output)
+
+
+def test_a_client_that_reads_in_bursts_gets_every_answer(edge):
+    # 40 answers of 180 KB (7 MB, more than the socket buffers hold), read 1 MB at a time
+    # with 1.2 s pauses: 3.6 s or more in all, longer than the body timeout, but each time
+    # the server's writes pause the client takes enough of them within it.
+    with _slow_reader(edge) as sock:
+        sock.sendall(OPENAPI * 39 + LAST.replace(b"/dea/health", b"/openapi.json"))
+        began = time.monotonic()
+        data = b""
+        for burst in range(1, 4):
+            time.sleep(1.2)
+            while len(data) < burst << 20:
+                data += sock.recv(65536)
+        data += _read_all(sock)
+        after = time.monotonic() - began
+    assert _statuses(data) == [200] * 40, Counter(_statuses(data))
+    assert after > 3.6, after
