@@ -68,6 +68,7 @@ def _refusal(status: int, reason: str, code: str, message: str, extra: str = "")
         f"HTTP/1.1 {status} {reason}\r\n"
         "content-type: application/json\r\n"
         "x-content-type-options: nosniff\r\n"
+        "cache-control: no-store\r\n"
         f"{extra}"
         f"content-length: {len(body)}\r\n"
         "connection: close\r\n\r\n"
@@ -460,6 +461,24 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._in_body = False
         if not self._refused:
             super().on_message_complete()
+
+    def send_400_response(self, msg: str) -> None:
+        # uvicorn's answer to bytes its parser refuses (a second Content-Length, a bad chunk
+        # size, a control character in a header, an unknown method) was plain text without
+        # the safe headers: now the one error shape, after the answers due before it. It is
+        # called from uvicorn's ``except httptools.HttpParserError``, whose reason (llhttp's
+        # fixed words, never the client's bytes) says what was wrong.
+        error = sys.exc_info()[1]
+        reason = f": {str(error).rstrip('.')}" if error is not None and str(error) else ""
+        self._refuse(
+            _refusal(
+                400,
+                "Bad Request",
+                "bad_request",
+                f"the request is not valid HTTP/1.1{reason}",
+            ),
+            this=self.cycle if self._in_body else None,  # its body was malformed
+        )
 
     def _too_large(self) -> None:
         self._refuse(

@@ -207,6 +207,53 @@ def test_past_the_connection_limit_requests_get_503(edge):
     assert data.startswith(b"HTTP/1.1 200"), data[:80]
 
 
+# -- requests the HTTP parser refuses ----------------------------------------------------------
+
+MALFORMED = {
+    "two-content-lengths": b"POST /v1/ugc/process HTTP/1.1\r\nHost: x\r\nContent-Type: "
+    b"application/json\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n{}",
+    "negative-content-length": b"POST /dea/url/impression HTTP/1.1\r\nHost: x\r\n"
+    b"Content-Type: application/json\r\nContent-Length: -1\r\n\r\n",
+    "bad-chunk-size": b"POST /dea/url/impression HTTP/1.1\r\nHost: x\r\nContent-Type: "
+    b"application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n",
+    "control-char-in-a-header": b"GET /dea/ugc/impression?t=x HTTP/1.1\r\nHost: x\r\n"
+    b"X-Device-User-Agent: Mozilla/5.0\x01\r\n\r\n",
+    "unknown-method": b"FOO /v1/ugc/health HTTP/1.1\r\nHost: x\r\n\r\n",
+}
+
+
+def _assert_bad_request(answer: bytes) -> None:
+    head, _, body = answer.partition(b"\r\n\r\n")
+    lines = head.lower().split(b"\r\n")
+    assert lines[0] == b"http/1.1 400 bad request", answer[:200]
+    for header in (b"content-type: application/json", b"x-content-type-options: nosniff",
+                   b"cache-control: no-store", b"connection: close"):  # fmt: skip
+        assert header in lines, head
+    assert f"content-length: {len(body)}".encode() in lines, head
+    error = orjson.loads(body)
+    assert set(error) == {"error"} and set(error["error"]) == {"code", "message"}, error
+    assert error["error"]["code"] == "bad_request", error
+    assert error["error"]["message"].startswith("the request is not valid HTTP/1.1"), error
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("request_bytes", MALFORMED.values(), ids=MALFORMED.keys())
+def test_a_request_the_parser_refuses_is_400_in_the_error_shape(edge, request_bytes):
+    with _connect(edge) as sock:
+        sock.sendall(request_bytes)
+        _assert_bad_request(_read_all(sock))
+
+
+@pytest.mark.slow
+def test_a_malformed_request_behind_a_good_one_is_answered_after_it(edge):
+    with _connect(edge) as sock:
+        sock.sendall(HEALTH + b"\r\n" + MALFORMED["unknown-method"])
+        data = _read_all(sock)
+    first, _, rest = data.partition(b"HTTP/1.1 400 ")
+    assert first.startswith(b"HTTP/1.1 200 ") and rest, data[:300]
+    _assert_bad_request(b"HTTP/1.1 400 " + rest)
+
+
 # -- the access log -------------------------------------------------------------------------
 
 KEY = "prod-ugc-" + "A1b2" * 8 + "-x9Y8z7"
