@@ -37,6 +37,7 @@ import sys
 from collections.abc import Iterable
 from functools import partial
 from typing import Any
+from urllib.parse import unquote
 
 import uvicorn
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -624,12 +625,42 @@ def guarded_protocol(settings: Settings) -> type[GuardedHttpToolsProtocol]:
 # -- access log: never a key, never a client address ------------------------------------
 
 _KEY = re.compile(r"(?:prod|sandbox)-(?:ugc|ai|ad-manager)-[A-Za-z0-9]{8,}(?:-[A-Za-z0-9]+)?")
-_SECRET_PARAM = re.compile(r"(?i)([?&](?:api[_-]?key|x-api-key|key|apikey|token|t|sig)=)[^&\s#]*")
+_REDACTED_PARAMS = r"(?:api[_-]?key|x-api-key|key|apikey|token|t|sig)"
+_SECRET_PARAM = re.compile(rf"(?i)([?&]{_REDACTED_PARAMS}=)[^&\s#]*")
+# A segment of the path or query (between / ? & = # ;) with a percent-escape in it, and a
+# query parameter whose name has one: the app reads them decoded, so they are judged so.
+_ESCAPED = re.compile(r"[^/?&=#;\s]*%[0-9A-Fa-f]{2}[^/?&=#;\s]*")
+_ESCAPED_PARAM = re.compile(r"([?&])([^=&#\s]*%[0-9A-Fa-f]{2}[^=&#\s]*)=[^&\s#]*")
+_REDACTED_NAME = re.compile(rf"(?i){_REDACTED_PARAMS}")
 
 
 def redact_path(path: str) -> str:
-    """``path`` (with its query) without keys or signed values."""
+    """``path`` (with its query) without keys or signed values, percent-encoded or not."""
+    if "%" in path:
+        path = _ESCAPED_PARAM.sub(_redact_escaped_param, path)
+        path = _ESCAPED.sub(_redact_escaped, path)
     return _SECRET_PARAM.sub(r"\1[redacted]", _KEY.sub("[key]", path))
+
+
+def _decoded(text: str) -> str:
+    """``text`` percent-decoded until it no longer changes (a key encoded twice is a key)."""
+    for _ in range(4):
+        plain = unquote(text)
+        if plain == text:
+            break
+        text = plain
+    return text
+
+
+def _redact_escaped(match: re.Match[str]) -> str:
+    # The whole raw segment goes: where the key lies in it is known only once decoded.
+    return "[key]" if _KEY.search(_decoded(match[0])) else match[0]
+
+
+def _redact_escaped_param(match: re.Match[str]) -> str:
+    if _REDACTED_NAME.fullmatch(_decoded(match[2])):
+        return f"{match[1]}{match[2]}=[redacted]"
+    return match[0]
 
 
 class AccessLogRedaction(logging.Filter):

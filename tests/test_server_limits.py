@@ -268,6 +268,15 @@ KEY = "prod-ugc-" + "A1b2" * 8 + "-x9Y8z7"
         (f"/x/{KEY}", "/x/[key]"),
         ("/dea/ugc/impression?t=abc.def", "/dea/ugc/impression?t=[redacted]"),
         ("/v1/ugc/health", "/v1/ugc/health"),
+        # percent-encoded: the raw segment goes when its decoded form holds a key
+        (f"/x?x={KEY.replace('-', '%2D')}", "/x?x=[key]"),
+        (f"/x?x={KEY.replace('-', '%2d')}&b=2", "/x?x=[key]&b=2"),
+        (f"/x?x={KEY.replace('-', '%252D')}", "/x?x=[key]"),  # encoded twice
+        (f"/x?x={KEY[:19]}%{ord(KEY[19]):02X}{KEY[20:]}", "/x?x=[key]"),  # one letter
+        (f"/x?q=hello%20{KEY.replace('-', '%2D')}%21", "/x?q=[key]"),
+        (f"/x/{KEY.replace('-', '%2D')}/y", "/x/[key]/y"),
+        ("/x?api%5Fkey=secret&%74=abc.def", "/x?api%5Fkey=[redacted]&%74=[redacted]"),
+        ("/x?q=caf%C3%A9&n=50%25", "/x?q=caf%C3%A9&n=50%25"),  # nothing secret: kept
     ],
 )
 def test_redact_path(path, expected):
@@ -293,20 +302,25 @@ def test_access_log_lines_hold_no_key_and_no_full_address():
 @pytest.mark.slow
 def test_a_served_access_log_holds_no_key_and_no_address(tmp_path):
     settings = {"EDGE_ACCESS_LOG": "1"}
+    encoded = [KEY.replace("-", "%2D"), KEY.replace("-", "%2d")]
+    queries = [f"api_key={KEY}", *(f"x={key}" for key in encoded)]
     with EdgeProcess(db=tmp_path / "edge.db", settings=settings) as edge:
-        with socket.create_connection((edge.host, edge.port), timeout=10) as sock:
-            sock.sendall(
-                f"GET /v1/ugc/health?api_key={KEY} HTTP/1.1\r\nHost: e\r\n"
-                "Connection: close\r\n\r\n".encode()
-            )
-            assert _read_all(sock).startswith(b"HTTP/1.1 200")
+        for query in queries:
+            with socket.create_connection((edge.host, edge.port), timeout=10) as sock:
+                sock.sendall(
+                    f"GET /v1/ugc/health?{query} HTTP/1.1\r\nHost: e\r\n"
+                    "Connection: close\r\n\r\n".encode()
+                )
+                assert _read_all(sock).startswith(b"HTTP/1.1 200")
         deadline = time.monotonic() + 5
-        while "GET /v1/ugc/health" not in edge.output() and time.monotonic() < deadline:
+        while edge.output().count("GET /v1/ugc/health") < 3 and time.monotonic() < deadline:
             time.sleep(0.05)
         log = edge.output()
-    line = next(x for x in log.splitlines() if "GET /v1/ugc/health" in x)
-    assert "api_key=[redacted]" in line and KEY not in log
-    assert "127.0.0.1" not in line and "client-" in line
+    lines = [x for x in log.splitlines() if "GET /v1/ugc/health" in x]
+    assert len(lines) == 3, log[-2000:]
+    assert "api_key=[redacted]" in lines[0] and "x=[key]" in lines[1] and "x=[key]" in lines[2]
+    assert all(key not in log for key in [KEY, *encoded]), log[-2000:]
+    assert all("127.0.0.1" not in line and "client-" in line for line in lines)
 
 
 @pytest.mark.slow
