@@ -55,7 +55,7 @@ class Finished(list[tuple[bytes, bytes]]):
     """A direct answer's finished headers as the lane sends them: a fresh list each time (a
     server or middleware may change what it is given) that names the constant tuple it
     was copied from, so a server can reuse what it made of that tuple while the list still
-    equals it (``edge.server.EdgeCycle``)."""
+    equals it (``edge.protocol.EdgeCycle``)."""
 
     __slots__ = ("source",)
 
@@ -145,7 +145,7 @@ class BeaconLane:
                     constant = False  # an error's answer is made for it
                 finished = self._finish(path, headers, granted, constant=constant)
                 # A server whose ``send`` belongs to an object that writes such an answer
-                # whole (``edge.server.EdgeCycle.send_whole``) gets it in one call, without
+                # whole (``edge.protocol.EdgeCycle.send_whole``) gets it in one call, without
                 # the two messages; it says False, having done nothing, where it would not.
                 whole = getattr(getattr(send, "__self__", None), "send_whole", None)
                 if whole is not None:

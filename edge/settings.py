@@ -319,7 +319,9 @@ class Settings:
     )
     body_timeout_seconds: int = _setting(
         20,
-        "Time a client has from the end of a request's headers to the end of its body.",
+        "Time a client has from the end of a request's headers to the end of its body, and,"
+        " each time the edge's writes to it pause, to take enough of its answers for them"
+        " to resume.",
         _int_in(1, 300),
     )
     max_header_bytes: int = _setting(

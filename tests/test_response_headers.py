@@ -14,7 +14,7 @@ from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 
 from edge.delivery.events import IMPRESSION_ANSWERS
 from edge.lane import Finished
-from edge.server import EdgeCycle, _rendered
+from edge.protocol import EdgeCycle, _rendered
 
 
 class Transport:
@@ -209,7 +209,7 @@ def test_the_served_protocol_answers_through_the_edge_cycle():
     from uvicorn.config import Config
     from uvicorn.server import ServerState
 
-    from edge.server import guarded_protocol
+    from edge.protocol import guarded_protocol
     from edge.settings import Settings
 
     async def app(scope, receive, send):
