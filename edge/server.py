@@ -4,6 +4,7 @@ connection limits of ``edge.protocol`` and an access log that never shows a key.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import hmac
 import ipaddress
@@ -181,6 +182,7 @@ def serve(settings: Settings) -> None:
     listen on included; a start that fails otherwise exits 1 (uvicorn's own status, 3, is
     not one the command line uses)."""
     check_files(settings)
+    sock = _listen(settings)  # before anything is logged or loaded: a refusal is one line
     configure_logging(settings.log_level)
     fix_mmap_threshold()  # before the model and catalogue load (workers inherit it)
     db = settings.db
@@ -189,7 +191,6 @@ def serve(settings: Settings) -> None:
     # SIGHUP reloads the catalogue once the app is up (edge.live_catalogue); until then,
     # and without a catalogue file, it must not end the process.
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    sock = _listen(settings)
     if settings.workers > 1:
         log.info("%d workers on %s:%d", settings.workers, settings.host, settings.port)
         model = preload_model(settings)  # before the fork: the workers share its pages
@@ -215,13 +216,15 @@ def serve(settings: Settings) -> None:
 
 def _listen(settings: Settings) -> socket.socket:
     """The listening socket on EDGE_HOST:EDGE_PORT; one that cannot be had is a setting the
-    edge cannot use (a busy port, an address not of this host: one line, exit 2)."""
+    edge cannot use (a busy port, an address not of this host: one line, exit 2), named by
+    which of the two it is."""
     try:
         return bind_socket(settings.host, settings.port)
     except OSError as exc:
+        host_fault = isinstance(exc, socket.gaierror) or exc.errno == errno.EADDRNOTAVAIL
+        name = "EDGE_HOST (--host)" if host_fault else "EDGE_PORT (--port)"
         raise SettingsError(
-            f"EDGE_PORT (--port): cannot listen on {settings.host}:{settings.port}: "
-            f"{exc.strerror or exc}"
+            f"{name}: cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}"
         ) from None
 
 

@@ -190,6 +190,17 @@ def test_busy_port_is_one_line_and_exit_2_not_ready(tmp_path: Path) -> None:
     assert "matcher ready" not in result.stderr  # refused before anything loaded
 
 
+@pytest.mark.parametrize("host", ["203.0.113.77", "no-such-host.invalid"])
+def test_a_host_it_cannot_listen_on_names_edge_host_and_is_the_only_line(
+    tmp_path: Path, host: str
+) -> None:
+    result = edge(tmp_path, "serve", "--db", "e.db", "--host", host, "--port", str(free_port()))
+    assert result.returncode == 2
+    line = one_line(result)
+    assert line.startswith(f"edge: EDGE_HOST (--host): cannot listen on {host}:"), line
+    assert result.stderr.strip() == line  # nothing logged before it
+
+
 BROKEN_START = """
 import sys
 from edge import matching
