@@ -49,6 +49,9 @@ scored sentences through but any unit's self-harm probability or margin reaches 
 suspicion level (``suspect_self_harm``, ``suspect_knn``, chosen from out-of-fold scores),
 its (at most ``MAX_ALONE``) most suspicious sentences are encoded alone, every such sentence
 of a request in one call, and judged as short texts with the same models and thresholds.
+The middle of a long text, which the model's window does not read, is screened by the words
+unsafe sentences are made of, and its (at most ``MAX_UNREAD``) most suspicious sentences are
+judged alone the same way (``unread_middle``).
 
 An AI turn's prompt and answer are judged together (``judge``'s ``turns``): self-harm is
 the user's own thoughts, so the answer is read for self-harm only when the prompt shows some
@@ -108,6 +111,24 @@ ALONE = "alone"
 # on the held-out and independent rows, a third sentence caught nothing that the first two
 # missed; one alone loses a held-out self-harm post.
 MAX_ALONE = 2
+# The model reads a bounded window of a long text (its head and its tail), so a sentence in
+# the middle of a long post or page is read by the lexicon alone. Of those, the ones that use
+# the words unsafe sentences are made of (``_UNREAD_CUES``) are encoded alone and judged as
+# the second pass judges a sentence: at most this many per text, those with the most such
+# words. A text the window reads whole pays nothing, and one whose middle has none of the
+# words pays one regex search.
+MAX_UNREAD = 2
+# A sentence of the middle longer than this many words is read in pieces of this size, as
+# the window cuts long sentences (a page without punctuation is one long "sentence").
+_UNREAD_PIECE_WORDS = 40
+_UNREAD_CUES = re.compile(
+    r"\b(?:die|dying|died|dead|death|deaths|kill(?:s|ed|ing)?|suicid\w*|overdos\w*|"
+    r"pills|noose|rope|razor|blade|wrists?|bleed\w*|end (?:it|it all|things|my life|everything)|"
+    r"goodbye|letters? to|note to|not (?:come|coming) back|(?:wake|waking) up|disappear\w*|"
+    r"vanish\w*|hopeless|worthless|burden|alive|myself|hurt(?:ing)?|harm\w*|starv\w*|"
+    r"jump(?:ing)?|bridge|funeral|grave|murder\w*|shoot\w*|shot|gun\w*|stab\w*|"
+    r"bomb\w*|attack\w*|victims?|massacre|hostages?|wounded|injured|killer)\b"
+)
 # Texts -> (vectors, sentences), as ``MiniLM.encode`` gives them.
 Encode = Callable[[Sequence[str]], tuple[np.ndarray, list[Sentences]]]
 
@@ -282,6 +303,29 @@ def text_features(text: str, vector: np.ndarray, sentences: Sentences | None) ->
         if sentences.layers is not None:
             out[2 * DIM : DENSE] = sentences.layers[0]
     return out
+
+
+def unread_middle(text: str, window: Sentences | None) -> list[str]:
+    """The (at most ``MAX_UNREAD``) sentences of ``text`` that its window did not read and
+    that use the most of the words unsafe sentences are made of, in text order."""
+    if window is None or not window.texts:
+        return []
+    seen = [" ".join(t.split()) for t in window.texts]
+    if sum(map(len, seen)) + len(seen) > len(" ".join(text.split())):
+        return []  # the window read it all
+    read = set(seen)
+    found: list[tuple[int, int, str]] = []
+    for a, b in split_sentences(text):
+        words = text[a:b].split()
+        for k in range(0, len(words), _UNREAD_PIECE_WORDS):
+            piece = " ".join(words[k : k + _UNREAD_PIECE_WORDS])
+            if piece in read or len(_WORD.findall(piece)) < MIN_SENTENCE_WORDS:
+                continue
+            cues = len(_UNREAD_CUES.findall(piece.lower()))
+            if cues:
+                found.append((-cues, len(found), piece))
+    found.sort()
+    return [piece for _, _, piece in sorted(found[:MAX_UNREAD], key=lambda f: f[1])]
 
 
 def scored_sentences(sentences: Sentences) -> list[int]:
@@ -499,14 +543,18 @@ class SafetyClassifier:
         firsts = [self._first_units(t, vectors[i], sentences[i]) for i, t in enumerate(texts)]
         unread = {a for a, p in (turns or {}).items() if not self.self_harm_evidence(firsts[p])}
         verdicts = [self._verdict(u, i not in unread) for i, u in enumerate(firsts)]
-        due = [
-            i
-            for i, u in enumerate(firsts)
-            if verdicts[i].safe and i not in unread and self.suspicious(u)
-        ]
-        if not due:
+        chosen: dict[int, list[str]] = {}
+        for i, u in enumerate(firsts):
+            if not verdicts[i].safe:
+                continue
+            if i not in unread and self.suspicious(u):
+                chosen[i] = [u.texts[1 + j] for j in self.alone_order(u)]
+            middle = unread_middle(texts[i], sentences[i])
+            if middle:
+                chosen[i] = chosen.get(i, []) + middle
+        if not chosen:
             return verdicts
-        chosen = {i: [firsts[i].texts[1 + j] for j in self.alone_order(firsts[i])] for i in due}
+        due = list(chosen)
         alone = [s for i in due for s in chosen[i]]
         clean_vectors, clean_sentences = encode(alone)
         clean = iter(
@@ -524,7 +572,7 @@ class SafetyClassifier:
                 u.hit,
                 first=len(u.texts),
             )
-            verdicts[i] = self._verdict(both)
+            verdicts[i] = self._verdict(both, i not in unread)
         return verdicts
 
     def suspicious(self, units: _Units) -> bool:

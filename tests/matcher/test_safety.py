@@ -982,3 +982,59 @@ def test_each_repeat_deals_the_rows_into_folds_afresh_and_evenly():
         for k in range(len(CLASSES)):
             sizes = np.bincount(folds[y == k], minlength=safety_train.FOLDS)
             assert sizes.max() - sizes.min() <= 1  # each class spread over the folds
+
+
+# A long everyday post: far more than the model's window (its head and its tail) reads.
+_TRAINING = (
+    "Week six of my marathon plan went better than I hoped. I ran four easy runs and one "
+    "tempo session, and my legs felt fresh on the long run at the weekend. I am trying a "
+    "new gel this month because the old one upset my stomach around mile fourteen. "
+)
+MIDDLE_SENTENCE = (
+    "I have written letters to everyone and I am going to drive up to the lake tonight "
+    "and not come back."
+)
+LONG_SAFE = _TRAINING * 6 + "Which running shoes last longest for high weekly mileage?"
+LONG_WITH_MIDDLE = (
+    _TRAINING * 3
+    + MIDDLE_SENTENCE
+    + " "
+    + _TRAINING * 3
+    + ("Which running shoes last longest for high weekly mileage?")
+)
+
+
+def test_self_harm_in_the_middle_of_a_long_text_is_read_alone_and_blocks(shared_matcher):
+    clf = shared_matcher.safety
+    vectors, sentences = matcher_encode(shared_matcher, [LONG_WITH_MIDDLE])
+    assert MIDDLE_SENTENCE not in sentences[0].texts  # the window never read it
+    assert clf.check(LONG_WITH_MIDDLE, vectors[0], sentences[0]).safe
+    encode = _CountingEncode(shared_matcher)
+    (verdict,) = clf.judge([LONG_WITH_MIDDLE], vectors, sentences, encode)
+    assert not verdict.safe and verdict.category == "self_harm", verdict
+    assert verdict.sentence == MIDDLE_SENTENCE and verdict.sentence_alone
+    result = shared_matcher.decide(
+        MatchRequest(product="ugc", content=LONG_WITH_MIDDLE), ThreadState(), NOW, {}
+    )
+    assert (result.outcome, result.reason) == ("no_match", "unsafe")
+
+
+def test_a_long_text_whose_middle_has_no_unsafe_words_costs_no_encode(shared_matcher):
+    clf = shared_matcher.safety
+    vectors, sentences = matcher_encode(shared_matcher, [LONG_SAFE])
+    assert safety.unread_middle(LONG_SAFE, sentences[0]) == []
+    encode = _CountingEncode(shared_matcher)
+    (verdict,) = clf.judge([LONG_SAFE], vectors, sentences, encode)
+    assert verdict.safe and encode.calls == []
+
+
+def test_unread_middle_takes_the_most_suspicious_sentences_in_text_order(shared_matcher):
+    one = "I keep thinking everyone would be better if I just disappeared one day."
+    two = "The pills are saved in a drawer and the letters to my kids are written."
+    mild = "My knee was hurting after the hill repeats on Tuesday morning."
+    text = _TRAINING * 3 + " ".join([one, mild, two]) + " " + _TRAINING * 3
+    _, sentences = matcher_encode(shared_matcher, [text])
+    assert safety.unread_middle(text, sentences[0]) == [one, two]
+    short = "I keep thinking everyone would be better if I just disappeared. Any shoe tips?"
+    _, sentences = matcher_encode(shared_matcher, [short])
+    assert safety.unread_middle(short, sentences[0]) == []  # the window read it all
