@@ -524,9 +524,13 @@ Encoded = tuple[np.ndarray, list[Sentences]]  # vectors and sentences of a reque
 def request_texts(request: MatchRequest) -> list[str]:
     """The texts a request embeds and judges, as a reader reads them (``as_read``): its
     content, and before it an AI turn's prompt."""
-    if request.product == "ai" and request.prompt and request.prompt.strip():
-        return [as_read(request.prompt), as_read(request.content)]
+    if _has_prompt(request):
+        return [as_read(request.prompt or ""), as_read(request.content)]
     return [as_read(request.content)]
+
+
+def _has_prompt(request: MatchRequest) -> bool:
+    return bool(request.product == "ai" and request.prompt and request.prompt.strip())
 
 
 @dataclass(slots=True)
@@ -592,7 +596,7 @@ class _PartnerBatches:
             taken: list[_Job] = []
             texts = 0
             while self.queued:
-                more = len(request_texts(self.queued[0].request))
+                more = 1 + _has_prompt(self.queued[0].request)  # no text is read under the lock
                 if taken and texts + more > batch_texts:
                     break
                 taken.append(self.queued.popleft())

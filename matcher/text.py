@@ -17,9 +17,9 @@ its Latin letters all read "kill". So before anything is embedded or judged, a t
 - digits drawn like letters (0 o, 1 i or l, 3 e, 4 a, 5 s, 7 t) in a word that mixes them with
   letters are read as those letters, when the word then is one the model knows and was not
   one as written ("w4nt t0 d13", "k1ll mys3lf"). Product and unit names keep their digits:
-  a number with a short unit ("4k", "5g", "$10k", "2nd") is never read, and a word of
-  fewer than four characters ("i7", "a4", "t0") only in a text with at least two longer such
-  words, where it is plainly the same disguise.
+  a number with a unit or an ordinal ending ("4k", "5g", "$10k", "2nd") is never read, and
+  a word of fewer than four characters ("i7", "a4", "t0") only in a text with a longer such
+  word and at least three in all, where it is plainly the same disguise.
 
 ASCII text only goes through the last two steps: ~1.5 us for a 40-word post, ~35 us for
 10,000 characters, against ~9 and ~45 ms for the model's forward pass.
@@ -51,13 +51,24 @@ _SPACED_HINT = re.compile(r" [^\W\d_] [^\W\d_] ")
 # A letter beside a digit drawn like one: found fast, so only texts that have one are read
 # word by word.
 _DIGIT_HINT = re.compile(r"[A-Za-z][013457]|[013457][A-Za-z]")
-# A word of letters and those digits, with at least one of each.
-_DIGIT_WORD = re.compile(r"\b(?=[0-9]*[A-Za-z])[A-Za-z013457]*[013457][A-Za-z013457]*\b")
-_NUMBER_WITH_UNIT = re.compile(r"[0-9]+[A-Za-z]{1,2}")
+# A run of letters and digits (found in linear time; each is then tested as a word).
+_ALNUM = re.compile(r"[A-Za-z0-9]+")
+_LETTER = re.compile(r"[A-Za-z]")
+_LEET_DIGIT = re.compile(r"[013457]")
+_OTHER_DIGIT = re.compile(r"[2689]")
+# A number with a unit or an ordinal ending keeps its digits: 4k, 5g, 10am, 3d, 2nd, 64gb.
+_NUMBER_WITH_UNIT = re.compile(
+    r"[0-9]+(?:k|m|b|g|p|x|d|s|v|w|am|pm|hz|mm|cm|km|kg|lb|lbs|oz|ml|gb|mb|tb|kb|mp|fps|"
+    r"yo|yr|yrs)|[0-9]*(?:1[123]th|1st|2nd|3rd|[04-9]th)"
+)
 _DIGITS_AS_I = str.maketrans("013457", "oieast")
 _DIGITS_AS_L = str.maketrans("013457", "oleast")
-# A disguised word this long or longer counts towards reading the short ones.
+# No word of the vocabulary is longer: a longer run is not a disguised word.
+_LONGEST_WORD = 30
+# A disguised word this long or longer is read on its own; shorter ones ("t0", "d13", the
+# shape of "i7" or "a4") only beside one such and at least two other disguised words.
 _LONG_WORD = 4
+_SHORT_WORDS_READ_FROM = 3
 
 
 def as_read(text: str) -> str:
@@ -97,9 +108,16 @@ def _read_digits(text: str) -> str:
     known = known_words()
     found: list[tuple[int, int, str]] = []
     long_words = 0
-    for m in _DIGIT_WORD.finditer(text):
+    for m in _ALNUM.finditer(text):
         word = m.group(0).lower()
-        if word in known or _NUMBER_WITH_UNIT.fullmatch(word):
+        if (
+            len(word) > _LONGEST_WORD
+            or _OTHER_DIGIT.search(word)
+            or not _LEET_DIGIT.search(word)
+            or not _LETTER.search(word)
+            or word in known
+            or _NUMBER_WITH_UNIT.fullmatch(word)
+        ):
             continue
         for table in (_DIGITS_AS_I, _DIGITS_AS_L):
             letters = word.translate(table)
@@ -109,9 +127,10 @@ def _read_digits(text: str) -> str:
                 break
     if not long_words:
         return text
+    short_too = len(found) >= _SHORT_WORDS_READ_FROM
     parts, last = [], 0
     for start, end, letters in found:
-        if end - start >= _LONG_WORD or long_words >= 2:
+        if end - start >= _LONG_WORD or short_too:
             parts += [text[last:start], letters]
             last = end
     parts.append(text[last:])
