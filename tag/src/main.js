@@ -32,6 +32,5 @@ guard(() => {
   });
   W.addEventListener("pagehide", guard(flush));
   D.addEventListener("visibilitychange", guard(() => D.hidden && flush()));
-  if (D.readyState === "loading") D.addEventListener("DOMContentLoaded", guard(start));
-  else start();
+  D.readyState === "loading" ? D.addEventListener("DOMContentLoaded", guard(start)) : start();
 })();

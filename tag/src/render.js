@@ -5,9 +5,7 @@
 
 // The field that keeps an ad from being shown, or "" when it can be.
 function creativeProblem(ad) {
-  for (const f of ["ad_id", "title", "cta", "advertiser_name", "impression_token"]) {
-    if (!isText(ad[f])) return f;
-  }
+  for (const f of ["ad_id", "title", "cta", "advertiser_name", "impression_token"]) if (!isText(ad[f])) return f;
   return /^https?:\/\/[^/]/i.test(ad.click_through_url) ? "" : "click_through_url";
 }
 

@@ -70,18 +70,19 @@ function fill(slots, atLoad) {
     else if (wait > 0) renew(it, wait);
     else (atLoad && !post ? keyed : explicit).push(it);
   }
-  batches(keyed, (batch) => {
-    const slots = batch.map((it) => it.id);
-    request("url/keywords", { ...common(), title: D.title.slice(0, 500), text: textOf(main, 20000), slots }, batch);
-  });
-  batches(explicit, (batch) => {
-    const placements = batch.map(({ id, post }) => ({
-      slot_id: id,
-      text: textOf(post || main, 10000),
-      ...(post && { post_id: post.dataset.ugcPostId })
-    }));
-    request("url/placements", { ...common(), placements }, batch);
-  });
+  batches(keyed, (batch) =>
+    request("url/keywords", { ...common(), title: D.title.slice(0, 500), text: textOf(main, 20000), slots: batch.map((it) => it.id) }, batch)
+  );
+  batches(explicit, (batch) =>
+    request("url/placements", {
+      ...common(),
+      placements: batch.map(({ id, post }) => ({
+        slot_id: id,
+        text: textOf(post || main, 10000),
+        ...post && { post_id: post.dataset.ugcPostId }
+      }))
+    }, batch)
+  );
 }
 
 function batches(list, send) {
@@ -109,9 +110,9 @@ function request(path, body, batch) {
 // EventTarget()` before the tag loads hears every event).
 function report({ slot, id }, type, detail) {
   slot.dataset.edgeState = type;
-  const event = { slot_id: id, ...detail };
-  dbg(type, event);
-  hub.dispatchEvent(new CustomEvent(type, { detail: event }));
+  detail = { slot_id: id, ...detail };
+  dbg(type, detail);
+  hub.dispatchEvent(new CustomEvent(type, { detail }));
 }
 
 function place(it, placement) {
@@ -137,7 +138,7 @@ function place(it, placement) {
   }
   if (!box) {
     // Reported to the edge (failure counters) and to QA listeners.
-    beacon("url/placements/failures", { ...common(), slot_id: it.id, reason, message, ...(isText(token) && { impression_token: token }) });
+    beacon("url/placements/failures", { ...common(), slot_id: it.id, reason, message, ...isText(token) && { impression_token: token } });
     return report(it, "error", { ad_id: ad.ad_id, reason, message });
   }
   report(it, "filled", { ad_id: ad.ad_id, surface });

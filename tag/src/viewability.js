@@ -36,8 +36,7 @@ function watchViewable(el, done) {
       need = box.width * box.height >= LARGE_AREA ? LARGE_VIEW_RATIO : VIEW_RATIO;
     }
     if (ratio < need || D.hidden || !D.hasFocus()) {
-      clearTimeout(timer);
-      timer = 0;
+      timer = clearTimeout(timer); // undefined: no timer running
     } else if (!timer) {
       since = now();
       seen = shown();
