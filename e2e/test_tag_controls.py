@@ -8,6 +8,8 @@ import datetime as dt
 import json
 import urllib.request
 
+import pytest
+
 from e2e.catalogue import ad_id
 from e2e.helpers import T0, Requests, ad_height, open_page, pause_clock, settle, show
 from e2e.pageserver import PageServer
@@ -17,6 +19,15 @@ SLOT = "[data-ad-slot='main-slot']"
 PLACEMENTS = "/dea/url/placements"
 KEYWORDS = "/dea/url/keywords"
 TTL_MS = 900_000  # the e2e catalogue's ttl_seconds
+IMPRESSION = "/dea/url/impression"
+HOVER = "/dea/url/hover"
+# The brand-unsafe article of the test pages (pages/article.html.j2, topic "news").
+NEWS = (
+    "Earthquake death toll rises",
+    "Breaking news: the death toll from the earthquake rose overnight, authorities said. Dozens "
+    "were killed and hundreds injured; rescue teams searched collapsed buildings as families "
+    "waited for news.",
+)
 
 
 def test_a_misspelt_publisher_gets_the_servers_reason(page, site):
@@ -167,6 +178,99 @@ def test_no_request_for_a_slot_before_its_no_match_window_ends(page, site, pub):
     monitor.wait_for_event("filled", "main-slot")
     assert sent.to(PLACEMENTS) == [("POST", PLACEMENTS)]
     assert monitor.page_errors == []
+
+
+def count_ads_at_each_outcome(page) -> None:
+    """Before the page loads: each "empty" or "error" event records how many ads the page
+    shows at that moment (`window.__adsAtOutcome`), as a publisher's listener would see."""
+    page.add_init_script(
+        """(() => {
+          const tag = (window.edgeTag = window.edgeTag || new EventTarget());
+          window.__adsAtOutcome = [];
+          for (const type of ["empty", "error"]) tag.addEventListener(type, () =>
+            window.__adsAtOutcome.push(document.querySelectorAll(".edge-ad").length));
+        })()"""
+    )
+
+
+def route_to_unsafe_article(page) -> None:
+    """A single-page app's route change: a new URL, and <main> shows a brand-unsafe article
+    (the slot stays where it is)."""
+    page.evaluate(
+        """([title, text]) => {
+          history.pushState(null, "", location.href.replace(/topic=\\w+/, "topic=news"));
+          document.title = title;
+          document.querySelector("article h1").textContent = title;
+          document.querySelector("article p").textContent = text;
+        }""",
+        list(NEWS),
+    )
+
+
+@pytest.mark.parametrize("outcome", ["empty", "error"])
+def test_a_refresh_without_an_ad_removes_the_old_one_and_it_counts_nothing(
+    page, site, pub, outcome
+):
+    # QA: after a route change to an unsafe page and edgeTag.refresh(el), the slot said
+    # "empty" but kept the old ad, which then became viewable and was billed there.
+    sent = Requests(page, site.edge_url)
+    if outcome == "error":  # the refresh gets no answer at all: the old ad must go too
+        page.route(f"{site.edge_url}{PLACEMENTS}", lambda route: route.abort())
+    count_ads_at_each_outcome(page)
+    monitor = open_page(page, site, clock=True, pub=pub, topic="coffee", csp="strict")
+    monitor.wait_for_event("filled", "main-slot")
+    pause_clock(page)
+    # The old ad is in view, half-way through its viewability second, the pointer on it.
+    show(page, ad_height(page))
+    page.clock.run_for(500)
+    page.hover(".edge-ad")
+    route_to_unsafe_article(page)
+    page.evaluate(f"edgeTag.refresh(document.querySelector({SLOT!r}))")
+    answer = monitor.wait_for_event(outcome, "main-slot")[0]
+    assert answer["reason"] == {"empty": "unsafe", "error": "request_failed"}[outcome], answer
+    # Gone before the outcome was reported, not only soon after.
+    assert page.evaluate("window.__adsAtOutcome") == [0]
+    assert page.locator(".edge-ad").count() == 0
+    assert monitor.slot_state("main-slot") == outcome
+    # Its timers would all have fired by now (viewability second, hover dwell)...
+    page.clock.run_for(3000)
+    # ...and the slot scrolled away and back into view changes nothing either.
+    show(page, 0, SLOT)
+    show(page, 100, SLOT)
+    page.clock.run_for(3000)
+    round_trip(page, site)
+    assert monitor.events("viewable") == []
+    assert sent.to(IMPRESSION) == [] and sent.to(HOVER) == []
+    assert site.beacons.viewable_impressions(pub) == 0
+    assert site.pages.pixel_fires(pub, ad_id("coffee")) == 0
+    assert monitor.slot_state("main-slot") == outcome
+    assert monitor.violations() == [] and monitor.page_errors == []
+
+
+def test_an_expired_ad_refilled_without_an_ad_is_removed(page, site, pub):
+    # The refill after ttl_seconds takes the same path: an expired ad must not stay on a page
+    # that now gets none (the page's text changed under it, without a refresh call).
+    count_ads_at_each_outcome(page)
+    monitor = open_page(page, site, clock=True, pub=pub, topic="coffee", csp="strict")
+    monitor.wait_for_event("filled", "main-slot")
+    pause_clock(page)
+    show(page, ad_height(page))
+    page.clock.run_for(1000)
+    monitor.wait_for_event("viewable", "main-slot")
+    site.beacons.wait_for("publisher", pub, "viewable_impressions", 1)
+    route_to_unsafe_article(page)
+    page.clock.run_for(TTL_MS)  # expired: the tag starts watching the slot...
+    settle(page, SLOT)  # ...which is in view...
+    page.clock.run_for(1000)  # ...for the viewability second: refilled
+    assert monitor.wait_for_event("empty", "main-slot")[0]["reason"] == "unsafe"
+    assert page.evaluate("window.__adsAtOutcome") == [0]
+    assert page.locator(".edge-ad").count() == 0
+    page.clock.run_for(5000)
+    round_trip(page, site)
+    assert monitor.slot_state("main-slot") == "empty"
+    assert len(monitor.events("viewable")) == 1
+    assert site.beacons.viewable_impressions(pub) == 1
+    assert monitor.violations() == [] and monitor.page_errors == []
 
 
 def test_page_can_destroy_and_refill_a_slot(page, site, pub):

@@ -94,14 +94,20 @@ function batches(list, send) {
 let queue = Promise.resolve();
 
 // Placements come back in request order (slots or placements). A slot refilled or destroyed
-// meanwhile ignores its answer. A busy edge is asked twice more (transport.js).
+// meanwhile ignores its answer. A busy edge is asked twice more (transport.js). A failed
+// request, like any answer (place), takes the slot's previous ad away before it is reported.
 function request(path, body, batch) {
   queue = queue.then(() => ask(path, body, 2)).then(
     guard((r) => {
       const placements = r.placements || [];
       batch.forEach((it, i) => fills.get(it.slot) === it && guard(place)(it, placements[i])); // one bad slot spoils no other
     }),
-    guard((err) => batch.forEach((it) => report(it, "error", { reason: "request_failed", message: "" + err, ...err })))
+    guard((err) =>
+      batch.forEach((it) => {
+        it.slot.replaceChildren();
+        report(it, "error", { reason: "request_failed", message: "" + err, ...err });
+      })
+    )
   );
 }
 
@@ -122,6 +128,12 @@ function place(it, placement) {
     notBefore[it.key] = now() + retry;
     renew(it, retry);
   }
+  // Whatever the answer, the slot's previous ad goes before it is reported. Left on screen
+  // under "empty" it was still measured, and billed, on a page that gets no ad (QA: a
+  // single-page app's refresh(el) on a route to an unsafe page; a refill after its
+  // ttl_seconds likewise). Its refill timer ended with its filling (end); the rest stops
+  // once it is off the page (below).
+  it.slot.replaceChildren();
   if (!ad) return report(it, "empty", { reason: placement?.reason || "none" });
   const surface = it.post ? "ugc" : "url";
   const token = ad.impression_token;
@@ -132,7 +144,6 @@ function place(it, placement) {
   try {
     if (!message) box = render(it.slot, ad, click_id);
   } catch (err) {
-    it.slot.replaceChildren();
     reason = "render_error";
     message = "" + err;
   }
@@ -161,7 +172,13 @@ function place(it, placement) {
       pixels("click");
     }
   });
+  // An ad taken off the page (the slot's next answer, destroy(), the page removing it)
+  // counts nothing more: a viewability second or hover dwell under way ends in nothing.
+  // The observer reports it out of view only at the next rendering, maybe after a timer due
+  // first; checkVisibility() says false at once, but Safari before 17.4 lacks it.
+  // Clicks need no check: nobody can click an element that is not on the page.
   watchViewable(box, (view) => {
+    if (!box.isConnected) return;
     const impression_id = uid();
     send(surface + "/impression", { impression_id, ...view });
     pixels("impression");
@@ -174,6 +191,7 @@ function place(it, placement) {
     const since = now();
     timer = setTimeout(
       guard(() => {
+        if (!box.isConnected) return;
         box.onpointerenter = null;
         send("url/hover", { hover_ms: Math.round(now() - since) });
       }),
