@@ -42,13 +42,21 @@ def client(make_client):
     return c
 
 
+def served(client, *ad_ids: str) -> MatchResult:
+    """A match of the client's live catalogue's own ads (the objects it holds): the page
+    cache serves such an answer again, where an equal ad built anew is refused
+    (page_cache.servable) and the page matched on every visit."""
+    catalogue = client.app.state.ctx.matcher.catalogue
+    return MatchResult("matched", tuple(ScoredAd(catalogue.placement(a), 0.8, 0.8) for a in ad_ids))
+
+
 def report(client) -> dict:
     ctx = client.app.state.ctx
     return build(client.portal.call(ctx.store.counts))
 
 
 def tag_token(client, monkeypatch, headers=BROWSER) -> str:
-    script(monkeypatch, {"Trail": matched("ad-1")})
+    script(monkeypatch, {"Trail": served(client, "ad-1")})
     r = client.post("/dea/url/keywords", json=kw_body(), headers=headers)
     assert r.status_code == 200, r.text
     return r.json()["placements"][0]["ad"]["impression_token"]
@@ -86,7 +94,7 @@ def test_a_token_fired_by_another_client_is_invalid_and_never_billed(client, mon
 
 @pytest.mark.parametrize("path", ["/dea/url/keywords", "/dea/url/placements"])
 def test_match_routes_require_a_registered_origin(client, monkeypatch, path):
-    script(monkeypatch, {"Trail": matched("ad-1")})
+    script(monkeypatch, {"Trail": served(client, "ad-1")})
     body = kw_body()
     if path.endswith("placements"):
         body = {k: v for k, v in body.items() if k not in ("slots", "title", "text")}
@@ -118,6 +126,7 @@ def test_more_than_five_impressions_in_five_minutes_from_one_client_are_invalid(
     client, monkeypatch, clock
 ):
     tokens = [tag_token(client, monkeypatch) for _ in range(7)]
+    assert client.app.state.ctx.page_cache.hits == 6  # one match; each token its own
     for i, tok in enumerate(tokens):
         impress(client, tok, iid=f"imp-0000000{i}")
     ad = report(client)["ad"]["ad-1"]

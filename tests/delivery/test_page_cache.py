@@ -247,3 +247,18 @@ def test_a_flight_that_ended_is_not_served_from_the_cache(client, clock):
     after = ads_on(client, PAGE)
     assert not TRAILHEAD & set(after)
     assert after == fresh(client)
+
+
+def test_a_page_matched_by_the_scripted_matcher_is_served_from_the_cache(make_client):
+    # The route tests' stand-in matcher has the real one's pacer, so a cached hit is
+    # re-checked (page_cache.servable) and served as it would be on the real matcher.
+    from matcher.catalogue import load_catalogue
+    from tests.routes.conftest import CATALOGUE, Script
+
+    stand_in = Script(load_catalogue(CATALOGUE))
+    client = make_client(matcher=stand_in)
+    register(client)
+    cache = client.app.state.ctx.page_cache
+    assert ads_on(client, PAGE) == ["ad-dog-food", "no_relevant_demand"]
+    assert ads_on(client, PAGE) == ["ad-dog-food", "no_relevant_demand"]
+    assert len(stand_in.requests) == 1 and cache.hits == 1

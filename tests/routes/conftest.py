@@ -18,6 +18,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from matcher.catalogue import Catalogue, load_catalogue
+from matcher.pacing import Pacer
 from matcher.types import MatchRequest, MatchResult, ScoredAd
 
 CATALOGUE = Path(__file__).parent / "data" / "catalogue.json"
@@ -128,10 +129,20 @@ class Script:
     error: Exception | None = None
     delay: float = 0.0
     requests: list[MatchRequest] = field(default_factory=list)
+    _pacer: tuple[Catalogue, Pacer] | None = field(default=None, init=False, repr=False)
 
     @property
     def last(self) -> MatchRequest:
         return self.requests[-1]
+
+    @property
+    def pacer(self) -> Pacer:
+        """The real matcher's pacing gates over this catalogue: the page-match cache checks
+        a cached answer with them before serving it (edge.delivery.page_cache.servable).
+        Built again when a test replaces ``catalogue``, as a swap builds a new matcher."""
+        if self._pacer is None or self._pacer[0] is not self.catalogue:
+            self._pacer = (self.catalogue, Pacer(self.catalogue.campaigns))
+        return self._pacer[1]
 
     def close(self) -> None:
         pass
