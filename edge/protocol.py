@@ -626,6 +626,3 @@ def guarded_protocol(settings: Settings) -> type[GuardedHttpToolsProtocol]:
             "max_connections": settings.max_connections,
         },
     )
-
-
-# -- access log: never a key, never a client address ------------------------------------
