@@ -288,6 +288,9 @@ def run_daily(args: argparse.Namespace, fmt: str) -> int:
         print(f"edge report: {exc}", file=sys.stderr)
         return 2
     settings = settings_from(args)
+    # The day buckets read no catalogue, but a catalogue setting that cannot be used is
+    # exit 2 for every report, as for `edge serve`: not a rule that depends on the flags.
+    check_catalogue(settings.catalogue)
 
     async def work(ctx: Context) -> list[tuple[str, str, str, str, float]]:
         return await ctx.store.daily_counts(days.since.isoformat(), days.until.isoformat())

@@ -218,6 +218,7 @@ def test_pacing_reads_the_catalogue_loaded_into_the_database(tmp_path, capsys):
     assert camp["pacing"]["spent_usd"] == 2.0 and camp["pacing"]["budget_usd"] == 50.0
 
 
+@pytest.mark.parametrize("by", [[], ["--by", "day"]], ids=["totals", "by-day"])
 @pytest.mark.parametrize("how", ["flag", "variable"])
 @pytest.mark.parametrize(
     ("content", "reason"),
@@ -228,15 +229,16 @@ def test_pacing_reads_the_catalogue_loaded_into_the_database(tmp_path, capsys):
     ids=["missing", "invalid"],
 )
 def test_a_catalogue_setting_that_cannot_be_used_is_exit_2(
-    tmp_path, capsys, monkeypatch, how, content, reason
+    tmp_path, capsys, monkeypatch, by, how, content, reason
 ):
     # As `edge serve` refuses it: one line naming the setting, not a report without pacing.
+    # The day buckets read no catalogue, but the rule is the same for every report.
     db = tmp_path / "edge.db"
     _fill(db)
     path = tmp_path / "ads.json"
     if content is not None:
         path.write_bytes(content)
-    argv = ["report", "--json", "--db", str(db)]
+    argv = ["report", "--json", "--db", str(db), *by]
     if how == "flag":
         argv += ["--catalogue", str(path)]
     else:
