@@ -43,7 +43,9 @@ EARTH_KM = 6371.0088
 NEAREST_ZIP_MAX_KM = 40.0
 
 
-DMA_COLUMNS = ("state", "county", "dma", "dma_name")
+# The columns a county-to-DMA table must have: the ones read. Others may be there too (the
+# bundled table's dma_name, for people) and are ignored.
+DMA_COLUMNS = ("state", "county", "dma")
 
 
 class DmaTableError(ValueError):
@@ -52,9 +54,11 @@ class DmaTableError(ValueError):
 
 def read_dma_table(path: Path | None) -> list[tuple[str, str, str]]:
     """(state, county, dma) of every row of a county-to-DMA CSV (the bundled one when None):
-    the header ``state,county,dma,dma_name``, then one county per row; ``#`` lines and blank
-    lines are skipped. A file that is not such a table is a ``DmaTableError``: taken as no
-    rows, it would quietly make every DMA target match nobody."""
+    a header naming at least ``state``, ``county`` and ``dma`` (in any order; other columns,
+    such as the bundled table's ``dma_name``, are ignored), then one county per row; ``#``
+    lines and blank lines are skipped. A file that is not such a table is a
+    ``DmaTableError``: taken as no rows, it would quietly make every DMA target match
+    nobody."""
     if path is None:
         data = resources.files("matcher.data").joinpath("dma_counties.csv").read_bytes()
     else:
@@ -72,16 +76,16 @@ def read_dma_table(path: Path | None) -> list[tuple[str, str, str]]:
         if ln.strip() and not ln.startswith("#")
     ]
     if not lines:
-        raise DmaTableError(f"no header: expected a CSV whose header is {want}")
+        raise DmaTableError(f"no header: expected a CSV whose header has {want}")
     header = [h.strip() for h in lines[0][1]]
     lacking = [c for c in DMA_COLUMNS if c not in header]
     if lacking:
-        raise DmaTableError(f"the header lacks {', '.join(lacking)}: expected {want}")
+        raise DmaTableError(f"the header lacks {', '.join(lacking)}: expected columns {want}")
     at = {c: header.index(c) for c in DMA_COLUMNS}
     rows: list[tuple[str, str, str]] = []
     for n, fields in lines[1:]:
         values = {c: (fields[i].strip() if i < len(fields) else "") for c, i in at.items()}
-        empty = [c for c in ("state", "county", "dma") if not values[c]]
+        empty = [c for c in DMA_COLUMNS if not values[c]]
         if empty:
             raise DmaTableError(f"line {n}: no {' or '.join(empty)}")
         rows.append((values["state"], values["county"], values["dma"]))

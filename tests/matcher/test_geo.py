@@ -91,10 +91,22 @@ def test_dma_table_can_be_loaded_from_a_file(tmp_path):
     assert gaz.resolve(GeoSignal(zipcode="94107")).dmas == frozenset()
 
 
+def test_a_dma_table_needs_only_the_columns_it_reads(tmp_path):
+    # dma_name (in the bundled table) is never read: a state,county,dma table serves, in any
+    # column order, with other columns beside it.
+    table = tmp_path / "dma.csv"
+    table.write_text("state,county,dma\nTX,Travis County,999\n")
+    assert read_dma_table(table) == [("TX", "Travis County", "999")]
+    assert Gazetteer(dma_table=table).resolve(GeoSignal(zipcode="78701")).dmas == {"999"}
+    table.write_text("dma,region,county,state\n999,South,Travis County,TX\n")
+    assert read_dma_table(table) == [("TX", "Travis County", "999")]
+
+
 @pytest.mark.parametrize(
     ("content", "reason"),
     [
         (b"garbage,stuff\nno,commas,here,at,all,x\n", "the header lacks state, county, dma"),
+        (b"state,county,dma_name\nTX,Travis County,Test Market\n", "the header lacks dma:"),
         (b"", "no header"),
         (b"# only a comment\n\n", "no header"),
         (b"state,county,dma,dma_name\n", "no rows"),
@@ -102,7 +114,16 @@ def test_dma_table_can_be_loaded_from_a_file(tmp_path):
         (b"state,county,dma,dma_name\nTX,Travis\x00 County,999,T\n", "not UTF-8 text"),
         (b"state,county,dma,dma_name\nTX,Travis County\n", "line 2: no dma"),
     ],
-    ids=["no-header", "empty", "comments-only", "header-only", "binary", "nul", "short-row"],
+    ids=[
+        "no-header",
+        "no-dma",
+        "empty",
+        "comments-only",
+        "header-only",
+        "binary",
+        "nul",
+        "short-row",
+    ],
 )
 def test_an_unusable_dma_table_is_refused_with_the_reason(tmp_path, content, reason):
     table = tmp_path / "dma.csv"
