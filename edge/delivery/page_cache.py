@@ -11,11 +11,18 @@ impression tokens.
 A catalogue swap clears the cache (``clear``); the version in the key also keeps out the
 answer of a match that was running on the old catalogue and is stored after the swap.
 
-A cached answer is served only while a fresh match could serve every ad in it
-(``servable``: the catalogue served now, the campaign active and in its flight, the pacing
-gate open on what it has spent); otherwise it is dropped (``keep_only``) and the page is
-matched afresh, so a campaign out of budget or past its flight's end leaves the cache at
-the next visitor, not ``ttl_seconds`` later.
+A cached answer is served only while each of its ads passes the campaign gates a fresh
+match applies (``servable``: the catalogue served now, the campaign active and in its
+flight, the pacing gate open on what it has spent); otherwise it is dropped (``keep_only``)
+and the page is matched afresh, so a campaign out of budget or past its flight's end leaves
+the cache at the next visitor, not ``ttl_seconds`` later.
+
+What is not re-checked holds until the entry expires (``ttl_seconds`` after the match): the
+thread's gates (an ad disabled in the page's thread, or frequency-capped there, since the
+match), and demand that became servable since (a daily cap reset at midnight, a pacing gate
+reopened), which reaches a page cached without ads, or ranks into one cached with ads, only
+then. An answer without ads has nothing to re-check and is served as it is; only a
+catalogue swap clears it sooner.
 """
 
 from __future__ import annotations
@@ -51,11 +58,13 @@ def page_key(
 
 
 def servable(result: MatchResult, matcher: Matcher, spend: Spend, now: float) -> bool:
-    """Whether a fresh match by ``matcher`` at ``now`` could serve every ad of ``result``,
-    by the matcher's own gates: each campaign is the one of the catalogue served (the same
-    object: one from an earlier catalogue is refused, even with the same id), active, in
-    its flight, and the pacing gate lets it serve on ``spend`` (budget, daily cap, even
-    pacing). Microseconds per ad, no I/O."""
+    """Whether every ad of ``result`` passes the campaign gates a fresh match by ``matcher``
+    at ``now`` applies: each campaign is the one of the catalogue served (the same object:
+    one from an earlier catalogue is refused, even with the same id), active, in its flight,
+    and the pacing gate lets it serve on ``spend`` (budget, daily cap, even pacing). Not the
+    thread's gates (disabled in the thread, frequency cap), nor whether a fresh match would
+    now pick other ads; True for an answer without ads (see the module's note).
+    Microseconds per ad, no I/O."""
     catalogue = matcher.catalogue
     for scored in result.ads:
         p = scored.placement
