@@ -243,7 +243,8 @@ class Settings:
     )
     dma_table: Path | None = _setting(
         None,
-        "County-to-DMA CSV (state,county,dma,dma_name); empty means the bundled small table.",
+        "County-to-DMA CSV with the columns state,county,dma (others, like the bundled table's"
+        " dma_name, are ignored); empty means the bundled small table.",
         _optional_path,
     )
     log_level: str = _setting(

@@ -181,8 +181,10 @@ async def _match_groups(
         return await cache.get_or_match(key, lambda: matching.match(ctx, request, lane="tag"))
 
     if matcher is not None and any(cache.get(k) is not None for k in keys):
-        # A cached answer holds only while a fresh match would serve every ad in it; one
-        # that does not is dropped here and the page matched afresh (page_cache.servable).
+        # A cached answer holds only while each of its ads still passes the campaign gates
+        # (live in this catalogue, flight, status, budget, cap, pacing); one that does not is
+        # dropped here and the page matched afresh (page_cache.servable). Thread gates and
+        # answers without ads are not re-checked: those hold until the entry expires.
         # The ledger's live figures, read with no await before the check: the copy a match
         # takes (``snapshot``) costs ~57 us after each billing at 10k campaigns with spend.
         keep = functools.partial(
