@@ -127,7 +127,13 @@ _UNREAD_CUES = re.compile(
     r"goodbye|letters? to|note to|not (?:come|coming) back|(?:wake|waking) up|disappear\w*|"
     r"vanish\w*|hopeless|worthless|burden|alive|myself|hurt(?:ing)?|harm\w*|starv\w*|"
     r"jump(?:ing)?|bridge|funeral|grave|murder\w*|shoot\w*|shot|gun\w*|stab\w*|"
-    r"bomb\w*|attack\w*|victims?|massacre|hostages?|wounded|injured|killer)\b"
+    r"bomb\w*|attack\w*|victims?|massacre|hostages?|wounded|injured|killer|"
+    # Self-injury and a life being wound up, which use none of the words above: "cutting my
+    # arms again ... long sleeves", "giving away my things, I will not need them".
+    r"cut(?:ting)?|cuts|scars?|sleeves|(?:giv(?:e|ing)|gave) away|"
+    r"(?:won'?t|wont|will not|would not|wouldn'?t) need|not (?:be )?(?:here|around)|be gone|"
+    r"last (?:time|goodbye|meal)|tired of (?:living|life|everything|it all)|"
+    r"can'?t (?:go on|do this any)|better off|miss me|plan (?:is|to)|sleep forever)\b"
 )
 # Texts -> (vectors, sentences), as ``MiniLM.encode`` gives them.
 Encode = Callable[[Sequence[str]], tuple[np.ndarray, list[Sentences]]]

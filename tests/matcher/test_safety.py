@@ -1004,6 +1004,25 @@ LONG_WITH_MIDDLE = (
 )
 
 
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        # Words of self-injury and of a life wound up, as well as of death.
+        "I started cutting my arms again last week and I hide the marks under long sleeves.",
+        "I have been giving away my things, my guitar and my books, because I will not need "
+        "them after this month.",
+    ],
+)
+def test_self_harm_without_death_words_in_the_middle_is_read_too(shared_matcher, sentence):
+    text = _TRAINING * 3 + sentence + " " + _TRAINING * 3 + "Which shoes last longest?"
+    _, sentences = matcher_encode(shared_matcher, [text])
+    assert sentence in safety.unread_middle(text, sentences[0])
+    result = shared_matcher.decide(
+        MatchRequest(product="ugc", content=text), ThreadState(), NOW, {}
+    )
+    assert (result.outcome, result.reason) == ("no_match", "unsafe")
+
+
 def test_self_harm_in_the_middle_of_a_long_text_is_read_alone_and_blocks(shared_matcher):
     clf = shared_matcher.safety
     vectors, sentences = matcher_encode(shared_matcher, [LONG_WITH_MIDDLE])
