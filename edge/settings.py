@@ -82,6 +82,8 @@ def _host(text: str) -> str:
     # An empty value (a templated env file left blank) would listen on every interface and
     # put http://:PORT into the tag and beacon URLs.
     host = text.strip()
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]  # an IPv6 address as URLs write it
     if not host or any(c.isspace() for c in host):
         raise ValueError(
             f"expected an address to listen on, such as 127.0.0.1, ::1 or 0.0.0.0 "
@@ -243,8 +245,8 @@ class Settings:
     )
     dma_table: Path | None = _setting(
         None,
-        "County-to-DMA CSV with the columns state,county,dma (others, like the bundled table's"
-        " dma_name, are ignored); empty means the bundled small table.",
+        "County-to-DMA CSV with the columns state,county,dma (a three-digit DMA code; others,"
+        " like the bundled table's dma_name, are ignored); empty means the bundled small table.",
         _optional_path,
     )
     log_level: str = _setting(
@@ -342,7 +344,8 @@ class Settings:
     @property
     def base_url(self) -> str:
         """Where browsers and partners reach this edge."""
-        return self.public_base_url or f"http://{self.host}:{self.port}"
+        host = f"[{self.host}]" if ":" in self.host else self.host  # IPv6: bracketed in URLs
+        return self.public_base_url or f"http://{host}:{self.port}"
 
     @property
     def is_production(self) -> bool:

@@ -88,6 +88,9 @@ def read_dma_table(path: Path | None) -> list[tuple[str, str, str]]:
         empty = [c for c in DMA_COLUMNS if not values[c]]
         if empty:
             raise DmaTableError(f"line {n}: no {' or '.join(empty)}")
+        if not (len(values["dma"]) == 3 and values["dma"].isdigit()):
+            # A catalogue targets DMAs by their three-digit codes: another value never matches.
+            raise DmaTableError(f"line {n}: dma {values['dma']!r} is not a three-digit DMA code")
         rows.append((values["state"], values["county"], values["dma"]))
     if not rows:
         raise DmaTableError(f"no rows: expected one county per line after the header {want}")

@@ -91,6 +91,13 @@ def test_host_is_taken_without_surrounding_blanks():
         Settings.from_sources({"host": ""}, {})
 
 
+@pytest.mark.parametrize("value", ["::1", "[::1]"])
+def test_an_ipv6_host_is_bracketed_in_the_edges_own_urls(value):
+    settings = Settings.from_sources({}, {"EDGE_HOST": value, "EDGE_PORT": "8443"})
+    assert settings.host == "::1"  # what a socket binds
+    assert settings.base_url == "http://[::1]:8443"
+
+
 def test_settings_are_frozen():
     s = Settings()
     with pytest.raises(AttributeError):

@@ -319,8 +319,9 @@ def _validate(args: argparse.Namespace) -> int:
         print(orjson.dumps(summary).decode())
     else:
         statuses = ", ".join(f"{n} {s}" for s, n in sorted(status.items()))
+        statuses = f" ({statuses})" if statuses else ""
         print(
-            f"{args.file}: valid; {summary['campaigns']} campaigns ({statuses}), "
+            f"{args.file}: valid; {summary['campaigns']} campaigns{statuses}, "
             f"{summary['ad_sets']} ad sets, {summary['ads']} ads"
         )
     return 0

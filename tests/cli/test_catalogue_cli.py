@@ -69,3 +69,10 @@ def test_unreadable_and_not_json(tmp_path, capsys):
     bad.write_text("{not json")
     assert main(["catalogue", "validate", str(bad)]) == 1
     assert "$: not valid JSON" in capsys.readouterr().err
+
+
+def test_an_empty_catalogue_is_valid_and_says_so_plainly(tmp_path, capsys):
+    f = tmp_path / "empty.json"
+    f.write_text('{"campaigns": []}')
+    assert main(["catalogue", "validate", str(f)]) == 0
+    assert capsys.readouterr().out.strip().endswith("valid; 0 campaigns, 0 ad sets, 0 ads")

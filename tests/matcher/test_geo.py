@@ -113,6 +113,7 @@ def test_a_dma_table_needs_only_the_columns_it_reads(tmp_path):
         (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe", "not UTF-8 text"),
         (b"state,county,dma,dma_name\nTX,Travis\x00 County,999,T\n", "not UTF-8 text"),
         (b"state,county,dma,dma_name\nTX,Travis County\n", "line 2: no dma"),
+        (b"state,county,dma\nCA,San Francisco,abc\n", "line 2: dma 'abc' is not a three-digit"),
     ],
     ids=[
         "no-header",
@@ -123,6 +124,7 @@ def test_a_dma_table_needs_only_the_columns_it_reads(tmp_path):
         "binary",
         "nul",
         "short-row",
+        "not-a-dma-code",
     ],
 )
 def test_an_unusable_dma_table_is_refused_with_the_reason(tmp_path, content, reason):
