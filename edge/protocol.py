@@ -31,7 +31,6 @@ from collections.abc import Iterable
 from functools import partial
 from typing import Any
 
-import httptools
 from uvicorn.protocols.http.httptools_impl import (
     HEADER_RE,
     HEADER_VALUE_RE,
@@ -386,7 +385,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         if self._refused or self.transport.is_closing():
             return
         self._chunk_bytes = len(data)
-        self._feed(data)
+        super().data_received(data)
         if self._in_body and not self._body_deadline and not self._refused:
             self._start_body_clock()  # this chunk ended inside a body: it is due by then
         if self._in_head and not self._refused:
@@ -400,25 +399,6 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             self._head_bytes += len(data)
             if self._head_bytes - self._head_first > self.max_header_bytes:
                 self._too_large()
-
-    def _feed(self, data: bytes) -> None:
-        """uvicorn's ``data_received`` (0.54), except for bytes the parser refuses after a
-        refusal was decided in the same read (a 431 or 503 waiting for the answers due
-        before it): that refusal stands, and they are not logged as an invalid request."""
-        self._unset_keepalive_if_required()
-        try:
-            self.parser.feed_data(data)
-        except httptools.HttpParserError:
-            if self._refused:
-                return
-            msg = "Invalid HTTP request received."
-            self.logger.warning(msg)
-            self.send_400_response(msg)
-        except httptools.HttpParserUpgrade:
-            if self._should_upgrade():
-                self.handle_websocket_upgrade()
-            else:
-                self._unsupported_upgrade_warning()
 
     def on_message_begin(self) -> None:
         if self._refused:
@@ -470,7 +450,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         # uvicorn's answer to bytes its parser refuses (a second Content-Length, a bad chunk
         # size, a control character in a header, an unknown method) was plain text without
         # the safe headers: now the one error shape, after the answers due before it. It is
-        # called from ``_feed``'s ``except httptools.HttpParserError``, whose reason (llhttp's
+        # called from uvicorn's ``except httptools.HttpParserError``, whose reason (llhttp's
         # fixed words, never the client's bytes) says what was wrong. A refusal decided
         # earlier in the same read (a 431 or 503 waiting for the answers before it) stands.
         if self._refused:
