@@ -19,9 +19,10 @@ Rules, in order (the first that applies is the reason):
 - ``impression_invalid`` (clicks): the click's impression was stored as invalid traffic (a
   bot's, another client's, not viewable, over its rate): a click cannot make it valid.
 - ``rate_limited``: the client went over its rate (tag impressions: ``EDGE_IVT_IMPRESSIONS``
-  per client address; the tag's clicks: 1 a minute, 3 per 10 minutes, 10 an hour, 25 a
-  day). Beacons a partner fires (the UGC pixel, the AI render, view and click URLs) have no
-  per-client rate: one partner server may fire them for many users.
+  per client address; the tag's clicks: ``EDGE_IVT_CLICKS``, by default 1 a minute, 3 per
+  10 minutes, 10 an hour, 25 a day). Beacons a partner fires (the UGC pixel, the AI render,
+  view and click URLs) have no per-client rate: one partner server may fire them for many
+  users.
 
 Client addresses are never kept raw: rate limits key on a keyed hash of the address (IPv6
 by its /64, the part a host keeps while it rotates privacy addresses).
@@ -64,13 +65,6 @@ REASONS: tuple[Reason, ...] = (
     "not_viewable",
 )
 CLIENT_PURPOSE = "client/v1"
-# Per client address, all of them must allow a click (industry practice for click fraud).
-CLICK_LIMITS = (
-    RateLimit(1, 60.0),
-    RateLimit(3, 600.0),
-    RateLimit(10, 3600.0),
-    RateLimit(25, 86400.0),
-)
 TIMER_SLACK_MS = 5  # a timer set for MRC_VISIBLE_MS may fire this much early
 _RECENT_EVENTS = 100_000  # rate verdicts remembered for resends (tokens live a day)
 MAX_USER_AGENT = 512  # longer user agents are judged on their first 512 characters
@@ -242,7 +236,7 @@ class TrafficClassifier:
     def __init__(self, settings: Settings, clock: Callable[[], float]) -> None:
         self.bots = BotDetector()
         self._impressions = WindowLimiter((settings.ivt_impressions,), clock)
-        self._clicks = WindowLimiter(CLICK_LIMITS, clock)
+        self._clicks = WindowLimiter(settings.ivt_clicks, clock)
         self._recent: OrderedDict[str, Verdict] = OrderedDict()  # event id -> its rate verdict
 
     def _common(

@@ -40,6 +40,16 @@ class RateLimit:
         return f"{self.requests}/{self.period_seconds:g}s"
 
 
+# A tag click per client address must be allowed by each of these (industry practice against
+# click fraud: a reader clicks an ad now and then, a script clicks it all day).
+CLICK_LIMITS = (
+    RateLimit(1, 60.0),
+    RateLimit(3, 600.0),
+    RateLimit(10, 3600.0),
+    RateLimit(25, 86400.0),
+)
+
+
 # -- parsers: text -> typed value, raising ValueError with a human message ------------------
 
 _PERIODS = {"s": 1.0, "m": 60.0, "h": 3600.0}
@@ -123,6 +133,13 @@ def _rate_limit(text: str) -> RateLimit:
     if count <= 0:
         raise ValueError(f"the period must be positive, got {text!r}")
     return RateLimit(int(m.group(1)), count * _PERIODS[m.group(3)])
+
+
+def _rate_limits(text: str) -> tuple[RateLimit, ...]:
+    parts = [p for p in text.split(",") if p.strip()]
+    if not parts:
+        raise ValueError("expected one or more REQUESTS/PERIOD separated by commas, e.g. 1/m,3/10m")
+    return tuple(_rate_limit(p) for p in parts)
 
 
 def _database(text: str) -> Path | str:
@@ -259,6 +276,12 @@ class Settings:
         RateLimit(5, 300.0),
         "Valid tag impressions per client address; more are recorded as invalid, e.g. 5/5m.",
         _rate_limit,
+    )
+    ivt_clicks: tuple[RateLimit, ...] = _setting(
+        CLICK_LIMITS,
+        "Valid tag clicks per client address: each of these comma-separated rates must allow a "
+        "click, and one over any of them is recorded as invalid (rate_limited), e.g. 1/m,3/10m.",
+        _rate_limits,
     )
     dea_client_rate: RateLimit = _setting(
         RateLimit(60, 60.0),
@@ -401,7 +424,10 @@ def describe() -> Iterable[tuple[str, str, str, str]]:
     """(field, variable, default, help) for every setting: the README table's source."""
     for f in fields(Settings):
         default = f.default
-        shown = "" if default is None or default == () else str(default)
+        if isinstance(default, tuple):
+            shown = ",".join(map(str, default))
+        else:
+            shown = "" if default is None else str(default)
         yield f.name, env_var(f.name), shown, f.metadata["help"]
 
 

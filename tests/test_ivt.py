@@ -158,6 +158,16 @@ def test_click_rates_one_a_minute_three_per_ten_minutes():
     assert click(impression_seen=False) == "click_before_impression"
 
 
+def test_the_operator_sets_the_click_rates():
+    clock = FakeClock()
+    c = classifier(clock, ivt_clicks=(RateLimit(2, 60.0),))
+    key = client_key(SIGNER, USER)
+    reasons = [c.classify_click(USER, key=key).reason for _ in range(3)]
+    assert reasons == [None, None, "rate_limited"]  # two a minute, and no other window
+    clock.advance(61)
+    assert c.classify_click(USER, key=key).reason is None
+
+
 def test_click_day_limit_is_a_true_sliding_day():
     clock = FakeClock()
     c = classifier(clock)

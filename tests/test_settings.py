@@ -85,6 +85,21 @@ def test_rate_limit_periods(value, limit):
     assert Settings.from_sources({}, {"EDGE_RATE_LIMIT_AI": value}).rate_limit_ai == limit
 
 
+def test_click_rates_are_a_list_of_rates_and_default_to_the_industry_windows():
+    assert Settings().ivt_clicks == (
+        RateLimit(1, 60.0),
+        RateLimit(3, 600.0),
+        RateLimit(10, 3600.0),
+        RateLimit(25, 86400.0),
+    )
+    given = Settings.from_sources({}, {"EDGE_IVT_CLICKS": " 2/m , 5/10m,"}).ivt_clicks
+    assert given == (RateLimit(2, 60.0), RateLimit(5, 600.0))
+    for value, expected in (("", "expected one or more"), ("2/m,lots", "got 'lots'")):
+        with pytest.raises(SettingsError, match=expected) as refused:
+            Settings.from_sources({}, {"EDGE_IVT_CLICKS": value})
+        assert str(refused.value).startswith("EDGE_IVT_CLICKS: ")
+
+
 def test_host_is_taken_without_surrounding_blanks():
     assert Settings.from_sources({}, {"EDGE_HOST": " 0.0.0.0 "}).host == "0.0.0.0"
     with pytest.raises(SettingsError, match="--host"):

@@ -72,6 +72,7 @@ class EdgeProcess:
             # Every page and beacon of a QA run comes from one loopback address: the
             # per-client limits meant for the open internet would count them as one reader.
             EDGE_IVT_IMPRESSIONS="1000000/1s",
+            EDGE_IVT_CLICKS="1000000/1s",
             EDGE_DEA_CLIENT_RATE="1000000/1s",
             EDGE_FAILURE_CLIENT_RATE="1000000/1s",
         )
