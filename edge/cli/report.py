@@ -36,6 +36,7 @@ from edge.cli._common import (
     with_context,
 )
 from edge.context import Context
+from edge.ivt import INVALID_COUNTERS
 from edge.preflight import check_catalogue
 from edge.reports import daily
 from edge.settings import add_arguments
@@ -90,13 +91,21 @@ MONEY = "billable_usd"
 # per publisher and per key, so ad rows leave them out rather than show a column of zeros.
 PER_AD_COUNTERS = tuple(c for c in REPORT_COUNTERS if c not in ("requests", "no_matches"))
 # Every row of a scope lists each counter that scope can move (0 when it has not moved), so
-# a JSON reader never meets a missing key; counters a scope never moves are left out. The
-# invalid_<reason> counters, one per reason met, are added to every row of a scope where any
-# row of it has one (``build``).
+# a JSON reader never meets a missing key; counters a scope never moves are left out. That
+# includes the invalid_<reason> counters of every reason the invalid-traffic rules know; one
+# the store holds that they no longer name is added to every row of its scope (``build``).
+# The table leaves out invalid counters that are 0 in every row (``render_text``).
 COLUMNS = {
-    "ad": (*PER_AD_COUNTERS, *MONEY_COUNTERS),
-    "publisher": (*REPORT_COUNTERS, "clicks", *MONEY_COUNTERS[2:]),
-    "campaign": ("matches", "impressions", "viewable_impressions", MONEY, *MONEY_COUNTERS),
+    "ad": (*PER_AD_COUNTERS, *MONEY_COUNTERS, *INVALID_COUNTERS),
+    "publisher": (*REPORT_COUNTERS, "clicks", *MONEY_COUNTERS[2:], *INVALID_COUNTERS),
+    "campaign": (
+        "matches",
+        "impressions",
+        "viewable_impressions",
+        MONEY,
+        *MONEY_COUNTERS,
+        *INVALID_COUNTERS,
+    ),
     "key": ("requests", "matches", "empties", "no_matches"),
 }
 # Scopes whose rows also get ``ctr`` (clicks per viewable impression).
@@ -212,7 +221,11 @@ def render_text(report: dict[str, dict[str, dict[str, float]]]) -> str:
             lines.append("")
             continue
         known = [c for c in REPORT_COUNTERS if any(c in e for e in entries.values())]
-        extra = sorted({c for e in entries.values() for c in e} - set(known))
+        extra = sorted(
+            c
+            for c in {c for e in entries.values() for c in e} - set(known)
+            if not c.startswith("invalid") or any(e.get(c) for e in entries.values())
+        )
         cols = known + extra
         table = [
             [scope_id, *(_cell(c, e.get(c, 0)) for c in cols)] for scope_id, e in entries.items()

@@ -180,6 +180,36 @@ def test_every_row_of_a_scope_lists_every_counter_of_that_scope(tmp_path, capsys
         assert all(f == fields[0] for f in fields), scope
 
 
+def test_every_invalid_reason_is_listed_before_it_happens_and_the_table_skips_zeros(
+    tmp_path, capsys
+):
+    # A reader of --json indexes invalid_not_viewable on a day nothing was not viewable; the
+    # table shows only the invalid counters that moved.
+    from edge.ivt import INVALID_COUNTERS
+
+    db = tmp_path / "edge.db"
+    store = SQLiteStore(db)
+    store.open_blocking()
+    asyncio.run(store.add_counts([
+        ("ad", "ad-a", "impressions", 2),
+        ("ad", "ad-b", "invalid_bot_user_agent", 1),
+        ("publisher", "pub-a", "impressions", 2),
+        ("campaign", "cmp-a", "impressions", 2),
+    ]))  # fmt: skip
+    store.close_blocking()
+    assert main(["report", "--json", "--db", str(db)]) == 0
+    report = orjson.loads(capsys.readouterr().out)
+    assert "invalid_not_viewable" in INVALID_COUNTERS
+    assert "invalid_clicks_duplicate" in INVALID_COUNTERS
+    for scope, row in (("ad", "ad-a"), ("publisher", "pub-a"), ("campaign", "cmp-a")):
+        assert {c: report[scope][row][c] for c in INVALID_COUNTERS} == dict.fromkeys(
+            INVALID_COUNTERS, 0
+        ), scope
+    assert main(["report", "--db", str(db)]) == 0
+    table = capsys.readouterr().out
+    assert "invalid_bot_user_agent" in table and "invalid_not_viewable" not in table
+
+
 def test_json_with_another_format_is_refused(tmp_path, capsys):
     import pytest
 

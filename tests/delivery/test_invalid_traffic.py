@@ -155,9 +155,8 @@ def test_ai_beacons_from_a_bot_are_invalid(make_client):
     _, view = ai_beacon_urls(ctx.signer, "", 42, "m-1", "c-1", scope=AI_SCOPE)
     assert client.get(view, headers={"User-Agent": "Googlebot/2.1"}).status_code == 204
     counters = report(client)["ad"]
-    assert [c for a in counters.values() for c in a if c.startswith("invalid")] == [
-        "invalid_bot_user_agent"
-    ]
+    moved = [c for a in counters.values() for c, n in a.items() if c.startswith("invalid") and n]
+    assert moved == ["invalid_bot_user_agent"]
 
 
 @pytest.mark.parametrize(
