@@ -43,6 +43,18 @@ def test_viewable_once(page, pages, tag_monitor, edge_beacons):
     assert tag_monitor.violations() == [] and tag_monitor.page_errors == []
 
 
+def test_the_edges_settings_are_the_testers(edge_server):
+    # --edge-setting=EDGE_MAX_BODY_BYTES=1024 below: a 1,100-byte body is refused.
+    import urllib.error, urllib.request
+    request = urllib.request.Request(
+        edge_server.url + "/dea/url/keywords", data=b"{" + b" " * 1098 + b"}", method="POST",
+        headers={"Content-Type": "application/json"},
+    )
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=10)
+    assert refused.value.code == 413
+
+
 def test_an_ad_never_seen_is_not_viewable(page, pages, tag_monitor, edge_beacons):
     page.goto(pages.url(pub="qa-site", topic="cooking"))
     tag_monitor.wait_for_event("filled", "main-slot")
@@ -61,9 +73,10 @@ def test_plugin_fixtures_start_an_edge_read_beacons_and_catch_a_missing_impressi
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--rootdir", str(tmp_path),
          f"--edge-publisher=qa-site=http://127.0.0.2:{port}", f"--edge-catalogue={demand}",
+         "--edge-setting=EDGE_MAX_BODY_BYTES=1024",
          "-W", "ignore::pytest.PytestRemovedIn10Warning", str(tmp_path)],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240, check=False,
     )  # fmt: skip
     out = result.stdout + result.stderr
-    assert "1 failed, 1 passed" in out, out
+    assert "1 failed, 2 passed" in out, out
     assert "expected 1 'viewable' event(s) for slot 'main-slot'" in out, out

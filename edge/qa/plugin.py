@@ -71,6 +71,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="ID=ORIGIN",
         help="register a publisher on the edge the kit starts (repeatable)",
     )
+    group.addoption(
+        "--edge-setting",
+        action="append",
+        default=[],
+        metavar="EDGE_NAME=VALUE",
+        help="a setting of the edge the kit starts, as in its environment (repeatable), "
+        "e.g. EDGE_EXPLORE=0",
+    )
 
 
 def _publishers(values: list[str]) -> dict[str, list[str]]:
@@ -80,6 +88,16 @@ def _publishers(values: list[str]) -> dict[str, list[str]]:
         if not sep or not pub or not origin:
             raise pytest.UsageError(f"--edge-publisher wants ID=ORIGIN, got {value!r}")
         out.setdefault(pub, []).append(origin)
+    return out
+
+
+def _settings(values: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for value in values:
+        name, sep, setting = value.partition("=")
+        if not sep or not name.startswith("EDGE_") or len(name) == len("EDGE_"):
+            raise pytest.UsageError(f"--edge-setting wants EDGE_NAME=VALUE, got {value!r}")
+        out[name] = setting
     return out
 
 
@@ -96,6 +114,7 @@ def edge_server(
         return
     db = tmp_path_factory.mktemp("edge-qa") / "edge.db"
     publishers = _publishers(config.getoption("edge_publisher"))
+    chosen = _settings(config.getoption("edge_setting"))
     # Registered before the edge starts, so its CORS allow-list has them from the start;
     # the key lets the tests read this edge's events over HTTP, as they would a staging one.
     with BeaconReader(db) as store:
@@ -106,6 +125,7 @@ def edge_server(
     catalogue = config.getoption("edge_catalogue")
     if catalogue:
         settings["EDGE_CATALOGUE"] = str(Path(catalogue).resolve())
+    settings.update(chosen)  # last: the tester's word wins over the kit's defaults
     with EdgeProcess(db=db, port=config.getoption("edge_port"), settings=settings) as proc:
         yield EdgeServer(proc.url, db, key)
 
