@@ -43,6 +43,20 @@ def test_viewable_once(page, pages, tag_monitor, edge_beacons):
     assert tag_monitor.violations() == [] and tag_monitor.page_errors == []
 
 
+def test_a_paused_clock_counts_the_second_after_settle(page, pages, tag_monitor):
+    import datetime as dt
+    page.clock.install()
+    page.goto(pages.url(pub="qa-site", topic="running"))
+    tag_monitor.wait_for_event("filled", "main-slot")
+    page.clock.pause_at(dt.datetime.now() + dt.timedelta(minutes=10))
+    page.locator("[data-ad-slot=main-slot]").scroll_into_view_if_needed()
+    tag_monitor.settle("main-slot")
+    page.clock.run_for(999)
+    assert tag_monitor.events("viewable", "main-slot") == []
+    page.clock.run_for(1)
+    tag_monitor.wait_for_event("viewable", "main-slot", timeout=5)
+
+
 def test_the_edges_settings_are_the_testers(edge_server):
     # --edge-setting=EDGE_MAX_BODY_BYTES=1024 below: a 1,100-byte body is refused.
     import urllib.error, urllib.request
@@ -78,5 +92,5 @@ def test_plugin_fixtures_start_an_edge_read_beacons_and_catch_a_missing_impressi
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240, check=False,
     )  # fmt: skip
     out = result.stdout + result.stderr
-    assert "1 failed, 2 passed" in out, out
+    assert "1 failed, 3 passed" in out, out
     assert "expected 1 'viewable' event(s) for slot 'main-slot'" in out, out

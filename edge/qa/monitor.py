@@ -71,3 +71,16 @@ class TagMonitor:
             slot_id,
         )
         return state
+
+    def settle(self, slot_id: str) -> None:
+        """Wait until the browser has told the tag where the slot's ad now is (after a scroll
+        or a layout change), before a test moves a paused ``page.clock``: the tag hears of
+        it at the browser's next rendering, which a clock run at once outruns. Observers are
+        told in the order they were made, so the tag's has been told when this one is."""
+        self.page.evaluate(
+            """(id) => new Promise((done) => {
+              const io = new IntersectionObserver(() => { io.disconnect(); done(); });
+              io.observe(document.querySelector(`[data-ad-slot="${CSS.escape(id)}"]`));
+            })""",
+            slot_id,
+        )
