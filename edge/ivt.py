@@ -22,7 +22,9 @@ Rules, in order (the first that applies is the reason):
   per client address; the tag's clicks: ``EDGE_IVT_CLICKS``, by default 1 a minute, 3 per
   10 minutes, 10 an hour, 25 a day). Beacons a partner fires (the UGC pixel, the AI render,
   view and click URLs) have no per-client rate: one partner server may fire them for many
-  users.
+  users. Only genuine events spend it: a resend of an event just judged gets its verdict
+  again, and a replayed click (its click id already stored for its impression) is answered
+  before it is judged.
 
 Client addresses are never kept raw: rate limits key on a keyed hash of the address (IPv6
 by its /64, the part a host keeps while it rotates privacy addresses).
@@ -282,14 +284,7 @@ class TrafficClassifier:
         if not viewable:
             return _INVALID["not_viewable"]
         if rate_limited:
-            if event_id is not None and event_id in self._recent:
-                return self._recent[event_id]
-            verdict = VALID if self._impressions.allow(key) else _INVALID["rate_limited"]
-            if event_id is not None:
-                self._recent[event_id] = verdict
-                if len(self._recent) > _RECENT_EVENTS:
-                    self._recent.popitem(last=False)
-            return verdict
+            return self._rated(self._impressions, key, event_id)
         return VALID
 
     def classify_click(
@@ -303,10 +298,14 @@ class TrafficClassifier:
         impression_seen: bool = True,
         impression_valid: bool = True,
         rate_limited: bool = True,
+        event_id: str | None = None,
     ) -> Verdict:
         """A click: the impression rules, then click-before-impression, then a click on an
         impression stored as invalid, then (when ``rate_limited``) the click rates (1/min,
-        3/10 min, 10/h, 25/day per client address)."""
+        3/10 min, 10/h, 25/day per client address). ``event_id``: the click's own id (its
+        click id within its impression), so copies of one click judged before either is
+        stored share one verdict and spend the client's rate once. A replay of a stored
+        click is not judged at all: the click routes recognise it first."""
         found = self._common(client, bound_to, binding, publisher_known)
         if found is not None:
             return found
@@ -314,6 +313,20 @@ class TrafficClassifier:
             return _INVALID["click_before_impression"]
         if not impression_valid:
             return _INVALID["impression_invalid"]
-        if rate_limited and not self._clicks.allow(key):
-            return _INVALID["rate_limited"]
+        if rate_limited:
+            return self._rated(self._clicks, key, event_id)
         return VALID
+
+    def _rated(self, limiter: WindowLimiter, key: str, event_id: str | None) -> Verdict:
+        """The rate verdict of an event of ``key``: the one already given to ``event_id``
+        (a resend or a copy in flight spends nothing more), else ``limiter``'s."""
+        if event_id is not None:
+            known = self._recent.get(event_id)
+            if known is not None:
+                return known
+        verdict = VALID if limiter.allow(key) else _INVALID["rate_limited"]
+        if event_id is not None:
+            self._recent[event_id] = verdict
+            if len(self._recent) > _RECENT_EVENTS:
+                self._recent.popitem(last=False)
+        return verdict

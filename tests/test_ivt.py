@@ -181,6 +181,27 @@ def test_click_day_limit_is_a_true_sliding_day():
     assert c.classify_click(USER, key=key).reason is None
 
 
+def test_copies_of_one_click_judged_together_share_one_verdict_and_spend_once():
+    # Two copies of one click in flight at once both reach the rules before either is
+    # stored (the store then keeps one): the second must neither spend the allowance nor
+    # be judged rate_limited by the first, whichever of them the store keeps.
+    clock = FakeClock()
+    c = classifier(clock)
+    key = client_key(SIGNER, USER)
+
+    def click(event_id):
+        return c.classify_click(USER, key=key, event_id=event_id).reason
+
+    assert click("clk-1") is None
+    assert click("clk-1") is None  # its copy: the same verdict, nothing spent
+    clock.advance(61)
+    assert click("clk-2") is None
+    clock.advance(61)
+    assert click("clk-3") is None
+    clock.advance(61)
+    assert click("clk-4") == "rate_limited"  # a fourth genuine click within ten minutes
+
+
 def test_a_resent_beacon_does_not_spend_the_clients_rate_again():
     c = classifier(ivt_impressions=RateLimit(2, 300.0))
     assert verdict(c, event_id="tok-1") is None

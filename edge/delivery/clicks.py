@@ -122,10 +122,17 @@ async def record_click(
     """Judge the click, store it durably, and count its charge toward the campaign's spend.
 
     ``impression_keys``: dedupe keys of which any one stored means the impression was (and
-    any one stored valid, that it was valid).
+    any one stored valid, that it was valid). A replay (its ``click_id`` stored for its
+    impression already) is answered before any rule judges it: it counts nothing and
+    spends nothing of the client's click allowance. Copies of one click that arrive
+    together share one verdict (``_invalid_reason``) and the store keeps one of them.
     """
     async with store_errors():
-        reason = await _invalid_reason(judge, ctx, click.impression_key, impression_keys)
+        if await ctx.store.click_stored(click.click_id, click.impression_key):
+            return False
+        reason = await _invalid_reason(
+            judge, ctx, click.impression_key, impression_keys, click.click_id
+        )
         judged = _with_charge(ctx, click, reason)
         try:
             counted = await _store(ctx, judged)
@@ -145,7 +152,11 @@ def _store(ctx: Context, judged: Click) -> Awaitable[bool]:
 
 
 async def _invalid_reason(
-    judge: _Judge, ctx: Context, impression_key: str, impression_keys: tuple[str, ...]
+    judge: _Judge,
+    ctx: Context,
+    impression_key: str,
+    impression_keys: tuple[str, ...],
+    click_id: str,
 ) -> str | None:
     # Seen: any of the keys names a stored impression; valid: one of them a valid one (an
     # AI ad's render may be a bot's and its view not).
@@ -165,6 +176,8 @@ async def _invalid_reason(
         impression_seen=seen,
         impression_valid=valid,
         partner=judge.partner,
+        # Copies of one click in flight together: one verdict, the allowance spent once.
+        event_id=f"click:{impression_key}:{click_id}",
     )
     if verdict.reason is not None:
         return verdict.reason

@@ -150,11 +150,13 @@ def click_verdict(
     impression_seen: bool,
     impression_valid: bool = True,
     partner: bool = False,
+    event_id: str | None = None,
 ) -> Verdict:
     """The invalid-traffic verdict of a click beacon (the click routes call this): the
     impression's rules, click-before-impression, a click on an impression stored as
     invalid, then the per-client click rates (not for a ``partner``'s click, fired perhaps
-    from one server for many users)."""
+    from one server for many users). ``event_id``: the click's own id (see
+    ``TrafficClassifier.classify_click``)."""
     client = ctx.clients.of_scope(request.scope)
     user_agent = _user_agent(request.scope, partner)
     return ctx.traffic.classify_click(
@@ -166,6 +168,7 @@ def click_verdict(
         impression_seen=impression_seen,
         impression_valid=impression_valid,
         rate_limited=not partner,
+        event_id=event_id,
     )
 
 

@@ -223,6 +223,10 @@ class EventStore(abc.ABC):
         """The impression stored under this dedupe key, or None."""
 
     @abc.abstractmethod
+    async def click_stored(self, click_id: str, impression_key: str) -> bool:
+        """Whether a click with this ``click_id`` is stored for this impression."""
+
+    @abc.abstractmethod
     async def valid_click_stored(self, impression_key: str) -> bool:
         """Whether this impression has a valid click stored."""
 
@@ -308,6 +312,9 @@ class SQLiteEventStore(SQLitePrimitives, EventStore):
 
     async def stored_impression(self, dedupe_key: str) -> StoredImpression | None:
         return await self.read(_stored_impression, dedupe_key)
+
+    async def click_stored(self, click_id: str, impression_key: str) -> bool:
+        return await self.read(_click_stored, click_id, impression_key)
 
     async def valid_click_stored(self, impression_key: str) -> bool:
         return await self.read(_valid_click_stored, impression_key)
@@ -608,6 +615,14 @@ def _stored_impression(conn: sqlite3.Connection, key: str) -> StoredImpression |
         (key,),
     ).fetchone()
     return None if row is None else StoredImpression(*row)
+
+
+def _click_stored(conn: sqlite3.Connection, click_id: str, impression_key: str) -> bool:
+    found = conn.execute(
+        "SELECT 1 FROM clicks WHERE click_id = ? AND impression_key = ?",
+        (click_id, impression_key),
+    )
+    return found.fetchone() is not None
 
 
 def _valid_click_stored(conn: sqlite3.Connection, impression_key: str) -> bool:

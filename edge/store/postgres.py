@@ -722,6 +722,14 @@ class PostgresStore(Store):
         )
         return None if row is None else StoredImpression(*row)
 
+    async def click_stored(self, click_id: str, impression_key: str) -> bool:
+        row = await self.read(
+            _one,
+            "SELECT 1 FROM clicks WHERE click_id = %s AND impression_key = %s",
+            (click_id, impression_key),
+        )
+        return row is not None
+
     async def valid_click_stored(self, impression_key: str) -> bool:
         row = await self.read(
             _one,

@@ -649,3 +649,55 @@ def test_an_ai_ads_click_id_macro_is_the_id_its_click_url_stores(make_client, tm
     ).json()["ads"][0]
     assert click_id not in again["click_through_url"]
     assert click_id not in other["click_through_url"]
+
+
+# -- a replay spends nothing -------------------------------------------------------------------
+
+
+def post_click(client, tok, click_id):
+    body = {"impression_token": tok, "click_id": click_id, "v": "1.0.0"}
+    return client.post("/dea/url/click", json=body).json()["counted"]
+
+
+@pytest.mark.parametrize("recent", ["remembered", "forgotten"])
+def test_a_replayed_click_spends_none_of_the_readers_click_allowance(client, monkeypatch, recent):
+    # Three genuine clicks in ten minutes are within the rates (more than 1 a minute or 3
+    # per 10 minutes is invalid); a resent click counts nothing, so it must not spend the
+    # allowance either, or the reader's third genuine click would be rate_limited. The
+    # store knows the replay even where the classifier's memory of recent verdicts has
+    # moved on (a busy edge, another node, a restart).
+    if recent == "forgotten":
+        monkeypatch.setattr("edge.ivt._RECENT_EVENTS", 0)
+    clock = client.app.state.ctx.clock
+    toks = [token(client) for _ in range(3)]
+    for n, tok in enumerate(toks):
+        seen(client, tok, f"imp-0000000{n}")
+    assert post_click(client, toks[0], "clk-00000000") is True
+    clock.advance(70)
+    assert post_click(client, toks[0], "clk-00000000") is False  # the same click resent
+    clock.advance(70)
+    assert post_click(client, toks[1], "clk-00000001") is True
+    clock.advance(70)
+    assert post_click(client, toks[2], "clk-00000002") is True
+    c = counts(client)
+    assert c[("ad", CPC_AD, "clicks")] == 3
+    assert ("ad", CPC_AD, "invalid_clicks_rate_limited") not in c
+    assert charges(client) == [("cpc", CPC_AD, CPC_BID)] * 3
+
+
+def test_two_copies_of_one_click_at_once_count_once_and_spend_the_allowance_once(client):
+    clock = client.app.state.ctx.clock
+    toks = [token(client) for _ in range(3)]
+    for n, tok in enumerate(toks):
+        seen(client, tok, f"imp-0000000{n}")
+    body = {"impression_token": toks[0], "click_id": "clk-00000000", "v": "1.0.0"}
+    answers = at_once(client, [("POST", "/dea/url/click", {"json": body})] * 2)
+    assert sorted(a.json()["counted"] for a in answers) == [False, True]
+    clock.advance(70)
+    assert post_click(client, toks[1], "clk-00000001") is True
+    clock.advance(70)
+    assert post_click(client, toks[2], "clk-00000002") is True
+    c = counts(client)
+    assert c[("ad", CPC_AD, "clicks")] == 3
+    assert ("ad", CPC_AD, "invalid_clicks_rate_limited") not in c
+    assert client.portal.call(client.app.state.ctx.store.click_count, None) == 3

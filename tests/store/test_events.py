@@ -250,6 +250,8 @@ def test_clicks_and_conversions_once_each_with_their_charges(store, run, counts,
     (stored,) = run(store.clicks_by_id("c1", "production", 5))
     assert stored.impression_key == "tok:a"
     assert run(store.valid_click_stored("tok:a")) and not run(store.valid_click_stored("tok:b"))
+    assert run(store.click_stored("c1", "tok:a"))  # a replay is known before it is judged
+    assert not run(store.click_stored("c1", "tok:b")) and not run(store.click_stored("c2", "tok:a"))
     conversion = Conversion(click=stored, at=9.0, value_usd=20.0, charge_usd=2.0)
     assert run(ledger.record_conversion(store, conversion)) is True
     assert run(ledger.record_conversion(store, conversion)) is False
