@@ -1,11 +1,11 @@
 """Invalid traffic: which impressions and clicks are recorded but never billed, and why.
 
 One classifier, called by every beacon that can bill (tag impressions, the pixel, AI
-beacons; clicks use ``classify_click``), so the rules live in one place and the store only
-records the verdict. An invalid event is still stored (it keeps its dedupe keys, so a replay
-of it is a replay) with its reason, counted under ``invalid_<reason>`` in ``edge report`` and
-never billed. The answer to the client is the same as for a valid event: a bot learns
-nothing from it.
+beacons, the earlier API's ``POST /ugc/impression``; clicks use ``classify_click``), so the
+rules live in one place and the store only records the verdict. An invalid event is still
+stored (it keeps its dedupe keys, so a replay of it is a replay) with its reason, counted
+under ``invalid_<reason>`` in ``edge report`` and never billed. The answer to the client
+is the same as for a valid event: a bot learns nothing from it.
 
 Rules, in order (the first that applies is the reason):
 - ``bot_user_agent``: a known crawler or bot user agent (general invalid traffic), from the
@@ -13,6 +13,9 @@ Rules, in order (the first that applies is the reason):
 - ``client_mismatch``: the token was issued to another client (a keyed hash of the client
   address and user agent is sealed into it when the tag's match route issues it).
 - ``publisher_removed``: the token's publisher is no longer registered.
+- ``not_served`` (the earlier API's impression, which carries no token): the ad was not
+  served for that post to that partner (no match of the post by its key, or a key it
+  rotated to, answered that ad within the last day).
 - ``not_viewable`` (tag impressions): the beacon's own report of what was in view falls
   short of a viewable impression (less than 30% of the ad, or less than one second).
 - ``click_before_impression`` (clicks): the click's impression was never stored.
@@ -56,6 +59,7 @@ Reason = Literal[
     "click_before_impression",
     "impression_invalid",
     "not_viewable",
+    "not_served",
 ]
 REASONS: tuple[Reason, ...] = (
     "bot_user_agent",
@@ -65,6 +69,7 @@ REASONS: tuple[Reason, ...] = (
     "click_before_impression",
     "impression_invalid",
     "not_viewable",
+    "not_served",
 )
 # Reasons only clicks can have (a second valid click of one impression is a ``duplicate``),
 # and the counters each kind of event moves in ``edge report`` when stored as invalid.
@@ -270,6 +275,7 @@ class TrafficClassifier:
         rate_limited: bool = True,
         event_id: str | None = None,
         viewable: bool = True,
+        served: bool = True,
     ) -> Verdict:
         """``key``: ``client_key`` of the client; ``bound_to``: the binding sealed in the
         token (None: not bound, e.g. a partner's pixel); ``binding``: this client's
@@ -277,10 +283,14 @@ class TrafficClassifier:
         ``event_id``: the token's id, so a resend of a beacon just judged does not spend
         the client's rate a second time (the store still decides what is a replay);
         ``viewable``: False when the beacon's own report of what was in view falls short of
-        a viewable impression (``viewable_report``). Such a beacon spends no rate."""
+        a viewable impression (``viewable_report``). Such a beacon spends no rate.
+        ``served``: False when no match served this ad where the impression says it was
+        shown (the earlier API's impression, which carries no token)."""
         found = self._common(client, bound_to, binding, publisher_known)
         if found is not None:
             return found
+        if not served:
+            return _INVALID["not_served"]
         if not viewable:
             return _INVALID["not_viewable"]
         if rate_limited:

@@ -68,7 +68,9 @@ words:
                         no stored impression; impression_invalid: its impression was
                         stored invalid; duplicate: a second click on one impression;
                         bot_user_agent, client_mismatch, rate_limited, publisher_removed;
-                        not_viewable: a tag beacon reporting under 30% in view or 1 s)
+                        not_viewable: a tag beacon reporting under 30% in view or 1 s;
+                        not_served: an earlier-API impression of an ad no match of its
+                        post by that partner served)
   pacing                per campaign: spent_usd, planned_usd (the even line now; null without
                         a flight end or budget), budget_usd, daily_cap_usd, pacing; null for a
                         campaign not in the catalogue read

@@ -115,7 +115,7 @@ def _user_agent(scope: Scope, partner: bool) -> str:
     return header(scope, b"user-agent") or ""
 
 
-def _verdict(
+def impression_verdict(
     ctx: Context,
     scope: Scope,
     *,
@@ -124,9 +124,12 @@ def _verdict(
     partner: bool,
     event_id: str | None = None,
     viewable: bool = True,
+    served: bool = True,
 ) -> Verdict:
-    """``partner``: a beacon a partner fires (the pixel, AI beacons), perhaps from one
-    server for many users: no per-client rate, and ``X-Device-User-Agent`` is read."""
+    """The invalid-traffic verdict of an impression beacon (every impression route calls
+    this). ``partner``: a beacon a partner fires (the pixel, AI beacons, the earlier API's
+    impression), perhaps from one server for many users: no per-client rate, and
+    ``X-Device-User-Agent`` is read. ``served``: see ``TrafficClassifier``."""
     client = ctx.clients.of_scope(scope)
     user_agent = _user_agent(scope, partner)
     return ctx.traffic.classify_impression(
@@ -138,6 +141,7 @@ def _verdict(
         rate_limited=not partner,
         event_id=event_id,
         viewable=viewable,
+        served=served,
     )
 
 
@@ -207,7 +211,7 @@ def _tag_impression(ctx: Context, scope: Scope, raw: bytes, surface: Surface) ->
     token, impression_id, visible_ratio, visible_ms = _IMPRESSION_FIELDS(raw)
     claims = read_claims(ctx, token, surface, "impression_token")
     keys = (f"tok:{claims.token_id}", f"iid:{impression_id}")
-    verdict = _verdict(
+    verdict = impression_verdict(
         ctx,
         scope,
         bound_to=claims.client,
@@ -273,7 +277,7 @@ async def _ugc_pixel(ctx: Context, request: Request) -> Response:
             "t is a token the tag was given: it reports through POST /dea/ugc/impression",
             field="t",
         )
-    verdict = _verdict(
+    verdict = impression_verdict(
         ctx,
         request.scope,
         bound_to=claims.client,
@@ -355,7 +359,7 @@ async def _ai(ctx: Context, request: Request, kind: AiBeaconKind) -> Response:
     except InvalidToken as exc:
         raise BadRequest(str(exc), field="sig", code="invalid_signature") from None
     ad_id, campaign_id, cpm = ai_attribution(ctx, beacon.ad_id)
-    verdict = _verdict(ctx, request.scope, bound_to=None, publisher_id=None, partner=True)
+    verdict = impression_verdict(ctx, request.scope, bound_to=None, publisher_id=None, partner=True)
     imp = Impression(
         kind="ai-render" if kind == "render" else "ai-view",
         dedupe_keys=(beacon.impression_key(kind),),  # per message in its conversation

@@ -52,6 +52,17 @@ async def match_ugc(ctx: Context, request: Request, body: UgcBody, key: KeyRecor
     return result
 
 
+async def served_ugc(ctx: Context, key: KeyRecord, post_id: str, ad_id: str) -> bool:
+    """Whether a match of this partner's post (``match_ugc``, by ``key`` or a key of its
+    family) served ``ad_id``. The serves are the matcher's own record (kept for its
+    frequency cap, a day); a serve still being written is waited for."""
+    thread = partner_thread("ugc", key, post_id)  # as match_ugc scopes it: thread and unit
+    state = await matching.StoreMatchState(ctx.store, ctx.state_writes).load(
+        thread, None, thread, ctx.clock()
+    )
+    return ad_id in state.unit_ads
+
+
 def sandbox_no_match(post_id: str) -> bool:
     digest = hashlib.sha256(post_id.encode()).digest()
     return int.from_bytes(digest[:8], "big") % SANDBOX_NO_MATCH_ONE_IN == 0

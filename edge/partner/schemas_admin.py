@@ -245,7 +245,10 @@ def legacy_doc(ctx: Context, paths: dict[str, str]) -> dict[str, Any]:
                 "properties": {"post_id": {"type": "string"}, "acknowledged": {"type": "boolean"}},
             },
             "Durably stored; a replay of the same Idempotency-Key and body counts once "
-            "(answered with Idempotent-Replayed: true)",
+            "(answered with Idempotent-Replayed: true). Judged by the invalid-traffic "
+            "rules (a bot's user agent, or X-Device-User-Agent when sent; an ad that no "
+            "match of this post by this partner served): an invalid one is stored, never "
+            "billed, and answered alike",
         ),
         (400, 401, 413, 415, 422, 429, 502, 503),
         tag="legacy",

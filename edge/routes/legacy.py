@@ -6,6 +6,9 @@ EDGE_LEGACY_API=1; without it these paths are 404 (partner paths carry the /v1 p
   nothing passes.
 - POST /ugc/disable: thread-scoped, idempotent disables of (post_id, ad_id) pairs.
 - POST /ugc/impression: a billing-grade impression; ``Idempotency-Key`` makes retries count once.
+  It goes through the invalid-traffic rules as every impression does (``edge.ivt``, as the
+  partner-fired pixel: no per-client rate, ``X-Device-User-Agent`` read), and an ad that no
+  match of that post by this partner served is stored as invalid (``not_served``).
 - GET /keys/apiKey: self-service rotation through the same Keyring.rotate as ``edge keys rotate``.
 """
 
@@ -23,7 +26,7 @@ from starlette.routing import BaseRoute, Route
 from edge import keys
 from edge.context import Context
 from edge.creative import cpm_usd
-from edge.delivery.events import billed_cpm, count_impression
+from edge.delivery.events import billed_cpm, count_impression, impression_verdict
 from edge.errors import (
     BadGateway,
     BadRequest,
@@ -35,7 +38,7 @@ from edge.errors import (
 from edge.http import counting_route, json_response, read_body
 from edge.partner import schemas_admin
 from edge.partner.bodies import parse_disable, parse_impression, parse_legacy_process
-from edge.partner.flow import match_ugc
+from edge.partner.flow import match_ugc, served_ugc
 from edge.partner.guard import admit
 from edge.partner.render import legacy_ad
 from edge.store import Impression, StoreUnavailable
@@ -125,6 +128,17 @@ async def impression(ctx: Context, request: Request) -> Response:
         dedupe = f"legacy:{admission.key.family}:{idem}"
         if await _replayed(ctx, dedupe, post_id, ad_id):
             return _impression_answer(admission.headers, post_id, replayed=True)
+    try:
+        served = await served_ugc(ctx, admission.key, post_id, ad_id)
+    except StoreUnavailable:
+        raise _store_down("impression") from None
+    # Fired by the partner's server for a reader: judged as the pixel is (no per-client
+    # rate; the reader's browser named in X-Device-User-Agent). An invalid one is stored,
+    # billed nothing, and answered as a valid one is.
+    verdict = impression_verdict(
+        ctx, request.scope, bound_to=None, publisher_id=None, partner=True, served=served
+    )
+    cpm = billed_cpm(ctx, placement.campaign.id, cpm_usd(ctx, placement)) if verdict.valid else None
     imp = Impression(
         kind="legacy",
         dedupe_keys=(dedupe,),
@@ -133,7 +147,8 @@ async def impression(ctx: Context, request: Request) -> Response:
         campaign_id=placement.campaign.id,
         at=ctx.clock(),
         post_id=post_id,
-        cpm_usd=billed_cpm(ctx, placement.campaign.id, cpm_usd(ctx, placement)),
+        cpm_usd=cpm,
+        invalid_reason=verdict.reason,
     )
     try:
         counted = await count_impression(ctx, imp)

@@ -166,6 +166,9 @@ class Script:
             ScoredAd(self.catalogue.placement(a), 0.9 - i / 10, 0.9 - i / 10)
             for i, a in enumerate(self.ad_ids)
         )
+        unit = request.post_id or request.turn_id
+        if ads and request.thread_id and unit:  # what it served, as the real matcher records
+            await state.record_served(request.thread_id, unit, list(self.ad_ids), now)
         return MatchResult("matched", ads, reason="matched", explanation=self.explanation)
 
 

@@ -10,7 +10,7 @@ from edge.keys import SECONDARY_TTL_SECONDS
 from edge.settings import RateLimit
 from edge.store import StoreUnavailable
 from tests.conftest import assert_error_shape, issue_key
-from tests.routes.conftest import post_json
+from tests.routes.conftest import Script, post_json
 
 DOG = "my pup will not touch his kibble, any ideas?"
 ROUTES = [
@@ -30,6 +30,13 @@ def legacy(make_client):
 @pytest.fixture
 def scripted(make_client, script):
     client = make_client(legacy_api=True, matcher=script)
+    return client, issue_key(client, "ugc")
+
+
+@pytest.fixture
+def serving(make_client, shared_matcher):
+    """A scripted matcher over the bundled catalogue: tests choose what a match serves."""
+    client = make_client(legacy_api=True, matcher=Script(shared_matcher.catalogue))
     return client, issue_key(client, "ugc")
 
 
@@ -181,9 +188,94 @@ def run(client, fn, *args):
     return client.portal.call(fn, *args)
 
 
-def test_impression_is_stored_and_billed_once_per_idempotency_key(legacy):
-    client, key = legacy
+def serve(client, key, post_id, *ad_ids):
+    """The partner's match of ``post_id`` served these ads (a scripted matcher's)."""
+    script = client.app.state.ctx.matcher
+    script.ad_ids = ad_ids
+    r = post_json(client, "/ugc/process", {"post_id": post_id, "message": DOG}, key)
+    assert [a["ad_id"] for a in r.json()["ads"]] == list(ad_ids)
+
+
+def counts(client) -> dict:
+    ctx = client.app.state.ctx
+    return {(s, i, c): a for s, i, c, a in run(client, ctx.store.counts)}
+
+
+BOT = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)"
+BROWSER = (
+    "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) "
+    "Chrome/131.0.0.0 Safari/537.36"
+)
+
+
+def test_a_bots_impression_is_stored_invalid_and_billed_nothing(serving):
+    client, key = serving
+    serve(client, key, "p-9", "ad-gps-watch")
+    body = {"post_id": "p-9", "ad_id": "ad-gps-watch"}
+    for _ in range(3):
+        r = post_json(client, "/ugc/impression", body, key, **{"User-Agent": BOT})
+        assert r.status_code == 200 and r.json() == {"post_id": "p-9", "acknowledged": True}
+    c = counts(client)
+    assert c[("ad", "ad-gps-watch", "invalid_bot_user_agent")] == 3
+    assert ("ad", "ad-gps-watch", "impressions") not in c
+    assert ("ad", "ad-gps-watch", "billable_usd") not in c
+    assert "cmp-stride" not in run(client, client.app.state.ctx.store.spend_by_campaign)
+
+
+def test_a_partner_server_names_its_users_browser_as_the_pixel_does(serving):
+    # The impression is fired by the partner's server, whose HTTP library is a bot by its
+    # user agent; X-Device-User-Agent names the reader's browser, which the rules judge.
+    client, key = serving
+    serve(client, key, "p-9", "ad-gps-watch")
+    body = {"post_id": "p-9", "ad_id": "ad-gps-watch"}
+    server = {"User-Agent": "python-requests/2.32.3"}
+    post_json(client, "/ugc/impression", body, key, **server)
+    post_json(client, "/ugc/impression", body, key, **server, **{"X-Device-User-Agent": BOT})
+    post_json(client, "/ugc/impression", body, key, **server, **{"X-Device-User-Agent": BROWSER})
+    c = counts(client)
+    assert c[("ad", "ad-gps-watch", "invalid_bot_user_agent")] == 2
+    assert c[("ad", "ad-gps-watch", "impressions")] == 1
+
+
+def test_an_ad_not_served_for_the_post_to_this_partner_is_invalid_and_billed_nothing(
+    serving,
+):
+    client, key = serving
+    other = issue_key(client, "ugc")  # another partner
+    serve(client, key, "p-9", "ad-gps-watch")
+    serve(client, other, "p-7", "ad-dog-food")
+    never = [
+        {"post_id": "never-served", "ad_id": "ad-gps-watch"},  # a post never matched
+        {"post_id": "p-9", "ad_id": "ad-dog-food"},  # an ad its match did not serve
+        {"post_id": "p-7", "ad_id": "ad-dog-food"},  # served, but to another partner
+    ]
+    for body in never:
+        r = post_json(client, "/ugc/impression", body, key)
+        assert r.status_code == 200 and r.json()["acknowledged"] is True  # nothing told
+    c = counts(client)
+    assert c[("ad", "ad-gps-watch", "invalid_not_served")] == 1
+    assert c[("ad", "ad-dog-food", "invalid_not_served")] == 2
+    assert run(client, client.app.state.ctx.store.spend_by_campaign) == {}
+    post_json(client, "/ugc/impression", {"post_id": "p-9", "ad_id": "ad-gps-watch"}, key)
+    post_json(client, "/ugc/impression", {"post_id": "p-7", "ad_id": "ad-dog-food"}, other)
+    c = counts(client)
+    assert c[("ad", "ad-gps-watch", "impressions")] == 1
+    assert c[("ad", "ad-dog-food", "impressions")] == 1  # (a CPC ad: billed per click)
+    assert run(client, client.app.state.ctx.store.spend_by_campaign)["cmp-stride"] > 0
+
+
+def test_a_serve_of_the_key_before_its_rotation_counts_for_the_new_key(serving):
+    client, key = serving
+    serve(client, key, "p-9", "ad-gps-watch")
+    new = client.get("/keys/apiKey", headers={"X-API-Key": key}).json()["apiKey"]
+    post_json(client, "/ugc/impression", {"post_id": "p-9", "ad_id": "ad-gps-watch"}, new)
+    assert counts(client)[("ad", "ad-gps-watch", "impressions")] == 1
+
+
+def test_impression_is_stored_and_billed_once_per_idempotency_key(serving):
+    client, key = serving
     store = client.app.state.ctx.store
+    serve(client, key, "p-9", "ad-gps-watch")
     body = {"post_id": "p-9", "ad_id": "ad-gps-watch"}  # a CPM ad set of the catalogue
     first = post_json(client, "/ugc/impression", body, key, **{"Idempotency-Key": "imp-1"})
     assert first.status_code == 200 and first.json() == {"post_id": "p-9", "acknowledged": True}
@@ -200,6 +292,7 @@ def test_impression_is_stored_and_billed_once_per_idempotency_key(legacy):
     post_json(client, "/ugc/impression", body, key)  # no key: each call is a new impression
     post_json(client, "/ugc/impression", body, key)
     assert run(client, store.impression_count, "legacy") == 4
+    assert counts(client)[("ad", "ad-gps-watch", "impressions")] == 4  # each one valid
 
 
 @pytest.mark.parametrize(
@@ -253,10 +346,10 @@ def test_a_key_reused_by_a_concurrent_call_with_another_body_is_422(legacy):
     assert run(client, store.impression_count, "legacy") == 1
 
 
-def test_legacy_impressions_respect_the_budget_and_count_toward_spend(legacy):
+def test_legacy_impressions_respect_the_budget_and_count_toward_spend(serving):
     # The earlier beacon bills like the others: the campaign's spend sees it at once, and
     # past the budget it is stored unbilled.
-    client, key = legacy
+    client, key = serving
     ctx = client.app.state.ctx
     p = next(
         p
@@ -264,6 +357,7 @@ def test_legacy_impressions_respect_the_budget_and_count_toward_spend(legacy):
         if p.ad_set.pricing_model.type == "cpm" and p.campaign.budget_usd
     )
     cid = p.campaign.id
+    serve(client, key, "p-9", p.ad.id)
     body = {"post_id": "p-9", "ad_id": p.ad.id}
     post_json(client, "/ugc/impression", body, key)
     spent = ctx.spend.current().total[cid]
