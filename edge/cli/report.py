@@ -208,7 +208,7 @@ def _number(counter: str, amount: Any) -> Any:
     if not isinstance(amount, int | float):
         return amount  # ctr before any view (None), the pacing object
     if counter.startswith(MONEY):
-        return round(amount, 6)
+        return round(amount, daily.MONEY_DECIMALS)
     if counter == "ctr":
         return amount
     return int(amount) if float(amount).is_integer() else amount
@@ -245,10 +245,13 @@ def render_text(report: dict[str, dict[str, dict[str, float]]]) -> str:
 def _cell(counter: str, value: Any) -> str:
     if counter == "pacing" and isinstance(value, dict):
         planned = value["planned_usd"]
-        return f"{value['spent_usd']:.2f}/{'-' if planned is None else f'{planned:.2f}'}"
+        spent = daily.money_cell(value["spent_usd"])
+        return f"{spent}/{'-' if planned is None else daily.money_cell(planned)}"
     if value is None:
         return "-"
-    return f"{value:.4f}" if counter.startswith(MONEY) or counter == "ctr" else str(value)
+    if counter.startswith(MONEY):
+        return daily.money_cell(value)  # to the micro-dollar, as JSON gives it
+    return f"{value:.4f}" if counter == "ctr" else str(value)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -14,6 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from html import escape
 
+from edge.reports.daily import MONEY_DECIMALS
+
 WIDTH, HEIGHT = 720, 240
 LEFT, RIGHT, TOP, BOTTOM = 56, 12, 12, 28
 SERIES_CLASSES = 8
@@ -31,7 +33,10 @@ def percent(value: float) -> str:
 
 
 def usd(value: float) -> str:
-    return f"${value:,.2f}" if value >= 1 or value == 0 else f"${value:.4f}".rstrip("0")
+    """Dollars to the micro-dollar money is kept to, at least to the cent: "$0.00398",
+    "$1.00398", "$1,500.00" (never a sub-cent spend rounded away)."""
+    whole, _, fraction = f"{value:,.{MONEY_DECIMALS}f}".partition(".")
+    return f"${whole}.{fraction.rstrip('0').ljust(2, '0')}"
 
 
 def series_class(i: int) -> str:

@@ -7,7 +7,7 @@ import pytest
 
 from edge import ledger
 from edge.cli import main
-from edge.cli.report import build
+from edge.cli.report import build, render_text
 from edge.store import Click, Conversion, Hover, Impression, SQLiteStore
 
 
@@ -74,7 +74,23 @@ def test_text_report(tmp_path, capsys):
     assert pub_header.split()[1:4] == ["requests", "matches", "no_matches"]
     row = next(line for line in out.splitlines() if line.strip().startswith("ad-1"))
     cells = dict(zip(header.split(), row.split(), strict=True))
-    assert cells["billable_usd"] == "0.0150" and cells["invalid_bot_user_agent"] == "1"
+    assert cells["billable_usd"] == "0.015000" and cells["invalid_bot_user_agent"] == "1"
+
+
+def test_text_report_money_is_the_figure_json_gives():
+    # $1.99 CPM twice: 0.00398 in JSON; the table neither rounds it to 0.0040 nor the
+    # pacing cell to 0.00.
+    report = build([("campaign", "cmp-1", "billable_usd", 2 * 1.99 / 1000)], (), now=0.0)
+    assert report["campaign"]["cmp-1"]["billable_usd"] == 0.00398
+    report["campaign"]["cmp-1"]["pacing"] = {"pacing": "even", "spent_usd": 0.00398,
+                                             "planned_usd": 0.0125, "budget_usd": 1.0,
+                                             "daily_cap_usd": None}  # fmt: skip
+    lines = render_text(report).splitlines()
+    header = next(line for line in lines if line.strip().startswith("campaign "))
+    row = next(line for line in lines if line.strip().startswith("cmp-1"))
+    cells = dict(zip(header.split(), row.split(), strict=True))
+    assert cells["billable_usd"] == "0.003980" and cells["billable_usd_cpm"] == "0.000000"
+    assert cells["pacing"] == "0.003980/0.012500"
 
 
 def test_empty_store_report(tmp_path, capsys):

@@ -12,6 +12,7 @@ import pytest
 from edge import ledger
 from edge.cli import main
 from edge.counters import utc_day
+from edge.reports import daily
 from edge.reports.daily import DayRange, RangeError
 from edge.settings import Settings
 from edge.store import Impression, open_store
@@ -101,7 +102,20 @@ def test_table_names_the_range_and_each_scope(db, capsys):
     assert out.startswith("Days 2026-09-21 to 2026-09-23 (UTC)\n")
     assert "Campaigns (1)" in out and "Ads (1)" in out and "Publishers (1)" in out
     line = next(x for x in out.splitlines() if x.strip().startswith("2026-09-21  ad-1"))
-    assert line.split() == ["2026-09-21", "ad-1", "3", "2", "2", "1", "0.0060"]
+    assert line.split() == ["2026-09-21", "ad-1", "3", "2", "2", "1", "0.006000"]
+
+
+def test_table_money_is_the_figure_json_and_csv_give():
+    # Two CPM impressions at $1.99 CPM: 0.00398, kept to the micro-dollar; the table
+    # must not print 0.0040 where JSON and CSV say 0.00398.
+    days = DayRange.parse("2026-09-21", "2026-09-21", DAY1)
+    report = daily.build(
+        [("2026-09-21", "campaign", "cmp-1", "billable_usd", 2 * 1.99 / 1000)], days
+    )
+    assert report["rows"][0]["billable_usd"] == 0.00398
+    assert daily.render_csv(report).splitlines()[1].endswith(",0.00398")
+    line = next(x for x in daily.render_table(report).splitlines() if "cmp-1" in x)
+    assert line.split()[-1] == "0.003980"
 
 
 def test_default_range_is_the_30_days_that_end_today(tmp_path, capsys):

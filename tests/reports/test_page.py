@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from edge.reports.charts import Series, line_chart, nice_ceiling, percent
+from edge.reports.charts import Series, line_chart, nice_ceiling, percent, usd
 from edge.reports.daily import DayRange
 from edge.reports.page import CampaignDays, render, spent_to_date
 from matcher.types import Campaign
@@ -41,10 +41,28 @@ def test_pacing_chart_puts_the_even_line_beside_spend():
     assert "even line (plan), 2026-09-19: $1,900.00</title>" in figure
     assert "even line (plan), 2026-09-20: $2,000.00</title>" in figure
     # Today is not over: the plan is where the line is now (20 days and 14:13:20).
-    assert "even line (plan), 2026-09-21: $2,059.26</title>" in figure
+    assert "even line (plan), 2026-09-21: $2,059.259259</title>" in figure
     assert "spent, 2026-09-19: $1,495.00</title>" in figure
     assert "spent, 2026-09-21: $1,500.00</title>" in figure
     assert 'class="line plan"' in figure and "No even line" not in figure
+
+
+def test_sub_cent_spend_is_shown_to_the_micro_dollar_it_is_kept_to():
+    # Two CPM impressions at $1.99: $0.00398, not "$0.004"; a cent's fraction on top of
+    # whole dollars is not dropped either.
+    rows = [("2026-09-20", "campaign", "cmp-1", "billable_usd", 0.00398)]
+    html = render(DAYS, rows, [campaign()], {"cmp-1": 1.00398}, NOW, "production")
+    figure = html.split('<figure data-campaign="cmp-1">')[1].split("</figure>")[0]
+    assert "spent, 2026-09-19: $1.00</title>" in figure
+    assert "spent, 2026-09-20: $1.00398</title>" in figure
+    assert '<td data-counter="billable_usd">0.00398</td>' in html
+    assert (usd(0), usd(0.00398), usd(0.5), usd(1234.5)) == (
+        "$0.00",
+        "$0.00398",
+        "$0.50",
+        "$1,234.50",
+    )
+    assert usd(0.000001) == "$0.000001" and usd(2.0000004) == "$2.00"
 
 
 def test_a_campaign_with_neither_spend_nor_plan_gets_no_chart():

@@ -173,8 +173,9 @@ def test_the_pacing_chart_draws_spend_to_date_against_the_even_line(make_client)
     # cmp-trailhead: 5,000 USD from 2026-01-01 with no end: no even line, said in words.
     figure = text.split('<figure data-campaign="cmp-trailhead">')[1].split("</figure>")[0]
     assert "No even line" in figure
-    # Its spend to date ends at the total billed: 1.25 by clicks + 3 impressions at 4 CPM.
-    assert f"spent, {TODAY}: $1.26</title>" in figure
+    # Its spend to date ends at the total billed: 1.25 by clicks + 3 impressions at 4 CPM,
+    # to the micro-dollar (not rounded to the cent).
+    assert f"spent, {TODAY}: $1.262</title>" in figure
     assert "spent, 2026-09-18: $0.00</title>" in figure
 
 
