@@ -72,11 +72,13 @@ REASONS: tuple[Reason, ...] = (
     "not_served",
 )
 # Reasons only clicks can have (a second valid click of one impression is a ``duplicate``),
-# and the counters each kind of event moves in ``edge report`` when stored as invalid.
+# reasons only impressions can have, and the counters each kind of event moves in ``edge
+# report`` when stored as invalid.
 _CLICK_ONLY = ("click_before_impression", "impression_invalid", "duplicate")
+_IMPRESSION_ONLY = ("not_viewable", "not_served")
 INVALID_COUNTERS = (
     *(f"invalid_{r}" for r in REASONS if r not in _CLICK_ONLY),
-    *(f"invalid_clicks_{r}" for r in (*REASONS, "duplicate") if r != "not_viewable"),
+    *(f"invalid_clicks_{r}" for r in (*REASONS, "duplicate") if r not in _IMPRESSION_ONLY),
 )
 CLIENT_PURPOSE = "client/v1"
 TIMER_SLACK_MS = 5  # a timer set for MRC_VISIBLE_MS may fire this much early
