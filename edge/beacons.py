@@ -34,6 +34,7 @@ import msgspec
 
 from edge.settings import TokenForm
 from edge.signing import Signer, encode_parts
+from matcher.types import PricingModel
 
 AI_BEACON_PURPOSE = "ai-beacon/v2"  # v2: length-prefixed parts
 IMPRESSION_PURPOSE = "impression/v3"  # v3: a version byte and a msgpack array of the claims
@@ -43,6 +44,9 @@ _FIRST_CHARACTER = "A"  # base64 of any first byte below 4 starts with it
 IMPRESSION_TOKEN_TTL_SECONDS = 24 * 3600
 AiBeaconKind = Literal["render", "view", "click"]
 Surface = Literal["url", "ugc"]
+PricingType = Literal["cpc", "cpm", "cpa"]
+# An ad set's pricing model and bid as a token seals them: (type, bid in USD).
+SealedPricing = tuple[PricingType, float]
 
 
 _AD_NUMBER = re.compile(r"[0-9]{1,16}")
@@ -220,6 +224,16 @@ class ImpressionClaims(msgspec.Struct, frozen=True, array_like=True):
     # A keyed hash of the client the token was issued to (edge.ivt.client_binding): the
     # tag's match routes bind their tokens; a partner's pixel token is not bound (None).
     client: str | None = None
+    # The ad set's pricing model and bid when the ad was served, what its click (CPC) and
+    # conversion (CPA) bill under; None in a token issued before it was sealed.
+    pricing: SealedPricing | None = None
+
+    @property
+    def served_pricing(self) -> PricingModel | None:
+        """The pricing model sealed at issue, or None when the token has none."""
+        if self.pricing is None:
+            return None
+        return PricingModel(*self.pricing)
 
 
 def token_id(now: float) -> str:
@@ -245,10 +259,13 @@ def issue_impression_token(
     post_id: str | None = None,
     slot_id: str | None = None,
     client: str | None = None,
+    pricing: PricingModel | None = None,
     form: TokenForm = "binary",
 ) -> tuple[str, ImpressionClaims]:
-    """A new token and its claims; ``form`` "json" issues the earlier form, which nodes of
-    an earlier release read (see the module's note on rolling upgrades)."""
+    """A new token and its claims; ``pricing``: the ad set's pricing model as the ad is
+    served (sealed, so the ad's click and conversion bill under it); ``form`` "json" issues
+    the earlier form, which nodes of an earlier release read (see the module's note on
+    rolling upgrades)."""
     issued_at = int(now)
     claims = ImpressionClaims(
         token_id=token_id(now),
@@ -262,6 +279,7 @@ def issue_impression_token(
         post_id=post_id,
         slot_id=slot_id,
         client=client,
+        pricing=None if pricing is None else (pricing.type, pricing.bid_amount),
     )
     if form == "json":
         return signer.seal(LEGACY_IMPRESSION_PURPOSE, _legacy_payload(claims)), claims
@@ -270,8 +288,9 @@ def issue_impression_token(
 
 
 def _legacy_payload(claims: ImpressionClaims) -> dict[str, object]:
-    """The claims as the earlier form's JSON payload (the keys ``_read_legacy`` reads)."""
-    return {
+    """The claims as the earlier form's JSON payload (the keys ``_read_legacy`` reads);
+    the sealed pricing only when there is one (an earlier release ignores the key)."""
+    payload: dict[str, object] = {
         "t": claims.token_id,
         "s": claims.surface,
         "e": claims.env,
@@ -284,6 +303,9 @@ def _legacy_payload(claims: ImpressionClaims) -> dict[str, object]:
         "l": claims.slot_id,
         "b": claims.client,
     }
+    if claims.pricing is not None:
+        payload["r"] = claims.pricing
+    return payload
 
 
 _ENCODER = msgspec.msgpack.Encoder()
@@ -333,7 +355,8 @@ def _read_legacy(signer: Signer, token: str) -> ImpressionClaims:
             post_id=payload["o"],
             slot_id=payload["l"],
             client=payload.get("b"),
+            pricing=msgspec.convert(payload.get("r"), SealedPricing | None),
         )
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, msgspec.ValidationError):
         raise InvalidToken("the impression token is malformed") from None
     return claims

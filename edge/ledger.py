@@ -19,13 +19,19 @@ and the counter bumps of an event, and the store writes them atomically with the
 - A click counts once per ``click_id`` and impression (a replay counts nothing; the same
   id on another impression is another click): a valid one as
   ``clicks``, an invalid one as ``invalid_clicks_<reason>``, for its ad, campaign and
-  publisher. Only a valid production click of a CPC ad bills, its bid, and only while
-  the campaign is within its budget and today's cap (the last event before either bills
-  only what is left, ``clamp``); the store keeps at most one valid
+  publisher. Only a valid production click of an ad served as CPC bills, its bid, and
+  only while the campaign is within its budget and today's cap (the last event before
+  either bills only what is left, ``clamp``); the store keeps at most one valid
   click per impression, and the edge re-judges a click that loses that race as a
   ``duplicate``.
 - A conversion counts once per click, as ``conversions`` for the ad and campaign; it
-  bills the bid of a CPA ad, within the campaign's budget and cap.
+  bills the bid of an ad served as CPA, within the campaign's budget and cap.
+- Pricing applies as served: one view of an ad bills under the one pricing model and bid
+  its ad set had when the ad was served (sealed in its impression token or signed AI URL,
+  kept with its click), CPM on the viewable impression, CPC on the first valid click, CPA
+  on the conversion of a valid click, whatever the live catalogue says when those arrive.
+  What was handed out before pricing was sealed is priced from the live catalogue. The
+  campaign's gates (budget, today's cap, being in the live catalogue) are always live.
 - An event of a campaign no longer in the live catalogue is counted as usual but bills
   nothing: there is no budget or cap left to check it against (its headroom is 0).
 - Impressions, viewable impressions, valid clicks and billed amounts also go to the day
@@ -151,7 +157,7 @@ def click_charge(
 ) -> float | None:
     """What a judged click bills (its ``invalid_reason`` set or None), or None: nothing.
 
-    ``pricing``: its ad set's pricing model (None when the ad is not in the live catalogue);
+    ``pricing``: the pricing model its ad was served under (None: unknown, bills nothing);
     ``headroom``: USD its campaign may still be billed (None: no limit).
     """
     if click.invalid_reason is not None or click.env != "production":
@@ -162,7 +168,8 @@ def click_charge(
 
 
 def conversion_charge(pricing: PricingModel | None, headroom: float | None) -> float | None:
-    """What a conversion of a valid click bills, or None: nothing."""
+    """What a conversion of a valid click bills, or None: nothing. ``pricing``: the
+    pricing model its click's ad was served under (None: unknown, bills nothing)."""
     if pricing is None or pricing.type != "cpa":
         return None
     return clamp(pricing.bid_amount, headroom)

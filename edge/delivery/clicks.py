@@ -14,8 +14,12 @@ makes it billable is decided in the edge (here and in ``edge.ledger``), never in
   is not paid for and does not record the impression;
 - a second click on one impression is invalid (``duplicate``): at most one billable click
   per impression, whatever the number of click ids;
-- a valid click of a CPC ad bills its bid, in the same commit, unless the campaign has
-  reached its budget or today's cap or is no longer in the live catalogue.
+- a valid click of an ad served as CPC bills the bid its ad set had when the ad was
+  served (sealed in the token or signed URL), in the same commit, whatever the live
+  catalogue says now, unless the campaign has reached its budget or today's cap or is no
+  longer in the live catalogue. The click keeps that pricing, which its conversion bills
+  under. A token or URL issued before pricing was sealed is priced from the live
+  catalogue.
 """
 
 from __future__ import annotations
@@ -31,7 +35,13 @@ from edge import ledger
 from edge.beacons import InvalidToken, Surface, verify_ai_beacon
 from edge.context import Context
 from edge.delivery import schemas
-from edge.delivery.events import ai_attribution, campaign_of, click_verdict, read_claims
+from edge.delivery.events import (
+    ai_attribution,
+    campaign_of,
+    click_verdict,
+    pricing_as_served,
+    read_claims,
+)
 from edge.delivery.requests import json_body, store_errors, strict_query
 from edge.errors import BadRequest
 from edge.http import json_response
@@ -66,6 +76,7 @@ async def _tag_click(ctx: Context, request: Request, surface: Surface) -> Respon
             at=ctx.clock(),
             publisher_id=claims.publisher_id,
             slot_id=claims.slot_id,
+            pricing=claims.served_pricing,
         ),
         (key,),
     )
@@ -187,8 +198,10 @@ async def _invalid_reason(
 
 
 def _with_charge(ctx: Context, click: Click, reason: str | None) -> Click:
-    judged = replace(click, invalid_reason=reason)
-    placement = ctx.matcher.catalogue.placement(click.ad_id) if ctx.matcher else None
-    pricing = placement.ad_set.pricing_model if placement is not None else None
+    # Priced as the ad was served (its token's sealed pricing; a token issued before that
+    # was sealed: the live ad set's), kept with the click for its conversion; the budget
+    # and cap are the live campaign's.
+    pricing = pricing_as_served(ctx, click.pricing, click.ad_id)
+    judged = replace(click, invalid_reason=reason, pricing=pricing)
     headroom = ctx.spend.headroom(campaign_of(ctx, click.campaign_id))
     return replace(judged, charge_usd=ledger.click_charge(judged, pricing, headroom))

@@ -50,7 +50,7 @@ from edge.lane import Answer, answer_of
 from edge.partner.fields import control_character
 from edge.store import Hover, Impression, PlacementFailure, StoreUnavailable
 from edge.store.events import ImpressionKind
-from matcher.types import Campaign
+from matcher.types import Campaign, PricingModel
 
 log = logging.getLogger("edge.delivery.events")
 
@@ -69,6 +69,18 @@ def campaign_of(ctx: Context, campaign_id: str | None) -> Campaign | None:
     if ctx.matcher is None or campaign_id is None:
         return None
     return ctx.matcher.catalogue.campaign(campaign_id)
+
+
+def pricing_as_served(ctx: Context, sealed: PricingModel | None, ad_id: str) -> PricingModel | None:
+    """The pricing model a view of ``ad_id`` bills under: its ad set's when the ad was
+    served, ``sealed`` in what the edge handed out with it (the impression token, the signed
+    AI URL) and kept with its click, whatever the live catalogue says now (an operator's
+    change applies to the ads served after it). What was handed out before pricing was
+    sealed has none: the live catalogue's ad set then (None: the ad is not in it)."""
+    if sealed is not None:
+        return sealed
+    placement = ctx.matcher.catalogue.placement(ad_id) if ctx.matcher is not None else None
+    return placement.ad_set.pricing_model if placement is not None else None
 
 
 def billed_cpm(ctx: Context, campaign_id: str | None, cpm: float | None) -> float | None:

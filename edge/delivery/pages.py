@@ -242,6 +242,7 @@ def _ad(
         campaign_id=p.campaign.id,
         now=ctx.clock(),
         cpm_usd=cpm_usd(ctx, p),
+        pricing=p.ad_set.pricing_model,
         publisher_id=pid,
         post_id=post_id,
         slot_id=slot_id,

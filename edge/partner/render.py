@@ -34,6 +34,7 @@ def edge_pixel(ctx: Context, p: Placement, post_id: str) -> dict[str, str]:
         campaign_id=p.campaign.id,
         now=ctx.clock(),
         cpm_usd=cpm_usd(ctx, p),
+        pricing=p.ad_set.pricing_model,
         post_id=post_id,
         form=ctx.settings.token_form,
     )

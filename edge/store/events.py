@@ -35,6 +35,7 @@ import orjson
 from edge.counters import CountBuffer, CountRow, DayRow, split_rows, times_rows
 from edge.origins import normalise_origin
 from edge.store.primitives import SQLitePrimitives
+from matcher.types import PricingModel
 
 ImpressionKind = Literal["url", "ugc", "ai-render", "ai-view", "legacy"]
 
@@ -82,8 +83,9 @@ class ClickConflict(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Click:
-    """A click as the edge judged it: valid (``invalid_reason`` None) or invalid, and what
-    it bills (``charge_usd``, CPC only; None: nothing)."""
+    """A click as the edge judged it: valid (``invalid_reason`` None) or invalid, the
+    pricing model it was judged under (``pricing``: its ad set's when the ad was served;
+    None when unknown) and what it bills (``charge_usd``, CPC only; None: nothing)."""
 
     click_id: str  # a replay shares it (and the impression key): unique per impression
     impression_key: str  # the impression's dedupe key: 'tok:<token id>' or 'ai...' (AiBeacon)
@@ -96,6 +98,7 @@ class Click:
     slot_id: str | None = None
     invalid_reason: str | None = None
     charge_usd: float | None = None
+    pricing: PricingModel | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,179 @@
+"""One view of an ad bills under the pricing model and bid its ad set had when the ad was
+served: CPM on its viewable impression, CPC on its first valid click, CPA on the conversion
+of that click, whatever the live catalogue says when those events arrive. An operator's
+change of an ad set's pricing applies to the ads served after it. The campaign's gates stay
+live: a campaign gone from the live catalogue, or at its budget, bills nothing."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import orjson
+import pytest
+
+from edge.beacons import issue_impression_token, read_impression_token
+from matcher.catalogue import load_catalogue, parse_catalogue
+from matcher.types import PricingModel
+from tests.conftest import issue_key
+from tests.delivery.helpers import ORIGIN, PUB, register
+from tests.routes.conftest import CATALOGUE, Script
+
+DOG, DOG_SET, DOG_CAMPAIGN = "ad-dog-food", "as-pets", "cmp-pets"  # CPC $1.25 in the file
+SHOE, SHOE_SET, SHOE_CAMPAIGN = "ad-trail-shoes", "as-run-ca", "cmp-run"  # CPM $12.50
+_PAGES = itertools.count()  # a page per serve: the page cache answers a page's repeats
+
+
+def doc(**pricing: tuple[str, float]) -> dict[str, Any]:
+    """The test catalogue with these ad sets' pricing models replaced."""
+    raw = json.loads(CATALOGUE.read_text())
+    for campaign in raw["campaigns"]:
+        for ad_set in campaign["ad_sets"]:
+            if ad_set["id"] in pricing:
+                kind, bid = pricing.pop(ad_set["id"])
+                ad_set["pricing_model"] = {"type": kind, "bid_amount": bid}
+    assert not pricing, f"no such ad sets: {pricing}"
+    return raw
+
+
+def load(client, raw: dict[str, Any]) -> None:
+    """The operator loads ``raw``: the live catalogue from now on."""
+    client.app.state.ctx.matcher.catalogue = parse_catalogue(orjson.dumps(raw))
+
+
+@pytest.fixture
+def client(make_client):
+    client = make_client(matcher=Script(load_catalogue(CATALOGUE)))
+    register(client)
+    return client
+
+
+def serve_url(client, ad_id: str) -> str:
+    """The tag's page match serves ``ad_id``: its impression token."""
+    client.app.state.ctx.matcher.ad_ids = (ad_id,)
+    body = {"publisher_id": PUB, "v": "1.0.0", "page_url": f"https://news.example/{next(_PAGES)}",
+            "title": "Trail", "text": "dogs and their shoes", "slots": ["side"]}  # fmt: skip
+    r = client.post("/dea/url/keywords", json=body, headers={"Origin": ORIGIN})
+    assert r.status_code == 200, r.text
+    ad = r.json()["placements"][0]["ad"]
+    assert ad["ad_id"] == ad_id
+    return str(ad["impression_token"])
+
+
+def serve_ugc(client, ad_id: str) -> str:
+    """A partner's /v1/ugc/process serves ``ad_id``: the token of the edge's pixel in it."""
+    client.app.state.ctx.matcher.ad_ids = (ad_id,)
+    key = issue_key(client, "ugc")
+    body = {"post_id": "p-42", "message": "my pup will not touch his kibble"}
+    r = client.post("/v1/ugc/process", json=body, headers={"X-API-Key": key})
+    assert r.status_code == 200, r.text
+    (ad,) = r.json()["ads"]
+    pixel = ad["pixel_trackers"][-1]["url"]
+    return parse_qs(urlsplit(pixel).query)["t"][0]
+
+
+def view(client, token: str, surface: str, n: int) -> None:
+    if surface == "ugc":  # the partner fires the edge's pixel
+        r = client.get("/dea/ugc/impression", params={"t": token})
+        assert r.status_code == 204
+        return
+    body = {"impression_token": token, "impression_id": f"imp-{n:08d}", "v": "1.0.0"}
+    assert client.post(f"/dea/{surface}/impression", json=body).json()["counted"] is True
+
+
+def click(client, token: str, surface: str, n: int) -> None:
+    body = {"impression_token": token, "click_id": f"clk-{n:08d}", "v": "1.0.0"}
+    assert client.post(f"/dea/{surface}/click", json=body).json()["counted"] is True
+    client.app.state.ctx.clock.advance(3601)  # past the per-client click rates
+
+
+def billed(client, campaign_id: str) -> dict[str, float]:
+    """The campaign's billed USD by pricing model (only those billed)."""
+    ctx = client.app.state.ctx
+    rows = client.portal.call(ctx.store.counts)
+    return {
+        counter.removeprefix("billable_usd_"): amount
+        for scope, sid, counter, amount in rows
+        if scope == "campaign" and sid == campaign_id and counter.startswith("billable_usd_")
+    }
+
+
+def counted(client, campaign_id: str, counter: str) -> int:
+    ctx = client.app.state.ctx
+    rows = client.portal.call(ctx.store.counts)
+    return sum(int(a) for s, i, c, a in rows if (s, i, c) == ("campaign", campaign_id, counter))
+
+
+@pytest.mark.parametrize("surface", ["url", "ugc"])
+def test_a_pricing_model_swapped_after_the_serve_bills_each_view_as_it_was_served(client, surface):
+    # Served: the shoe's ad set CPM $12.50, the dog's CPC $1.25. Then the operator swaps
+    # them: the shoe's to CPC $1.00, the dog's to CPM $5. The views served before bill as
+    # served: the shoe its impression only, the dog its click only.
+    serve = serve_url if surface == "url" else serve_ugc
+    shoe, dog = serve(client, SHOE), serve(client, DOG)
+    load(client, doc(**{SHOE_SET: ("cpc", 1.0), DOG_SET: ("cpm", 5.0)}))
+    for n, token in enumerate((shoe, dog)):
+        view(client, token, surface, n)
+        click(client, token, surface, n)
+    assert billed(client, SHOE_CAMPAIGN) == {"cpm": pytest.approx(0.0125)}
+    assert billed(client, DOG_CAMPAIGN) == {"cpc": pytest.approx(1.25)}
+    assert counted(client, SHOE_CAMPAIGN, "clicks") == 1
+    # Served after the change: the new pricing.
+    shoe, dog = serve(client, SHOE), serve(client, DOG)
+    for n, token in enumerate((shoe, dog), start=2):
+        view(client, token, surface, n)
+        click(client, token, surface, n)
+    assert billed(client, SHOE_CAMPAIGN) == {
+        "cpm": pytest.approx(0.0125), "cpc": pytest.approx(1.0),
+    }  # fmt: skip
+    assert billed(client, DOG_CAMPAIGN) == {
+        "cpc": pytest.approx(1.25), "cpm": pytest.approx(0.005),
+    }  # fmt: skip
+
+
+def test_a_token_issued_before_pricing_was_sealed_bills_its_click_at_the_live_bid(client):
+    # A token of the previous release carries the CPM bid (for its impression) but not the
+    # pricing model: its click is priced from the live catalogue, as that release did, so
+    # an upgrade loses no click of a CPC ad.
+    ctx = client.app.state.ctx
+    token, claims = issue_impression_token(
+        ctx.signer, surface="url", env="production", ad_id=DOG, campaign_id=DOG_CAMPAIGN,
+        now=ctx.clock(), publisher_id=PUB, slot_id="side",
+    )  # fmt: skip
+    assert claims.pricing is None
+    load(client, doc(**{DOG_SET: ("cpc", 2.0)}))
+    view(client, token, "url", 1)
+    click(client, token, "url", 1)
+    assert billed(client, DOG_CAMPAIGN) == {"cpc": pytest.approx(2.0)}
+
+
+def test_a_sealed_price_still_bills_nothing_once_its_campaign_is_gone_or_spent(client):
+    # The campaign's gates are the live campaign's: the shoe's campaign was removed, the
+    # dog's has spent its $5,000 budget. Their views served before count and bill nothing.
+    dog, shoe = serve_url(client, DOG), serve_url(client, SHOE)
+    raw = doc()
+    raw["campaigns"] = [c for c in raw["campaigns"] if c["id"] != SHOE_CAMPAIGN]
+    load(client, raw)
+    ctx = client.app.state.ctx
+    ctx.spend.add(DOG_CAMPAIGN, 5000.0, ctx.clock())
+    for n, token in enumerate((dog, shoe)):
+        view(client, token, "url", n)
+        click(client, token, "url", n)
+    assert counted(client, DOG_CAMPAIGN, "clicks") == 1
+    assert counted(client, SHOE_CAMPAIGN, "viewable_impressions") == 1
+    assert billed(client, DOG_CAMPAIGN) == {} and billed(client, SHOE_CAMPAIGN) == {}
+
+
+@pytest.mark.parametrize("form", ["binary", "json"])
+def test_both_token_forms_seal_the_pricing(client, form):
+    ctx = client.app.state.ctx
+    token, _ = issue_impression_token(
+        ctx.signer, surface="url", env="production", ad_id=DOG, campaign_id=DOG_CAMPAIGN,
+        now=ctx.clock(), pricing=PricingModel("cpa", 18.0), form=form,
+    )  # fmt: skip
+    claims = read_impression_token(
+        ctx.signer, token, surface="url", env="production", now=ctx.clock()
+    )
+    assert claims.served_pricing == PricingModel("cpa", 18.0)
