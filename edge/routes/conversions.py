@@ -15,9 +15,11 @@ macro of its own ``click_through_url``. Rules:
 - a conversion is attributed to its click within ``EDGE_CONVERSION_WINDOW_DAYS`` (30 by
   default) of the click; a later report is refused: 422 ``conversion_window_closed``;
 - one conversion per click: a second report answers ``counted: false`` and bills nothing;
-- a conversion of a CPA ad bills its bid in the same commit, unless the campaign has
-  reached its budget or today's cap or is no longer in the live catalogue; other pricing
-  models count it without billing.
+- a conversion of a click on an ad served as CPA bills the bid its ad set had when the ad
+  was served (kept with the click), in the same commit, whatever the live catalogue says
+  now, unless the campaign has reached its budget or today's cap or is no longer in the
+  live catalogue; an ad served under another pricing model counts it without billing (a
+  click stored before clicks kept their pricing is priced from the live catalogue).
 
 Production only: the sandbox bills nothing, so it has no conversions.
 """
@@ -34,7 +36,7 @@ from starlette.routing import BaseRoute, Route
 from edge import ledger
 from edge.context import Context
 from edge.delivery import schemas
-from edge.delivery.events import campaign_of
+from edge.delivery.events import campaign_of, pricing_as_served
 from edge.delivery.requests import store_errors
 from edge.delivery.validate import validate
 from edge.errors import NotFound, Unprocessable
@@ -86,8 +88,9 @@ async def convert(ctx: Context, request: Request) -> Response:
             field="click_id",
             code="conversion_window_closed",
         )
-    placement = ctx.matcher.catalogue.placement(click.ad_id) if ctx.matcher else None
-    pricing = placement.ad_set.pricing_model if placement is not None else None
+    # Priced as the click's ad was served (kept with the click; a click stored before
+    # clicks kept it: the live ad set's); the budget and cap are the live campaign's.
+    pricing = pricing_as_served(ctx, click.pricing, click.ad_id)
     async with store_errors():
         # The decision and the hold of its charge (``spend.bill``) with no await between:
         # conversions in flight together each see the others' charges.

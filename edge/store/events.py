@@ -27,7 +27,7 @@ import re
 import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar, cast
 
 import msgspec
 import orjson
@@ -75,6 +75,7 @@ class Impression(msgspec.Struct, frozen=True):
 
 
 ClickKind = Literal["url", "ugc", "ai"]
+PricingType = Literal["cpc", "cpm", "cpa"]
 
 
 class ClickConflict(Exception):
@@ -123,6 +124,16 @@ class StoredClick:
     publisher_id: str | None
     invalid_reason: str | None
     at: float
+    # The pricing model and bid its ad was served under; None in a row stored before
+    # clicks kept them (or when the edge that judged the click did not know the ad).
+    pricing_model: str | None = None
+    bid_usd: float | None = None
+
+    @property
+    def pricing(self) -> PricingModel | None:
+        if self.pricing_model is None or self.bid_usd is None:
+            return None
+        return PricingModel(cast(PricingType, self.pricing_model), self.bid_usd)
 
 
 @dataclass(frozen=True, slots=True)
@@ -576,14 +587,22 @@ BATCHED: dict[Callable[..., Any], tuple[Callable[..., list[Any]], ...]] = {
 }
 
 
+def pricing_columns(c: Click) -> tuple[str | None, float | None]:
+    """The click's ``pricing_model`` and ``bid_usd`` columns (NULL without pricing)."""
+    if c.pricing is None:
+        return None, None
+    return c.pricing.type, c.pricing.bid_amount
+
+
 def _save_click(conn: sqlite3.Connection, c: Click, counts: list[CountRow]) -> bool:
     try:
         cur = conn.execute(
             "INSERT INTO clicks (click_id, impression_key, kind, env, ad_id, campaign_id, "
-            "publisher_id, slot_id, invalid_reason, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "publisher_id, slot_id, invalid_reason, at, pricing_model, bid_usd) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT (click_id, impression_key) DO NOTHING",
             (c.click_id, c.impression_key, c.kind, c.env, c.ad_id, c.campaign_id,
-             c.publisher_id, c.slot_id, c.invalid_reason, c.at),
+             c.publisher_id, c.slot_id, c.invalid_reason, c.at, *pricing_columns(c)),
         )  # fmt: skip
     except sqlite3.IntegrityError:  # a second valid click of one impression
         raise ClickConflict(c.impression_key) from None
@@ -604,7 +623,8 @@ def _clicks_by_id(
 ) -> list[StoredClick]:
     rows = conn.execute(
         "SELECT id, click_id, impression_key, kind, env, ad_id, campaign_id, publisher_id, "
-        "invalid_reason, at FROM clicks WHERE click_id = ? AND env = ? "
+        "invalid_reason, at, pricing_model, bid_usd FROM clicks "
+        "WHERE click_id = ? AND env = ? "
         "ORDER BY invalid_reason IS NOT NULL, id LIMIT ?",
         (click_id, env, limit),
     ).fetchall()

@@ -57,6 +57,7 @@ from edge.store.events import (
     Publisher,
     StoredClick,
     StoredImpression,
+    pricing_columns,
     runs_of,
     valid_publisher_id,
 )
@@ -681,11 +682,13 @@ class PostgresStore(Store):
                     row = await _one(
                         w.conn,
                         "INSERT INTO clicks (click_id, impression_key, kind, env, ad_id, "
-                        "campaign_id, publisher_id, slot_id, invalid_reason, at) "
-                        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+                        "campaign_id, publisher_id, slot_id, invalid_reason, at, "
+                        "pricing_model, bid_usd) "
+                        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
                         "ON CONFLICT (click_id, impression_key) DO NOTHING RETURNING id",
                         (c.click_id, c.impression_key, c.kind, c.env, c.ad_id, c.campaign_id,
-                         c.publisher_id, c.slot_id, c.invalid_reason, c.at),
+                         c.publisher_id, c.slot_id, c.invalid_reason, c.at,
+                         *pricing_columns(c)),
                     )  # fmt: skip
             except pg_errors.UniqueViolation:  # a second valid click of one impression
                 raise ClickConflict(c.impression_key) from None
@@ -707,7 +710,8 @@ class PostgresStore(Store):
         rows = await self.read(
             _all,
             "SELECT id, click_id, impression_key, kind, env, ad_id, campaign_id, publisher_id, "
-            "invalid_reason, at FROM clicks WHERE click_id = %s AND env = %s "
+            "invalid_reason, at, pricing_model, bid_usd FROM clicks "
+            "WHERE click_id = %s AND env = %s "
             "ORDER BY invalid_reason IS NOT NULL, id LIMIT %s",
             (click_id, env, limit),
         )

@@ -23,6 +23,7 @@ from tests.routes.conftest import CATALOGUE, Script
 
 DOG, DOG_SET, DOG_CAMPAIGN = "ad-dog-food", "as-pets", "cmp-pets"  # CPC $1.25 in the file
 SHOE, SHOE_SET, SHOE_CAMPAIGN = "ad-trail-shoes", "as-run-ca", "cmp-run"  # CPM $12.50
+CONVERSIONS = "/v1/ad-manager/conversions"
 _PAGES = itertools.count()  # a page per serve: the page cache answers a page's repeats
 
 
@@ -177,3 +178,47 @@ def test_both_token_forms_seal_the_pricing(client, form):
         ctx.signer, token, surface="url", env="production", now=ctx.clock()
     )
     assert claims.served_pricing == PricingModel("cpa", 18.0)
+
+
+def convert(client, n: int) -> float:
+    key = issue_key(client, "ad-manager")
+    r = client.post(CONVERSIONS, json={"click_id": f"clk-{n:08d}"}, headers={"X-API-Key": key})
+    assert r.status_code == 200, r.text
+    return float(r.json()["billed_usd"])
+
+
+@pytest.mark.parametrize("surface", ["url", "ugc"])
+def test_a_conversion_bills_cpa_only_when_its_view_was_served_as_cpa(client, surface):
+    # Served while the dog's ad set was CPA $18, then CPC $1; the other way round for a
+    # second view. Each click and conversion bill as its view was served.
+    serve = serve_url if surface == "url" else serve_ugc
+    load(client, doc(**{DOG_SET: ("cpa", 18.0)}))
+    as_cpa = serve(client, DOG)
+    load(client, doc(**{DOG_SET: ("cpc", 1.0)}))
+    as_cpc = serve(client, DOG)
+    load(client, doc(**{DOG_SET: ("cpa", 30.0)}))
+    for n, token in enumerate((as_cpa, as_cpc)):
+        view(client, token, surface, n)
+        click(client, token, surface, n)
+    load(client, doc(**{DOG_SET: ("cpc", 2.0)}))
+    assert convert(client, 0) == 18.0
+    load(client, doc(**{DOG_SET: ("cpa", 40.0)}))
+    assert convert(client, 1) == 0.0
+    assert billed(client, DOG_CAMPAIGN) == {"cpa": pytest.approx(18.0), "cpc": pytest.approx(1.0)}
+    assert counted(client, DOG_CAMPAIGN, "conversions") == 2
+
+
+def test_a_click_stored_before_clicks_kept_their_pricing_converts_at_the_live_bid(client):
+    # A click row of the previous release has no pricing: its conversion is priced from
+    # the live catalogue, as that release did.
+    token = serve_url(client, DOG)
+    view(client, token, "url", 1)
+    click(client, token, "url", 1)
+    ctx = client.app.state.ctx
+
+    def forget(conn):
+        conn.execute("UPDATE clicks SET pricing_model = NULL, bid_usd = NULL")
+
+    client.portal.call(ctx.store.write, forget)
+    load(client, doc(**{DOG_SET: ("cpa", 12.0)}))
+    assert convert(client, 1) == 12.0

@@ -33,6 +33,8 @@ branches can add migrations without renumbering. The files, in order:
   unsigned AI click id no longer collides with another ad's, message's or conversation's).
 - ``0380_ended_sessions``: /reports sessions ended by signing out (a copied cookie of one
   is refused until it would have expired).
+- ``0390_click_pricing``: a click's pricing model and bid as its ad was served (what its
+  conversion bills under); NULL in the rows from before.
 
 A new migration takes the next free number and adds its line here (a test checks both).
 """
