@@ -2,8 +2,10 @@
 
 - AI beacon URLs: built by ``/v1/ai/process``, verified by
   ``/dea/ai/impressions/{render,view}`` and ``/dea/ai/click``. ``sig`` covers kind, ad,
-  message, conversation and the partner's scope (``edge.threads.partner_scope``); URLs
-  issued before scopes existed have none, and are verified and keyed as they were.
+  message, conversation, the partner's scope (``edge.threads.partner_scope``) and the ad
+  set's pricing model and bid as the ad was served (``pricing``, what the view, click and
+  conversion bill under); URLs issued before scopes existed have neither, those issued
+  before pricing was sealed no pricing, and are verified and keyed as they were.
 - Impression tokens: issued with every filled ``/dea`` placement and inside the
   edge's own pixel of a ``/v1/ugc/process`` ad; single-use (the token id is the dedupe key)
   and valid for ``IMPRESSION_TOKEN_TTL_SECONDS``.
@@ -27,7 +29,7 @@ import hashlib
 import re
 import secrets
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 from urllib.parse import urlencode
 
 import msgspec
@@ -60,26 +62,53 @@ class InvalidToken(ValueError):
 
 
 _SCOPE = re.compile(r"[A-Za-z0-9_\-]{8,64}")
+# An AI URL's pricing: "<type>:<bid in USD>", the bid as Python writes a float back.
+_PRICING = re.compile(r"(cpc|cpm|cpa):([0-9]{1,12}(?:\.[0-9]{1,20})?(?:e-?[0-9]{1,3})?)")
+
+
+def pricing_text(pricing: PricingModel) -> str:
+    """The pricing as an AI URL carries it (``cpc:1.25``): the bid's shortest exact form."""
+    return f"{pricing.type}:{pricing.bid_amount!r}"
+
+
+def _pricing_of(text: str) -> PricingModel:
+    found = _PRICING.fullmatch(text)
+    if found is None:
+        raise InvalidToken("the beacon's pricing is not one this edge issued")
+    kind = cast(PricingType, found[1])
+    return PricingModel(kind, float(found[2]))
 
 
 def _ai_parts(
-    kind: str, ad_id: int, message_id: str, conversation_id: str, scope: str
+    kind: str, ad_id: int, message_id: str, conversation_id: str, scope: str, pricing: str
 ) -> tuple[str, ...]:
     # A URL without a scope (issued before scopes) signs the four parts it always did; with
-    # one, five: length-prefixed parts never let one form's signature stand for the other's.
+    # one, five; with a pricing too (never without a scope), six: length-prefixed parts
+    # never let one form's signature stand for another's.
     parts = (kind, str(ad_id), message_id, conversation_id)
-    return (*parts, scope) if scope else parts
+    if not scope:
+        return parts
+    return (*parts, scope, pricing) if pricing else (*parts, scope)
 
 
 def _ai_query(
-    signer: Signer, kind: str, ad_id: int, message_id: str, conv: str, scope: str | None
+    signer: Signer,
+    kind: str,
+    ad_id: int,
+    message_id: str,
+    conv: str,
+    scope: str | None,
+    pricing: PricingModel | None,
 ) -> str:
     query: dict[str, str | int] = {"ad_id": ad_id, "message_id": message_id}
     query["conversation_id"] = conv
+    priced = ""
     if scope:
         query["scope"] = scope
+        if pricing is not None:  # sealed only beside a scope: every URL issued now has one
+            priced = query["pricing"] = pricing_text(pricing)
     query["sig"] = signer.sign(
-        AI_BEACON_PURPOSE, *_ai_parts(kind, ad_id, message_id, conv, scope or "")
+        AI_BEACON_PURPOSE, *_ai_parts(kind, ad_id, message_id, conv, scope or "", priced)
     )
     return urlencode(query)
 
@@ -92,14 +121,17 @@ def ai_beacon_urls(
     conversation_id: str | None,
     *,
     scope: str | None,
+    pricing: PricingModel | None = None,
 ) -> tuple[str, str]:
     """(render_impression_url, view_impression_url), ready to fire verbatim. ``scope``: the
     partner's (``edge.threads.partner_scope``); None builds the form issued before scopes
-    existed (for tests of it: the edge always names the partner)."""
+    existed (for tests of it: the edge always names the partner). ``pricing``: the ad
+    set's as the ad is served, sealed in the URL (with a scope only); None builds the form
+    issued before pricing was sealed."""
     conv = conversation_id or ""
     render, view = (
         f"{base_url}/dea/ai/impressions/{kind}?"
-        + _ai_query(signer, kind, ad_id, message_id, conv, scope)
+        + _ai_query(signer, kind, ad_id, message_id, conv, scope, pricing)
         for kind in ("render", "view")
     )
     return render, view
@@ -113,11 +145,14 @@ def ai_click_url(
     conversation_id: str | None,
     *,
     scope: str | None,
+    pricing: PricingModel | None = None,
 ) -> str:
     """The click beacon URL of an AI ad: fired once when the user clicks it. The partner may
-    append ``&click_id=...`` (its own id for the click, unsigned)."""
+    append ``&click_id=...`` (its own id for the click, unsigned). ``scope`` and
+    ``pricing`` as in ``ai_beacon_urls``."""
     conv = conversation_id or ""
-    return f"{base_url}/dea/ai/click?" + _ai_query(signer, "click", ad_id, message_id, conv, scope)
+    query = _ai_query(signer, "click", ad_id, message_id, conv, scope, pricing)
+    return f"{base_url}/dea/ai/click?" + query
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,13 +168,17 @@ class AiBeacon:
       preceded by its length); without one: ``ai:...``, the message id alone.
 
     So no two partners, (conversation, message) pairs or URL forms share a key, and a URL
-    handed out before scopes counts under exactly the key it always had."""
+    handed out before scopes counts under exactly the key it always had. The sealed
+    ``pricing`` is in no key: a URL names its view with or without it."""
 
     kind: AiBeaconKind
     ad_id: int
     message_id: str
     conversation_id: str
     scope: str = ""  # the partner's (edge.threads.partner_scope); "" issued before scopes
+    # The ad set's pricing model and bid as the ad was served; None issued before it was
+    # sealed.
+    pricing: PricingModel | None = None
 
     def _keyed(self, *head: str) -> str:
         conv, message = self.conversation_id, self.message_id
@@ -197,10 +236,14 @@ def verify_ai_beacon(signer: Signer, kind: AiBeaconKind, query: dict[str, str]) 
     scope = query.get("scope")
     if scope is not None and not _SCOPE.fullmatch(scope):
         raise InvalidToken("the beacon's scope is not one this edge issued")
-    parts = _ai_parts(kind, ad_id, message_id, conv, scope or "")
+    priced = query.get("pricing")
+    pricing = None if priced is None else _pricing_of(priced)
+    if pricing is not None and not scope:
+        raise InvalidToken("the beacon's pricing is not one this edge issued")
+    parts = _ai_parts(kind, ad_id, message_id, conv, scope or "", priced or "")
     if not signer.verify(AI_BEACON_PURPOSE, *parts, signature=sig):
         raise InvalidToken("the beacon signature does not match")
-    return AiBeacon(kind, ad_id, message_id, conv, scope or "")
+    return AiBeacon(kind, ad_id, message_id, conv, scope or "", pricing)
 
 
 # -- impression tokens -------------------------------------------------------------------------

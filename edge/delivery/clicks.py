@@ -108,6 +108,7 @@ async def ai_click(ctx: Context, request: Request) -> Response:
             ad_id=ad_id,
             campaign_id=campaign_id,
             at=ctx.clock(),
+            pricing=beacon.pricing,
         ),
         seen,
     )

@@ -370,7 +370,7 @@ async def _ai(ctx: Context, request: Request, kind: AiBeaconKind) -> Response:
         beacon = verify_ai_beacon(ctx.signer, kind, query)
     except InvalidToken as exc:
         raise BadRequest(str(exc), field="sig", code="invalid_signature") from None
-    ad_id, campaign_id, cpm = ai_attribution(ctx, beacon.ad_id)
+    ad_id, campaign_id, cpm = ai_attribution(ctx, beacon.ad_id, beacon.pricing)
     verdict = impression_verdict(ctx, request.scope, bound_to=None, publisher_id=None, partner=True)
     imp = Impression(
         kind="ai-render" if kind == "render" else "ai-view",
@@ -388,19 +388,26 @@ async def _ai(ctx: Context, request: Request, kind: AiBeaconKind) -> Response:
     return Response(status_code=204)
 
 
-def ai_attribution(ctx: Context, number: int) -> tuple[str, str | None, float | None]:
-    """(catalogue ad id, campaign id, CPM bid) of an AI integer ad id, when known."""
+def ai_attribution(
+    ctx: Context, number: int, sealed: PricingModel | None = None
+) -> tuple[str, str | None, float | None]:
+    """(catalogue ad id, campaign id, CPM bid) of an AI integer ad id, when known. The CPM
+    bid is the one ``sealed`` in the beacon URL when the ad was served as CPM (the live ad
+    set's for a URL issued before pricing was sealed)."""
     matcher = ctx.matcher
     placement = matcher.catalogue.placement_by_number(number) if matcher is not None else None
     if placement is None:
         # Signed by us, so genuine, but the catalogue changed since: the ad and campaign of
-        # a catalogue this process served before (it bills nothing: its campaign is gone
-        # from the live one), else only the number is known.
+        # a catalogue this process served before (billed only if that campaign is still in
+        # the live one), else only the number is known.
         retired = ctx.live_catalogue.retired.get(number)
         if retired is not None:
-            return retired[0], retired[1], None
+            return retired[0], retired[1], _cpm_bid(sealed)
         log.warning("AI beacon for ad number %d not in the catalogue", number)
         return f"ai-{number}", None, None
-    pricing = placement.ad_set.pricing_model
-    cpm = pricing.bid_amount if pricing.type == "cpm" else None
-    return placement.ad.id, placement.campaign.id, cpm
+    pricing = sealed if sealed is not None else placement.ad_set.pricing_model
+    return placement.ad.id, placement.campaign.id, _cpm_bid(pricing)
+
+
+def _cpm_bid(pricing: PricingModel | None) -> float | None:
+    return pricing.bid_amount if pricing is not None and pricing.type == "cpm" else None

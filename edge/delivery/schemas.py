@@ -117,7 +117,7 @@ FAILURE_REQUEST = _object(
     message={"type": "string", "maxLength": 1000},
 )
 
-AI_BEACON_QUERY = ("ad_id", "message_id", "conversation_id", "scope", "sig")
+AI_BEACON_QUERY = ("ad_id", "message_id", "conversation_id", "scope", "pricing", "sig")
 
 CLICK_ID = {
     "type": "string",

@@ -92,7 +92,12 @@ def ai_ad(
     p = scored.placement
     number = ctx.matcher.catalogue.ad_number(p.ad.id)
     base = ctx.settings.base_url
-    render, view = ai_beacon_urls(ctx.signer, base, number, message_id, conv, scope=scope)
+    # The ad set's pricing as served, sealed in the URLs: what the view, click and
+    # conversion bill under, whatever the live catalogue says when they come.
+    pricing = p.ad_set.pricing_model
+    render, view = ai_beacon_urls(
+        ctx.signer, base, number, message_id, conv, scope=scope, pricing=pricing
+    )
     ad = creative(p)
     if CLICK_ID_MACRO in ad["click_through_url"]:  # the id costs a hash: only when asked for
         click_id = ai_derived_click_id(number, message_id, conv, scope=scope)
@@ -103,7 +108,9 @@ def ai_ad(
         **ad,
         "render_impression_url": render,
         "view_impression_url": view,
-        "click_url": ai_click_url(ctx.signer, base, number, message_id, conv, scope=scope),
+        "click_url": ai_click_url(
+            ctx.signer, base, number, message_id, conv, scope=scope, pricing=pricing
+        ),
     }
 
 

@@ -217,6 +217,15 @@ def _ai_beacon(ctx: Context, kind: str) -> dict[str, Any]:
                 "description": "The partner the URL was built for (a keyed hash of its key "
                 "family, the same after a rotation); URLs issued before it existed have none",
             },
+            {
+                "name": "pricing",
+                "in": "query",
+                "required": False,
+                "schema": {"type": "string", "pattern": r"^(cpc|cpm|cpa):[0-9.e\-]+$"},
+                "description": "The ad set's pricing model and bid when the ad was served "
+                "(signed): what its view, click and conversion bill under; URLs issued before "
+                "it existed have none and are priced from the live catalogue",
+            },
             {"name": "sig", "in": "query", "required": True, "schema": text},
         ],
         "responses": {

@@ -14,10 +14,15 @@ from urllib.parse import parse_qs, urlsplit
 import orjson
 import pytest
 
-from edge.beacons import issue_impression_token, read_impression_token
+from edge.beacons import (
+    ai_beacon_urls,
+    ai_click_url,
+    issue_impression_token,
+    read_impression_token,
+)
 from matcher.catalogue import load_catalogue, parse_catalogue
 from matcher.types import PricingModel
-from tests.conftest import issue_key
+from tests.conftest import AI_SCOPE, issue_key
 from tests.delivery.helpers import ORIGIN, PUB, register
 from tests.routes.conftest import CATALOGUE, Script
 
@@ -222,3 +227,89 @@ def test_a_click_stored_before_clicks_kept_their_pricing_converts_at_the_live_bi
     client.portal.call(ctx.store.write, forget)
     load(client, doc(**{DOG_SET: ("cpa", 12.0)}))
     assert convert(client, 1) == 12.0
+
+
+# -- the AI product: its signed beacon URLs carry the pricing ----------------------------------
+
+
+def serve_ai(client, ad_id: str, message_id: str) -> dict[str, Any]:
+    """/v1/ai/process serves ``ad_id`` for the message: its ad, beacon URLs and all."""
+    client.app.state.ctx.matcher.ad_ids = (ad_id,)
+    key = issue_key(client, "ai")
+    turn = {"message_id": message_id, "conversation_id": "c-1", "content": "kibble please"}
+    r = client.post("/v1/ai/process", json=turn, headers={"X-API-Key": key})
+    assert r.status_code == 200, r.text
+    (ad,) = r.json()["ads"]
+    return dict(ad)
+
+
+def fire(client, url: str, click_id: str | None = None) -> None:
+    parts = urlsplit(url)
+    extra = "" if click_id is None else f"&click_id={click_id}"
+    assert client.get(f"{parts.path}?{parts.query}{extra}").status_code == 204
+
+
+def test_ai_beacons_bill_each_view_as_it_was_served(client):
+    shoe, dog = serve_ai(client, SHOE, "m-1"), serve_ai(client, DOG, "m-2")
+    load(client, doc(**{SHOE_SET: ("cpc", 1.0), DOG_SET: ("cpm", 5.0)}))
+    for n, ad in enumerate((shoe, dog)):
+        fire(client, ad["render_impression_url"])
+        fire(client, ad["view_impression_url"])
+        fire(client, ad["click_url"], f"clk-{n:08d}")
+    assert billed(client, SHOE_CAMPAIGN) == {"cpm": pytest.approx(0.0125)}
+    assert billed(client, DOG_CAMPAIGN) == {"cpc": pytest.approx(1.25)}
+    # Served after the change: the new pricing.
+    shoe, dog = serve_ai(client, SHOE, "m-3"), serve_ai(client, DOG, "m-4")
+    for n, ad in enumerate((shoe, dog), start=2):
+        fire(client, ad["view_impression_url"])
+        fire(client, ad["click_url"], f"clk-{n:08d}")
+    assert billed(client, SHOE_CAMPAIGN) == {
+        "cpm": pytest.approx(0.0125), "cpc": pytest.approx(1.0),
+    }  # fmt: skip
+    assert billed(client, DOG_CAMPAIGN) == {
+        "cpc": pytest.approx(1.25), "cpm": pytest.approx(0.005),
+    }  # fmt: skip
+
+
+def test_an_ai_conversion_bills_cpa_only_when_its_view_was_served_as_cpa(client):
+    load(client, doc(**{DOG_SET: ("cpa", 18.0)}))
+    as_cpa = serve_ai(client, DOG, "m-1")
+    load(client, doc(**{DOG_SET: ("cpc", 1.0)}))
+    as_cpc = serve_ai(client, DOG, "m-2")
+    load(client, doc(**{DOG_SET: ("cpa", 30.0)}))
+    for n, ad in enumerate((as_cpa, as_cpc)):
+        fire(client, ad["view_impression_url"])
+        fire(client, ad["click_url"], f"clk-{n:08d}")
+    assert convert(client, 0) == 18.0 and convert(client, 1) == 0.0
+    assert billed(client, DOG_CAMPAIGN) == {"cpa": pytest.approx(18.0), "cpc": pytest.approx(1.0)}
+
+
+def test_ai_urls_issued_before_pricing_was_sealed_bill_at_the_live_bid(client):
+    ctx = client.app.state.ctx
+    number = ctx.matcher.catalogue.ad_number(DOG)
+    base = ctx.settings.base_url
+    _, view_url = ai_beacon_urls(ctx.signer, base, number, "m-1", "c-1", scope=AI_SCOPE)
+    click_url = ai_click_url(ctx.signer, base, number, "m-1", "c-1", scope=AI_SCOPE)
+    assert "pricing=" not in view_url + click_url
+    load(client, doc(**{DOG_SET: ("cpc", 2.0)}))
+    fire(client, view_url)
+    fire(client, click_url, "clk-00000001")
+    assert billed(client, DOG_CAMPAIGN) == {"cpc": pytest.approx(2.0)}
+
+
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        lambda q: q.replace("pricing=cpc%3A1.25", "pricing=cpc%3A9.25"),
+        lambda q: q.replace("pricing=cpc%3A1.25", "pricing=cpa%3A1.25"),
+        lambda q: "&".join(p for p in q.split("&") if not p.startswith("pricing=")),
+        lambda q: "&".join(p for p in q.split("&") if not p.startswith("scope=")),
+    ],
+)
+def test_an_ai_urls_pricing_is_signed(client, tamper):
+    ad = serve_ai(client, DOG, "m-1")
+    parts = urlsplit(ad["click_url"])
+    assert "pricing=cpc%3A1.25" in parts.query
+    r = client.get(f"{parts.path}?{tamper(parts.query)}")
+    assert r.status_code == 400
+    assert client.portal.call(client.app.state.ctx.store.click_count, None) == 0
