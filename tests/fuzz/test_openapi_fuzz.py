@@ -34,7 +34,7 @@ from edge.keys import PRODUCTS, Keyring
 from edge.qa import EdgeProcess
 from edge.store.sqlite import SQLiteStore
 
-MAX_EXAMPLES = 20  # per operation and generation mode: both edges stay well under a minute
+MAX_EXAMPLES = 12  # per operation and generation mode: both edges stay under half a minute
 ENVIRONMENTS = {
     "production": {"EDGE_LEGACY_API": "1", "EDGE_ALLOW_PRIVATE_IPS": "1"},
     "sandbox": {},
