@@ -205,7 +205,28 @@ _LEXICON: tuple[tuple[str, str], ...] = (
         r"throwing myself)|(?:throw|throwing|threw) myself) in front of (?:a|an|the) "
         r"(?:train|bus|truck|lorry|car|subway)|"
         r"(?:throw|throwing|threw) myself (?:off|from) (?:a|the|my) (?:bridge|building|roof|"
-        r"balcony|cliff|overpass)",
+        r"balcony|cliff|overpass)|"
+        # No point in going on, said to the end of its clause ("no point going on with the
+        # hike in this rain" is a plan).
+        r"(?:(?:there'?s|theres|there is|see|is) )?no point (?:in )?(?:going on|carrying on)"
+        r"(?= *(?:[.!?,;:)]|$|any ?more\b|(?:and|but|so|because|cause|cuz)\b))|"
+        # The same first-person wishes in the languages the model does not read: Hindi and
+        # Hinglish ("mujhe marna hai": I want to die; "khudkushi", "aatmahatya": suicide),
+        # Spanish, Portuguese, French, German and Italian. A hyperbole's cause ("de risa",
+        # "of laughing") keeps "I want to die" with the model, as in English.
+        r"khud ?kushi|aatm?ahatya|\u0906\u0924\u094d\u092e\u0939\u0924\u094d\u092f\u093e|"
+        r"(?:mujhe|main|mai|me) (?:bas )?marna (?:hai|chahta|chahti)|"
+        r"marna chah(?:ta|ti) (?:hu|hoon|hun)|jeena nahi chah(?:ta|ti)|"
+        r"(?:khud ko|apne aap ko) (?:maar|mar) (?:dalunga|dalungi|dena|du|doon)|"
+        r"(?:quiero|quisiera) (?:morir(?:me)?|suicidarme|matarme)(?! de )|"
+        r"me (?:quiero|voy a) (?:morir|matar|suicidar)(?! de )|quitarme la vida|"
+        r"no quiero (?:seguir )?vivir|"
+        r"quero morrer(?! de )|(?:vou|quero) me matar|me suicidar|"
+        r"n[aã]o quero mais viver|tirar (?:a )?minha (?:pr[oó]pria )?vida|"
+        r"je veux mourir(?! de )|envie de mourir|me suicider|mettre fin [aà] mes jours|"
+        r"ich (?:will|m[oö]chte) (?:nur noch )?sterben|will nicht mehr leben|"
+        r"mich umbringen|mir das leben nehmen|"
+        r"voglio morire(?! dal| di )|uccidermi|togliermi la vita",
     ),
     ("disaster_war", r"death toll|killed in (?:a|an|the) (?:crash|fire|attack|blast|explosion)"),
     (
