@@ -4,7 +4,8 @@ Pages are Jinja templates in ``pages/`` with query-string knobs (STYLE 15):
 
 - ``pub``: the publisher id the tag is embedded with
 - ``topic``: ``running``, ``pets``, ``cooking``, ``coffee`` or ``news`` (brand-unsafe)
-- ``size``: ``medium`` (300x200 ad) or ``large`` (970x250 = 242,500 px²)
+- ``size``: ``medium`` (300x200 ad), ``large`` (970x250 = 242,500 px²), ``zero`` (0x0) or
+  ``flat`` (300x0)
 - ``slot``: ``1`` (default) a page-level slot below a tall spacer, ``0`` none at load
 - ``ids``: more page-level slots after it, with these ids (comma-separated, in this order;
   an empty item is an empty ``data-ad-slot``)

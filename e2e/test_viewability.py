@@ -4,7 +4,7 @@ on a visible page; then exactly one impression and one fire of each pixel."""
 import pytest
 
 from e2e.catalogue import ad_id
-from e2e.helpers import Requests, ad_height, open_page, pause_clock, show
+from e2e.helpers import AD, Requests, ad_height, open_page, pause_clock, settle, show
 
 IMPRESSION = "/dea/url/impression"
 
@@ -182,3 +182,35 @@ def test_an_ad_hidden_when_its_second_ends_does_not_count(page, site, pub):
     monitor.wait_for_event("viewable", "main-slot")
     site.beacons.wait_for("publisher", pub, "viewable_impressions", 1)
     assert sent.to(IMPRESSION) == [("POST", IMPRESSION)]
+
+
+def centre(page, selector: str = AD) -> None:
+    """Scroll the element to the middle of the viewport (an ad of no height included)."""
+    page.evaluate("(s) => document.querySelector(s).scrollIntoView({ block: 'center' })", selector)
+    settle(page, selector)
+
+
+# An ad with no pixels (zero width or height) is never viewable, though the observer says 1
+# for a zero-area element that touches the viewport (QA: a 0x0 ad was counted and billed).
+@pytest.mark.parametrize("size", ["zero", "flat"])
+def test_an_ad_without_pixels_never_counts_until_it_has_a_size(page, site, pub, size):
+    sent = Requests(page, site.edge_url)
+    monitor = open_page(page, site, clock=True, pub=pub, topic="running", size=size)
+    monitor.wait_for_event("filled", "main-slot")
+    pause_clock(page)
+    centre(page)
+    box = page.evaluate("document.querySelector('.edge-ad').getBoundingClientRect().toJSON()")
+    assert box["width"] * box["height"] == 0 and 0 < box["top"] < 720
+    page.clock.run_for(5000)
+    assert monitor.events("viewable") == [] and sent.to(IMPRESSION) == []
+    assert monitor.slot_state("main-slot") == "filled"
+    # It gets its size where it is, wholly in view: no threshold is crossed (the observer said
+    # 1 before and says 1 now), yet it counts, after one full second with pixels (within two).
+    page.evaluate("document.body.className = 'size-medium'")
+    assert ad_height(page) == 200
+    page.clock.run_for(2000)
+    viewable = monitor.wait_for_event("viewable", "main-slot")[0]
+    assert viewable["visible_ratio"] == 1 and viewable["visible_ms"] == 1000
+    site.beacons.wait_for("publisher", pub, "viewable_impressions", 1)
+    assert sent.to(IMPRESSION) == [("POST", IMPRESSION)]
+    site.pages.wait_for_pixels(pub, ad_id("running"), 1)

@@ -99,8 +99,7 @@ let queue = Promise.resolve();
 function request(path, body, batch) {
   queue = queue.then(() => ask(path, body, 2)).then(
     guard((r) => {
-      const placements = r.placements || [];
-      batch.forEach((it, i) => fills.get(it.slot) === it && guard(place)(it, placements[i])); // one bad slot spoils no other
+      batch.forEach((it, i) => fills.get(it.slot) === it && guard(place)(it, r.placements?.[i])); // one bad slot spoils no other
     }),
     guard((err) =>
       batch.forEach((it) => {

@@ -5,7 +5,7 @@
 // text/plain (no preflight) after 2 s, or at once on pagehide. Its impression id
 // makes a resent impression count once.
 const pending = [];
-let resendTimer = 0;
+let resendTimer; // undefined when none is due
 
 // Paths are the edge's /dea/ routes without that prefix ("url/keywords"), written once here.
 function post(path, body, keepalive) {
@@ -59,8 +59,7 @@ function beacon(path, body) {
 }
 
 function flush() {
-  clearTimeout(resendTimer);
-  resendTimer = 0;
+  resendTimer = clearTimeout(resendTimer);
   for (const [path, body] of pending.splice(0)) {
     dbg("beacon resent", path, body);
     navigator.sendBeacon?.(EDGE + "/dea/" + path, JSON.stringify(body));

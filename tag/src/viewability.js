@@ -5,10 +5,14 @@
 // being hidden or losing focus cancels it, so the second has to be continuous
 // (web-vitals' getVisibilityWatcher.ts watches visibilitychange the same way).
 // Geometry is not sight: an ad under visibility:hidden or opacity:0 (its own or an
-// ancestor's) is on screen for the observer but seen by nobody. checkVisibility() is asked
-// when the second starts and when it ends; a second that was not visible at both ends does
-// not count and the next one starts (no event tells when CSS shows the ad again). Where the
-// browser lacks checkVisibility (Safari before 17.4), geometry alone decides, as before.
+// ancestor's) is on screen for the observer but seen by nobody, and an ad without pixels
+// (zero width or height) is seen by nobody either, though the observer gives a zero-area
+// element that touches the viewport intersectionRatio 1 (QA: a 0x0 ad was billed). Its size
+// and checkVisibility() are asked when the second starts and when it ends; a second that
+// was not visible at both ends does not count and the next one starts (no event tells when
+// CSS shows the ad again, nor when an ad in view gets its size: fully in view, the observer
+// said 1 before and says 1 after). Where the browser lacks checkVisibility (Safari before
+// 17.4), geometry alone decides, as before.
 const watched = new Map(); // element -> its check(entry?)
 let observer;
 
@@ -28,11 +32,12 @@ function watchViewable(el, done) {
   let timer;
   let since;
   let seen;
-  const shown = () => el.checkVisibility?.({ opacityProperty: true, visibilityProperty: true }) !== false;
+  const shown = () =>
+    el.offsetWidth * el.offsetHeight && el.checkVisibility?.({ opacityProperty: true, visibilityProperty: true }) !== false;
   const check = (entry) => {
     if (entry) {
       const box = entry.boundingClientRect;
-      ratio = entry.isIntersecting ? entry.intersectionRatio : 0;
+      ratio = entry.intersectionRatio; // 0 out of view (1 for a zero-area element in it: shown())
       need = box.width * box.height >= LARGE_AREA ? LARGE_VIEW_RATIO : VIEW_RATIO;
     }
     if (ratio < need || D.hidden || !D.hasFocus()) {
