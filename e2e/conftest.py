@@ -21,7 +21,7 @@ from edge.qa import BeaconReader, EdgeProcess, free_port
 
 CHROMIUM = "/usr/lib/chromium/chromium"
 PAGE_HOST = "127.0.0.2"
-PUBLISHER_POOL = [f"e2e-{i:02d}" for i in range(48)]
+PUBLISHER_POOL = [f"e2e-{i:02d}" for i in range(64)]
 READER_UA = (
     "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) "
     "Chrome/156.0.0.0 Safari/537.36"

@@ -12,13 +12,14 @@ T0 = dt.datetime(2026, 11, 22, 12, 0, tzinfo=dt.UTC)
 AD = ".edge-ad"
 
 
-def open_page(page, site, *, clock: bool = False, **knobs) -> TagMonitor:
-    """Open a test page with its knobs; with ``clock`` the page's timers are Playwright's
-    to drive (paused once the slot is filled, before any ad is in view)."""
+def open_page(page, site, *, clock: bool = False, template: str = "article", **knobs) -> TagMonitor:
+    """Open a test page (``article``, or ``frame``: the article in an iframe) with its
+    knobs; with ``clock`` the page's timers are Playwright's to drive (paused once the slot
+    is filled, before any ad is in view)."""
     monitor = TagMonitor(page)
     if clock:
         page.clock.install(time=T0)
-    page.goto(site.pages.url("article", **knobs))
+    page.goto(site.pages.url(template, **knobs))
     return monitor
 
 

@@ -1,6 +1,8 @@
 """The publisher side of the e2e tests: test pages on their own origin, and a pixel counter.
 
-Pages are Jinja templates in ``pages/`` with query-string knobs (STYLE 15):
+Pages are Jinja templates in ``pages/``: ``article``, and ``frame`` (a page without the tag
+whose first screen is an iframe of the article with the same knobs), with query-string knobs
+(STYLE 15):
 
 - ``pub``: the publisher id the tag is embedded with
 - ``topic``: ``running``, ``pets``, ``cooking``, ``coffee`` or ``news`` (brand-unsafe)

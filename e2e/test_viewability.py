@@ -5,6 +5,7 @@ import pytest
 
 from e2e.catalogue import ad_id
 from e2e.helpers import AD, Requests, ad_height, open_page, pause_clock, settle, show
+from edge.qa.beacons import wait_until
 
 IMPRESSION = "/dea/url/impression"
 
@@ -214,3 +215,65 @@ def test_an_ad_without_pixels_never_counts_until_it_has_a_size(page, site, pub, 
     site.beacons.wait_for("publisher", pub, "viewable_impressions", 1)
     assert sent.to(IMPRESSION) == [("POST", IMPRESSION)]
     site.pages.wait_for_pixels(pub, ad_id("running"), 1)
+
+
+def frame_events(frame, type: str) -> list[dict]:
+    """The tag's events in a frame (the monitor's init script runs in every frame)."""
+    found: list[dict] = frame.evaluate("() => (window.__edgeQA || { events: [] }).events")
+    return [e for e in found if e["type"] == type]
+
+
+def wait_in_frame(frame, type: str) -> list[dict]:
+    return wait_until(
+        lambda: frame_events(frame, type),
+        lambda found: len(found) == 1,
+        lambda found: len(found) > 1,
+        f"one {type!r} event in the frame",
+        10.0,
+    )
+
+
+def test_an_ad_in_a_frame_counts_on_a_visible_page_without_the_frames_focus(page, site, pub):
+    # The tag in a frame (the publisher's page framed by another, or an ad server's frame):
+    # the frame's document.hasFocus() is false unless the reader focused that frame, and the
+    # top page's focus cannot be read from it (cross-origin). In a frame only the page's
+    # visibility counts (QA: an ad wholly in view on a visible, focused page never counted).
+    sent = Requests(page, site.edge_url)
+    open_page(page, site, clock=True, template="frame", pub=pub, topic="running")
+    frame = page.frames[1]
+    wait_in_frame(frame, "filled")
+    pause_clock(page)
+    assert page.evaluate("document.hasFocus()") is True
+    assert frame.evaluate("document.hasFocus()") is False
+    # The frame below the fold: the ad in view of the frame, the frame not in the page's.
+    page.evaluate("window.scrollTo(0, 700)")
+    show(frame, ad_height(frame))
+    page.clock.run_for(3000)
+    assert frame_events(frame, "viewable") == [] and sent.to(IMPRESSION) == []
+    # The frame in view: counted after one second, as on a top-level page.
+    page.evaluate("window.scrollTo(0, 0)")
+    settle(frame)
+    page.clock.run_for(999)
+    assert frame_events(frame, "viewable") == []
+    page.clock.run_for(1)
+    assert wait_in_frame(frame, "viewable")[0]["visible_ms"] == 1000
+    site.beacons.wait_for("publisher", pub, "viewable_impressions", 1)
+    assert sent.to(IMPRESSION) == [("POST", IMPRESSION)]
+    site.pages.wait_for_pixels(pub, ad_id("running"), 1)
+    assert frame.evaluate("document.hasFocus()") is False
+
+
+def test_an_ad_in_a_frame_of_a_hidden_page_never_counts(page, site, pub):
+    # Visibility still rules in a frame (a frame's document is hidden with its page).
+    sent = Requests(page, site.edge_url)
+    open_page(page, site, clock=True, template="frame", pub=pub, topic="cooking", hidden=1)
+    frame = page.frames[1]
+    wait_in_frame(frame, "filled")
+    pause_clock(page)
+    show(frame, ad_height(frame))
+    page.clock.run_for(5000)
+    assert frame_events(frame, "viewable") == [] and sent.to(IMPRESSION) == []
+    frame.evaluate("window.__setVisibility('visible')")
+    page.clock.run_for(1000)
+    wait_in_frame(frame, "viewable")
+    site.beacons.wait_for("publisher", pub, "viewable_impressions", 1)

@@ -2,12 +2,8 @@
 // the page's text; UGC slots (inside [data-ugc-post-id]), slots added later and refills go
 // to /dea/url/placements, a UGC slot with its post's id and text.
 const SLOT = "[data-ad-slot]";
-// docs/dea-api.md limits: slots or placements per request; a page's text is cut at 20,000
-// characters, a post's at 10,000 (literals below: a name costs the tag bytes).
-const MAX_SLOTS = 20;
-// An ad on screen is replaced when its ttl_seconds run out, never sooner than this
-// (refreshing faster only inflates counts; Google's GPT asks for 30 s too).
-const MIN_TTL_MS = 30000;
+// docs/dea-api.md limits: 20 slots or placements per request (batches); a page's text is cut
+// at 20,000 characters, a post's at 10,000 (literals below: a name costs the tag bytes).
 // Every slot seen -> its current filling ({slot, id, post, key, timer}); a refill or
 // destroy() ends it, so a late answer or timer of an earlier one touches nothing.
 const fills = new WeakMap();
@@ -38,10 +34,10 @@ function textOf(root, max) {
 // Limits of docs/dea-api.md: a page URL of at most 2048 characters, a title of 500.
 const common = () => ({ publisher_id: PUBLISHER, v: VERSION, page_url: location.href.split("#")[0].slice(0, 2048) });
 
-function end(slot, next) {
+const end = (slot, next) => {
   clearTimeout(fills.get(slot)?.timer);
   fills.set(slot, next);
-}
+};
 
 // Fill the slot again once `ms` have passed and it is in view again (the viewability rule:
 // on screen, the page visible and focused), as GPT's refresh does: a new ad, a new token and
@@ -86,7 +82,7 @@ function fill(slots, atLoad) {
 }
 
 function batches(list, send) {
-  for (let i = 0; i < list.length; i += MAX_SLOTS) send(list.slice(i, i + MAX_SLOTS));
+  for (let i = 0; i < list.length; i += 20) send(list.slice(i, i + 20));
 }
 
 // The page's match requests go one after another, each once the one before has its answer:
@@ -152,7 +148,9 @@ function place(it, placement) {
     return report(it, "error", { ad_id: ad.ad_id, reason, message });
   }
   report(it, "filled", { ad_id: ad.ad_id, surface });
-  if (ad.ttl_seconds > 0) renew(it, Math.max(ad.ttl_seconds * 1000, MIN_TTL_MS));
+  // Replaced when its ttl_seconds run out, never sooner than 30 s (refreshing faster only
+  // inflates counts; Google's GPT asks for 30 s too).
+  if (ad.ttl_seconds > 0) renew(it, Math.max(ad.ttl_seconds * 1000, 3e4));
   const send = (path, body) => beacon(path, { impression_token: token, v: VERSION, ...body });
   // The ad's third-party trackers of one tracker_type, fired as Prebid's triggerPixel does
   // (an image request): "impression" and "viewable" ones when the ad is viewable, "click"

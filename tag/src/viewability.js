@@ -1,6 +1,10 @@
 // MRC viewable impression (the rule Prebid's bidViewabilityIO.js implements): at least
 // VIEW_RATIO of the ad's pixels in view for VIEW_MS continuous milliseconds, or
-// LARGE_VIEW_RATIO for ads of LARGE_AREA px² or more, on a visible, focused page.
+// LARGE_VIEW_RATIO for ads of LARGE_AREA px² or more, on a visible, focused page. In a
+// frame (W is not its own parent) only visibility counts: the frame's document.hasFocus()
+// is false unless the reader focused that very frame, and the top page's focus cannot be
+// read from a frame of another origin (QA: an ad in view in a frame never counted). A frame's
+// document is hidden with its page, so the background-tab rule holds there too.
 // IntersectionObserver starts and cancels one timer per ad; leaving the view, the page
 // being hidden or losing focus cancels it, so the second has to be continuous
 // (web-vitals' getVisibilityWatcher.ts watches visibilitychange the same way).
@@ -40,7 +44,7 @@ function watchViewable(el, done) {
       ratio = entry.intersectionRatio; // 0 out of view (1 for a zero-area element in it: shown())
       need = box.width * box.height >= LARGE_AREA ? LARGE_VIEW_RATIO : VIEW_RATIO;
     }
-    if (ratio < need || D.hidden || !D.hasFocus()) {
+    if (ratio < need || D.hidden || (!D.hasFocus() && W === parent)) {
       timer = clearTimeout(timer); // undefined: no timer running
     } else if (!timer) {
       since = now();
