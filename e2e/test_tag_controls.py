@@ -111,8 +111,9 @@ def test_an_expired_ad_on_screen_is_refilled_and_counted_as_a_new_impression(pag
     page.clock.run_for(TTL_MS - 2000)  # not yet expired: nothing asked
     round_trip(page, site)
     assert sent.to(PLACEMENTS) == []
-    page.clock.run_for(2000)  # expired, and the slot is in view for the viewability second
-    page.clock.run_for(1000)
+    page.clock.run_for(2000)  # expired (counted from the viewable second): the tag watches
+    settle(page, SLOT)  # the slot, which is in view...
+    page.clock.run_for(1000)  # ...for the viewability second: refilled
     monitor.wait_for_event("filled", "main-slot", count=2)
     assert sent.to(PLACEMENTS) == [("POST", PLACEMENTS)]
     settle(page)  # the tag has been told the new rendering is in view: its second starts
@@ -126,17 +127,34 @@ def test_an_expired_ad_on_screen_is_refilled_and_counted_as_a_new_impression(pag
     assert monitor.violations() == [] and monitor.page_errors == []
 
 
-def test_an_expired_ad_off_screen_waits_until_it_is_seen_again(page, site, pub):
+def test_the_ttl_counts_from_the_first_viewable_second(page, site, pub):
+    # ttl_seconds count time since the reader saw the ad, not since it was rendered, and the
+    # refill then waits for the slot to be in view again for a second, as GPT's refresh does
+    # (QA: an ad first seen 40 s after its 30 s ttl was counted and replaced in the same
+    # instant: seen for one second, billed, swapped).
     sent = Requests(page, site.edge_url)
     monitor = open_page(page, site, clock=True, pub=pub, topic="running")
     monitor.wait_for_event("filled", "main-slot")
     pause_clock(page)
-    page.clock.run_for(TTL_MS + 60_000)  # expired long ago, never on screen
+    page.clock.run_for(TTL_MS + 60_000)  # long past its ttl_seconds, never on screen
+    show(page, ad_height(page))
+    page.clock.run_for(1000)
+    monitor.wait_for_event("viewable", "main-slot")
+    page.clock.run_for(TTL_MS - 1000)  # in view all along: its ttl has not run out yet
+    round_trip(page, site)
+    assert sent.to(PLACEMENTS) == [] and len(monitor.events("filled")) == 1
+    show(page, 0)
+    page.clock.run_for(60_000)  # run out, but the slot is out of view: nothing asked
     round_trip(page, site)
     assert sent.to(PLACEMENTS) == []
     show(page, ad_height(page))
-    page.clock.run_for(1000)
+    page.clock.run_for(999)
+    round_trip(page, site)
+    assert sent.to(PLACEMENTS) == []
+    page.clock.run_for(1)  # in view again for a second: refilled
     monitor.wait_for_event("filled", "main-slot", count=2)
+    assert sent.to(PLACEMENTS) == [("POST", PLACEMENTS)]
+    assert len(monitor.events("viewable")) == 1
 
 
 def round_trip(page, site) -> None:

@@ -148,9 +148,6 @@ function place(it, placement) {
     return report(it, "error", { ad_id: ad.ad_id, reason, message });
   }
   report(it, "filled", { ad_id: ad.ad_id, surface });
-  // Replaced when its ttl_seconds run out, never sooner than 30 s (refreshing faster only
-  // inflates counts; Google's GPT asks for 30 s too).
-  if (ad.ttl_seconds > 0) renew(it, Math.max(ad.ttl_seconds * 1000, 3e4));
   const send = (path, body) => beacon(path, { impression_token: token, v: VERSION, ...body });
   // The ad's third-party trackers of one tracker_type, fired as Prebid's triggerPixel does
   // (an image request): "impression" and "viewable" ones when the ad is viewable, "click"
@@ -181,6 +178,11 @@ function place(it, placement) {
     pixels("impression");
     pixels("viewable");
     report(it, "viewable", { ad_id: ad.ad_id, impression_id, ...view });
+    // Replaced when its ttl_seconds have run out since the reader saw it (an ad that sat
+    // below the fold past them was swapped the moment it was counted: QA), never sooner
+    // than 30 s (refreshing faster only inflates counts; Google's GPT asks for 30 s too),
+    // and then only once the slot is in view again (renew).
+    ad.ttl_seconds > 0 && renew(it, Math.max(ad.ttl_seconds * 1000, 3e4));
   });
   // One hover signal per rendering, once the pointer has stayed HOVER_MS on the ad.
   let timer;
