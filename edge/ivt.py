@@ -15,7 +15,8 @@ Rules, in order (the first that applies is the reason):
 - ``publisher_removed``: the token's publisher is no longer registered.
 - ``not_served`` (the earlier API's impression, which carries no token): the ad was not
   served for that post to that partner (no match of the post by its key, or a key it
-  rotated to, answered that ad within the last day).
+  rotated to, answered that ad within the last day: each serve of the ad to the post
+  renews its record).
 - ``not_viewable`` (tag impressions): the beacon's own report of what was in view falls
   short of a viewable impression (less than 30% of the ad, or less than one second).
 - ``click_before_impression`` (clicks): the click's impression was never stored.
@@ -256,9 +257,14 @@ class TrafficClassifier:
         self._recent: OrderedDict[str, Verdict] = OrderedDict()  # event id -> its rate verdict
 
     def _common(
-        self, client: Client, bound_to: str | None, binding: str | None, publisher_known: bool
+        self,
+        client: Client,
+        bound_to: str | None,
+        binding: str | None,
+        publisher_known: bool,
+        judge_agent: bool = True,
     ) -> Verdict | None:
-        if self.bots.is_bot(client.user_agent):
+        if judge_agent and self.bots.is_bot(client.user_agent):
             return _INVALID["bot_user_agent"]
         if bound_to is not None and bound_to != binding:
             return _INVALID["client_mismatch"]
@@ -278,6 +284,7 @@ class TrafficClassifier:
         event_id: str | None = None,
         viewable: bool = True,
         served: bool = True,
+        judge_agent: bool = True,
     ) -> Verdict:
         """``key``: ``client_key`` of the client; ``bound_to``: the binding sealed in the
         token (None: not bound, e.g. a partner's pixel); ``binding``: this client's
@@ -287,8 +294,11 @@ class TrafficClassifier:
         ``viewable``: False when the beacon's own report of what was in view falls short of
         a viewable impression (``viewable_report``). Such a beacon spends no rate.
         ``served``: False when no match served this ad where the impression says it was
-        shown (the earlier API's impression, which carries no token)."""
-        found = self._common(client, bound_to, binding, publisher_known)
+        shown (the earlier API's impression, which carries no token). ``judge_agent``:
+        False when ``client.user_agent`` is not a reader's (the earlier API's impression
+        fired by the partner's server without naming the reader's browser): the bot rule
+        is skipped, the others apply."""
+        found = self._common(client, bound_to, binding, publisher_known, judge_agent)
         if found is not None:
             return found
         if not served:
@@ -313,11 +323,12 @@ class TrafficClassifier:
         event_id: str | None = None,
     ) -> Verdict:
         """A click: the impression rules, then click-before-impression, then a click on an
-        impression stored as invalid, then (when ``rate_limited``) the click rates (1/min,
-        3/10 min, 10/h, 25/day per client address). ``event_id``: the click's own id (its
+        impression stored as invalid, then (when ``rate_limited``) the click rates
+        (``EDGE_IVT_CLICKS`` per client address). ``event_id``: the click's own id (its
         click id within its impression), so copies of one click judged before either is
         stored share one verdict and spend the client's rate once. A replay of a stored
-        click is not judged at all: the click routes recognise it first."""
+        tag click is not judged at all: the tag's click routes recognise it first (a
+        partner's click spends no rate: the store drops its replay)."""
         found = self._common(client, bound_to, binding, publisher_known)
         if found is not None:
             return found

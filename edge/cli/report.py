@@ -99,7 +99,13 @@ PER_AD_COUNTERS = tuple(c for c in REPORT_COUNTERS if c not in ("requests", "no_
 # The table leaves out invalid counters that are 0 in every row (``render_text``).
 COLUMNS = {
     "ad": (*PER_AD_COUNTERS, *MONEY_COUNTERS, *INVALID_COUNTERS),
-    "publisher": (*REPORT_COUNTERS, "clicks", *MONEY_COUNTERS[2:], *INVALID_COUNTERS),
+    # The earlier API's impressions have no publisher: never not_served here.
+    "publisher": (
+        *REPORT_COUNTERS,
+        "clicks",
+        *MONEY_COUNTERS[2:],
+        *(c for c in INVALID_COUNTERS if c != "invalid_not_served"),
+    ),
     "campaign": (
         "matches",
         "impressions",

@@ -37,6 +37,7 @@ from edge.context import Context
 from edge.delivery import schemas
 from edge.delivery.events import (
     ai_attribution,
+    ai_pricing,
     campaign_of,
     click_verdict,
     pricing_as_served,
@@ -46,8 +47,12 @@ from edge.delivery.requests import json_body, store_errors, strict_query
 from edge.errors import BadRequest
 from edge.http import json_response
 from edge.store import Click, ClickConflict
+from matcher.types import PricingModel
 
 _CLICK_ID = re.compile(r"[A-Za-z0-9_\-]{8,64}")
+# The pricing a click is judged and kept under when its view billed as CPM: it bills
+# nothing, and neither does its conversion (bid 0: the view's own bid billed the view).
+_BILLED_AS_CPM = PricingModel("cpm", 0.0)
 
 
 async def url_click(ctx: Context, request: Request) -> Response:
@@ -108,7 +113,7 @@ async def ai_click(ctx: Context, request: Request) -> Response:
             ad_id=ad_id,
             campaign_id=campaign_id,
             at=ctx.clock(),
-            pricing=beacon.pricing,
+            pricing=ai_pricing(ctx, beacon.ad_id, beacon.pricing),
         ),
         seen,
     )
@@ -140,11 +145,18 @@ async def record_click(
     together share one verdict (``_invalid_reason``) and the store keeps one of them.
     """
     async with store_errors():
-        if await ctx.store.click_stored(click.click_id, click.impression_key):
+        # A partner's click (the AI click URL) spends no per-client allowance: its replay
+        # needs no lookup, the store's uniqueness drops it.
+        if not judge.partner and await ctx.store.click_stored(click.click_id, click.impression_key):
             return False
-        reason = await _invalid_reason(
+        reason, view_billed = await _invalid_reason(
             judge, ctx, click.impression_key, impression_keys, click.click_id
         )
+        if view_billed:
+            # One view, one price: its impression billed as CPM, so its click and conversion
+            # bill nothing, whatever the click's own URL sealed (an AI message served twice
+            # across a pricing change hands out two sets of URLs for one view).
+            click = replace(click, pricing=_BILLED_AS_CPM)
         judged = _with_charge(ctx, click, reason)
         try:
             counted = await _store(ctx, judged)
@@ -169,17 +181,19 @@ async def _invalid_reason(
     impression_key: str,
     impression_keys: tuple[str, ...],
     click_id: str,
-) -> str | None:
+) -> tuple[str | None, bool]:
+    """(the click's invalid reason or None, whether its view billed as CPM)."""
     # Seen: any of the keys names a stored impression; valid: one of them a valid one (an
-    # AI ad's render may be a bot's and its view not).
-    seen = valid = False
+    # AI ad's render may be a bot's and its view not); billed: a valid one billed (the AI
+    # view bills, its render does not).
+    seen = valid = billed = False
     for key in impression_keys:
         stored = await ctx.store.stored_impression(key)
         if stored is not None:
             seen = True
             if stored.invalid_reason is None:
                 valid = True
-                break
+                billed = billed or stored.billed
     verdict = click_verdict(
         ctx,
         judge.request,
@@ -192,10 +206,10 @@ async def _invalid_reason(
         event_id=f"click:{impression_key}:{click_id}",
     )
     if verdict.reason is not None:
-        return verdict.reason
+        return verdict.reason, billed
     if await ctx.store.valid_click_stored(impression_key):
-        return "duplicate"
-    return None
+        return "duplicate", billed
+    return None, billed
 
 
 def _with_charge(ctx: Context, click: Click, reason: str | None) -> Click:

@@ -137,13 +137,19 @@ def impression_verdict(
     event_id: str | None = None,
     viewable: bool = True,
     served: bool = True,
+    reader_named_only: bool = False,
 ) -> Verdict:
     """The invalid-traffic verdict of an impression beacon (every impression route calls
     this). ``partner``: a beacon a partner fires (the pixel, AI beacons, the earlier API's
     impression), perhaps from one server for many users: no per-client rate, and
-    ``X-Device-User-Agent`` is read. ``served``: see ``TrafficClassifier``."""
+    ``X-Device-User-Agent`` is read. ``served``: see ``TrafficClassifier``.
+    ``reader_named_only``: the bot rule reads only the reader's browser named in
+    ``X-Device-User-Agent``, never the caller's own agent (the earlier API's impression:
+    that API never asked partners to name the reader, and their servers' HTTP libraries
+    are on the crawler list)."""
     client = ctx.clients.of_scope(scope)
     user_agent = _user_agent(scope, partner)
+    named = not reader_named_only or bool(header(scope, b"x-device-user-agent"))
     return ctx.traffic.classify_impression(
         Client(client.ip, user_agent),
         key=ctx.clients.key(client),
@@ -154,6 +160,7 @@ def impression_verdict(
         event_id=event_id,
         viewable=viewable,
         served=served,
+        judge_agent=named,
     )
 
 
@@ -393,20 +400,34 @@ def ai_attribution(
 ) -> tuple[str, str | None, float | None]:
     """(catalogue ad id, campaign id, CPM bid) of an AI integer ad id, when known. The CPM
     bid is the one ``sealed`` in the beacon URL when the ad was served as CPM (the live ad
-    set's for a URL issued before pricing was sealed)."""
+    set's for a URL issued before pricing was sealed); None for an ad no longer in the live
+    catalogue (``ai_pricing``)."""
     matcher = ctx.matcher
     placement = matcher.catalogue.placement_by_number(number) if matcher is not None else None
     if placement is None:
         # Signed by us, so genuine, but the catalogue changed since: the ad and campaign of
-        # a catalogue this process served before (billed only if that campaign is still in
-        # the live one), else only the number is known.
+        # a catalogue this process served before (counted, never billed: whether a process
+        # remembers it depends on which one answers), else only the number is known.
         retired = ctx.live_catalogue.retired.get(number)
         if retired is not None:
-            return retired[0], retired[1], _cpm_bid(sealed)
+            return retired[0], retired[1], None
         log.warning("AI beacon for ad number %d not in the catalogue", number)
         return f"ai-{number}", None, None
     pricing = sealed if sealed is not None else placement.ad_set.pricing_model
     return placement.ad.id, placement.campaign.id, _cpm_bid(pricing)
+
+
+def ai_pricing(ctx: Context, number: int, sealed: PricingModel | None) -> PricingModel | None:
+    """The pricing an AI beacon of ad ``number`` bills under: ``sealed`` in its URL (the live
+    ad set's for a URL issued before pricing was sealed), or None when the ad is no longer
+    in the live catalogue. A tag token carries its campaign; an AI URL carries only the ad's
+    number, so which campaign a retired one belonged to is known only to a process that
+    served it, and a verdict must not depend on which process answers."""
+    matcher = ctx.matcher
+    placement = matcher.catalogue.placement_by_number(number) if matcher is not None else None
+    if placement is None:
+        return None
+    return sealed if sealed is not None else placement.ad_set.pricing_model
 
 
 def _cpm_bid(pricing: PricingModel | None) -> float | None:

@@ -246,9 +246,10 @@ def legacy_doc(ctx: Context, paths: dict[str, str]) -> dict[str, Any]:
             },
             "Durably stored; a replay of the same Idempotency-Key and body counts once "
             "(answered with Idempotent-Replayed: true). Judged by the invalid-traffic "
-            "rules (a bot's user agent, or X-Device-User-Agent when sent; an ad that no "
-            "match of this post by this partner served): an invalid one is stored, never "
-            "billed, and answered alike",
+            "rules (a bot's user agent in X-Device-User-Agent, the reader's browser, when "
+            "sent: the caller's own User-Agent is not judged; an ad that no match of this "
+            "post by this partner served): an invalid one is stored, never billed, and "
+            "answered alike",
         ),
         (400, 401, 413, 415, 422, 429, 502, 503),
         tag="legacy",

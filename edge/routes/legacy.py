@@ -6,9 +6,11 @@ EDGE_LEGACY_API=1; without it these paths are 404 (partner paths carry the /v1 p
   nothing passes.
 - POST /ugc/disable: thread-scoped, idempotent disables of (post_id, ad_id) pairs.
 - POST /ugc/impression: a billing-grade impression; ``Idempotency-Key`` makes retries count once.
-  It goes through the invalid-traffic rules as every impression does (``edge.ivt``, as the
-  partner-fired pixel: no per-client rate, ``X-Device-User-Agent`` read), and an ad that no
-  match of that post by this partner served is stored as invalid (``not_served``).
+  It goes through the invalid-traffic rules as every impression does (``edge.ivt``, as a
+  partner-fired beacon: no per-client rate; the bot rule reads the reader's browser when
+  ``X-Device-User-Agent`` names it, never the partner server's own agent, which this API
+  never asked partners to change), and an ad that no match of that post by this partner
+  served is stored as invalid (``not_served``).
 - GET /keys/apiKey: self-service rotation through the same Keyring.rotate as ``edge keys rotate``.
 """
 
@@ -132,11 +134,17 @@ async def impression(ctx: Context, request: Request) -> Response:
         served = await served_ugc(ctx, admission.key, post_id, ad_id)
     except StoreUnavailable:
         raise _store_down("impression") from None
-    # Fired by the partner's server for a reader: judged as the pixel is (no per-client
-    # rate; the reader's browser named in X-Device-User-Agent). An invalid one is stored,
+    # Fired by the partner's server for a reader: no per-client rate, and the bot rule reads
+    # only the reader's browser named in X-Device-User-Agent. An invalid one is stored,
     # billed nothing, and answered as a valid one is.
     verdict = impression_verdict(
-        ctx, request.scope, bound_to=None, publisher_id=None, partner=True, served=served
+        ctx,
+        request.scope,
+        bound_to=None,
+        publisher_id=None,
+        partner=True,
+        served=served,
+        reader_named_only=True,
     )
     cpm = billed_cpm(ctx, placement.campaign.id, cpm_usd(ctx, placement)) if verdict.valid else None
     imp = Impression(

@@ -104,12 +104,13 @@ class Click:
 
 @dataclass(frozen=True, slots=True)
 class StoredImpression:
-    """What a click or a retry needs of a stored impression: its post, its ad, and the
-    reason it was stored as invalid traffic (None: valid)."""
+    """What a click or a retry needs of a stored impression: its post, its ad, the reason
+    it was stored as invalid traffic (None: valid), and whether it billed (a CPM charge)."""
 
     post_id: str | None
     ad_id: str
     invalid_reason: str | None
+    billed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -633,11 +634,12 @@ def _clicks_by_id(
 
 def _stored_impression(conn: sqlite3.Connection, key: str) -> StoredImpression | None:
     row = conn.execute(
-        "SELECT i.post_id, i.ad_id, i.invalid_reason FROM impression_keys k JOIN impressions i "
+        "SELECT i.post_id, i.ad_id, i.invalid_reason, i.billed_usd IS NOT NULL "
+        "FROM impression_keys k JOIN impressions i "
         "ON i.id = k.impression_id WHERE k.dedupe_key = ?",
         (key,),
     ).fetchone()
-    return None if row is None else StoredImpression(*row)
+    return None if row is None else StoredImpression(row[0], row[1], row[2], bool(row[3]))
 
 
 def _click_stored(conn: sqlite3.Connection, click_id: str, impression_key: str) -> bool:

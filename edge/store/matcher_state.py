@@ -157,8 +157,9 @@ def _serve(
     conn: sqlite3.Connection, thread_id: str, unit_id: str, ad_ids: list[str], at: float
 ) -> None:
     conn.executemany(
-        "INSERT OR IGNORE INTO thread_serves (thread_id, ad_id, unit_id, served_at)"
-        " VALUES (?, ?, ?, ?)",
+        "INSERT INTO thread_serves (thread_id, ad_id, unit_id, served_at) VALUES (?, ?, ?, ?)"
+        " ON CONFLICT (thread_id, ad_id, unit_id)"
+        " DO UPDATE SET served_at = max(served_at, excluded.served_at)",
         [(thread_id, a, unit_id, at) for a in dict.fromkeys(ad_ids)],
     )
 

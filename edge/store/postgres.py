@@ -720,7 +720,8 @@ class PostgresStore(Store):
     async def stored_impression(self, dedupe_key: str) -> StoredImpression | None:
         row = await self.read(
             _one,
-            "SELECT i.post_id, i.ad_id, i.invalid_reason FROM impression_keys k "
+            "SELECT i.post_id, i.ad_id, i.invalid_reason, i.billed_usd IS NOT NULL "
+            "FROM impression_keys k "
             "JOIN impressions i ON i.id = k.impression_id WHERE k.dedupe_key = %s",
             (dedupe_key,),
         )
@@ -878,7 +879,9 @@ class PostgresStore(Store):
             async with w.conn.cursor() as cur:
                 await cur.executemany(
                     "INSERT INTO thread_serves (thread_id, ad_id, unit_id, served_at) "
-                    "VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                    "VALUES (%s, %s, %s, %s) ON CONFLICT (thread_id, ad_id, unit_id) "
+                    "DO UPDATE SET served_at = GREATEST(thread_serves.served_at, "
+                    "excluded.served_at)",
                     rows,
                 )
 

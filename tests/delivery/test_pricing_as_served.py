@@ -313,3 +313,57 @@ def test_an_ai_urls_pricing_is_signed(client, tamper):
     r = client.get(f"{parts.path}?{tamper(parts.query)}")
     assert r.status_code == 400
     assert client.portal.call(client.app.state.ctx.store.click_count, None) == 0
+
+
+def serve_ai_as(client, key: str, ad_id: str, message_id: str) -> dict[str, Any]:
+    """``serve_ai`` by one partner's key (``key``): its messages are one scope."""
+    client.app.state.ctx.matcher.ad_ids = (ad_id,)
+    turn = {"message_id": message_id, "conversation_id": "c-1", "content": "kibble please"}
+    r = client.post("/v1/ai/process", json=turn, headers={"X-API-Key": key})
+    assert r.status_code == 200, r.text
+    (ad,) = r.json()["ads"]
+    return dict(ad)
+
+
+def test_one_ai_view_bills_one_price_whichever_serves_urls_are_fired(client):
+    # The partner asks again for the same message across a pricing change: two sets of URLs
+    # name one view. Its view fired from the CPM serve bills the view; the click fired from
+    # the CPC serve, and its conversion from a CPA one, then bill nothing.
+    key = issue_key(client, "ai")
+    load(client, doc(**{DOG_SET: ("cpm", 5.0)}))
+    as_cpm = serve_ai_as(client, key, DOG, "m-1")
+    load(client, doc(**{DOG_SET: ("cpc", 1.0)}))
+    as_cpc = serve_ai_as(client, key, DOG, "m-1")
+    load(client, doc(**{DOG_SET: ("cpa", 20.0)}))
+    as_cpa = serve_ai_as(client, key, DOG, "m-1")
+    fire(client, as_cpm["view_impression_url"])
+    fire(client, as_cpc["click_url"], "clk-00000001")
+    assert billed(client, DOG_CAMPAIGN) == {"cpm": pytest.approx(0.005)}
+    fire(client, as_cpa["click_url"], "clk-00000002")  # a replay of the view's one click
+    assert convert(client, 1) == 0.0
+    assert billed(client, DOG_CAMPAIGN) == {"cpm": pytest.approx(0.005)}
+
+
+def test_an_ai_ad_gone_from_the_live_catalogue_bills_nothing_on_every_process(client):
+    # Its campaign is still live, but an AI URL names only the ad's number: whether a
+    # process remembers which campaign it was in must not decide whether it bills.
+    ad = serve_ai(client, DOG, "m-1")
+    raw = doc()
+    for campaign in raw["campaigns"]:
+        for ad_set in campaign["ad_sets"]:
+            for a in ad_set["ads"]:
+                if a["id"] == DOG:
+                    a["id"] = DOG + "-2"  # the campaign stays, with another ad
+    ctx = client.app.state.ctx
+    retired = ctx.live_catalogue.retired
+    number = ctx.matcher.catalogue.ad_number(DOG)
+    load(client, raw)
+    retired[number] = (DOG, DOG_CAMPAIGN)  # this process served it: it remembers
+    fire(client, ad["view_impression_url"])
+    fire(client, ad["click_url"], "clk-00000001")
+    assert billed(client, DOG_CAMPAIGN) == {}
+    assert (
+        counted(client, DOG_CAMPAIGN, "impressions")
+        + counted(client, DOG_CAMPAIGN, "viewable_impressions")
+        >= 1
+    )

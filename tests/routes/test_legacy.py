@@ -213,7 +213,7 @@ def test_a_bots_impression_is_stored_invalid_and_billed_nothing(serving):
     serve(client, key, "p-9", "ad-gps-watch")
     body = {"post_id": "p-9", "ad_id": "ad-gps-watch"}
     for _ in range(3):
-        r = post_json(client, "/ugc/impression", body, key, **{"User-Agent": BOT})
+        r = post_json(client, "/ugc/impression", body, key, **{"X-Device-User-Agent": BOT})
         assert r.status_code == 200 and r.json() == {"post_id": "p-9", "acknowledged": True}
     c = counts(client)
     assert c[("ad", "ad-gps-watch", "invalid_bot_user_agent")] == 3
@@ -222,19 +222,22 @@ def test_a_bots_impression_is_stored_invalid_and_billed_nothing(serving):
     assert "cmp-stride" not in run(client, client.app.state.ctx.store.spend_by_campaign)
 
 
-def test_a_partner_server_names_its_users_browser_as_the_pixel_does(serving):
-    # The impression is fired by the partner's server, whose HTTP library is a bot by its
-    # user agent; X-Device-User-Agent names the reader's browser, which the rules judge.
+def test_a_partner_server_is_judged_by_the_reader_it_names_never_by_its_own_agent(serving):
+    # The impression is fired by the partner's server, whose HTTP library is on the crawler
+    # list. The earlier API never asked partners to name the reader, so a call that names
+    # none counts (judging the library's agent would void every impression of a partner
+    # that changed nothing); X-Device-User-Agent names the reader's browser, which is judged.
     client, key = serving
     serve(client, key, "p-9", "ad-gps-watch")
     body = {"post_id": "p-9", "ad_id": "ad-gps-watch"}
     server = {"User-Agent": "python-requests/2.32.3"}
     post_json(client, "/ugc/impression", body, key, **server)
+    post_json(client, "/ugc/impression", body, key, **{"User-Agent": ""})
     post_json(client, "/ugc/impression", body, key, **server, **{"X-Device-User-Agent": BOT})
     post_json(client, "/ugc/impression", body, key, **server, **{"X-Device-User-Agent": BROWSER})
     c = counts(client)
-    assert c[("ad", "ad-gps-watch", "invalid_bot_user_agent")] == 2
-    assert c[("ad", "ad-gps-watch", "impressions")] == 1
+    assert c[("ad", "ad-gps-watch", "invalid_bot_user_agent")] == 1
+    assert c[("ad", "ad-gps-watch", "impressions")] == 3
 
 
 def test_an_ad_not_served_for_the_post_to_this_partner_is_invalid_and_billed_nothing(

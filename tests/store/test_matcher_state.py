@@ -108,3 +108,20 @@ def test_prune_removes_only_what_the_caller_names_in_bounded_batches(go):
     first, rest, again, kept = go(fn)
     assert (first, rest, again) == (5, 2, 0)  # 3 + 2 windows, then the 2 old serves
     assert kept.backoff is not None and kept.served == {"ad-a": 1}
+
+
+def test_a_serve_again_renews_the_units_record(go):
+    # A post matched again keeps its serve of the ad for a day after the latest serve, so
+    # what reads the serves (the frequency cap, the earlier API's impression check) sees a
+    # post re-served minutes ago, however long ago it was first served.
+    now = T0 + FREQUENCY_WINDOW_SECONDS + 50  # the first serve is out of the window
+
+    async def fn(s):
+        await s.record_serves("t", "post-1", ["ad-a"], T0)
+        await s.record_serves("t", "post-1", ["ad-a"], now - 600)
+        await s.record_serves("t", "post-1", ["ad-a"], T0 + 10)  # late write: never older
+        await s.prune_matcher_state(now, now - FREQUENCY_WINDOW_SECONDS, 100)
+        return await s.load_matcher_state("t", None, now, "post-1")
+
+    state = go(fn)
+    assert state.unit_ads == {"ad-a"} and state.served == {"ad-a": 1}
