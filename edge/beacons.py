@@ -4,11 +4,20 @@
   ``/dea/ai/impressions/{render,view}`` and ``/dea/ai/click``. ``sig`` covers kind, ad,
   message, conversation, the partner's scope (``edge.threads.partner_scope``) and the ad
   set's pricing model and bid as the ad was served (``pricing``, what the view, click and
-  conversion bill under); URLs issued before scopes existed have neither, those issued
-  before pricing was sealed no pricing, and are verified and keyed as they were.
+  conversion bill under) and the rotation family of the partner's key (``key_family``,
+  whose report row the view, click and conversion count for); URLs issued before scopes
+  existed have none of these, those issued before pricing was sealed no pricing and no
+  family, those issued before the family was sealed no family, and are verified and keyed
+  as they were (and count for no key).
 - Impression tokens: issued with every filled ``/dea`` placement and inside the
   edge's own pixel of a ``/v1/ugc/process`` ad; single-use (the token id is the dedupe key)
-  and valid for ``IMPRESSION_TOKEN_TTL_SECONDS``.
+  and valid for ``IMPRESSION_TOKEN_TTL_SECONDS``. A pixel's token names the partner whose
+  serve issued it (``key_family``); the tag's name none.
+
+What names a partner is its key's rotation family: the id of its first key (``key_`` and
+12 hex digits), the id ``edge report`` and ``edge keys list`` print. It is no secret (it
+authenticates nothing; only the operator's CLI acts on it) and short; the API key and its
+hash are never put in a token or URL.
 
 An impression token is read on every impression beacon, so its form is chosen for reading:
 a version byte, then the claims as a msgpack array in the fields' order (each value typed
@@ -62,6 +71,7 @@ class InvalidToken(ValueError):
 
 
 _SCOPE = re.compile(r"[A-Za-z0-9_\-]{8,64}")
+_KEY_FAMILY = re.compile(r"[A-Za-z0-9_\-]{1,64}")  # a key id (edge.keys), as issued
 # An AI URL's pricing: "<type>:<bid in USD>", the bid as Python writes a float back.
 _PRICING = re.compile(r"(cpc|cpm|cpa):([0-9]{1,12}(?:\.[0-9]{1,20})?(?:e-?[0-9]{1,3})?)")
 
@@ -80,15 +90,24 @@ def _pricing_of(text: str) -> PricingModel:
 
 
 def _ai_parts(
-    kind: str, ad_id: int, message_id: str, conversation_id: str, scope: str, pricing: str
+    kind: str,
+    ad_id: int,
+    message_id: str,
+    conversation_id: str,
+    scope: str,
+    pricing: str,
+    key_family: str,
 ) -> tuple[str, ...]:
     # A URL without a scope (issued before scopes) signs the four parts it always did; with
-    # one, five; with a pricing too (never without a scope), six: length-prefixed parts
-    # never let one form's signature stand for another's.
+    # one, five; with a pricing too (never without a scope), six; with a key family too
+    # (never without a pricing), seven: length-prefixed parts never let one form's
+    # signature stand for another's.
     parts = (kind, str(ad_id), message_id, conversation_id)
     if not scope:
         return parts
-    return (*parts, scope, pricing) if pricing else (*parts, scope)
+    if not pricing:
+        return (*parts, scope)
+    return (*parts, scope, pricing, key_family) if key_family else (*parts, scope, pricing)
 
 
 def _ai_query(
@@ -99,17 +118,19 @@ def _ai_query(
     conv: str,
     scope: str | None,
     pricing: PricingModel | None,
+    key_family: str | None,
 ) -> str:
     query: dict[str, str | int] = {"ad_id": ad_id, "message_id": message_id}
     query["conversation_id"] = conv
-    priced = ""
+    priced = family = ""
     if scope:
         query["scope"] = scope
         if pricing is not None:  # sealed only beside a scope: every URL issued now has one
             priced = query["pricing"] = pricing_text(pricing)
-    query["sig"] = signer.sign(
-        AI_BEACON_PURPOSE, *_ai_parts(kind, ad_id, message_id, conv, scope or "", priced)
-    )
+            if key_family:  # only beside a pricing: every URL issued now has one
+                family = query["key_family"] = key_family
+    parts = _ai_parts(kind, ad_id, message_id, conv, scope or "", priced, family)
+    query["sig"] = signer.sign(AI_BEACON_PURPOSE, *parts)
     return urlencode(query)
 
 
@@ -122,16 +143,19 @@ def ai_beacon_urls(
     *,
     scope: str | None,
     pricing: PricingModel | None = None,
+    key_family: str | None = None,
 ) -> tuple[str, str]:
     """(render_impression_url, view_impression_url), ready to fire verbatim. ``scope``: the
     partner's (``edge.threads.partner_scope``); None builds the form issued before scopes
     existed (for tests of it: the edge always names the partner). ``pricing``: the ad
     set's as the ad is served, sealed in the URL (with a scope only); None builds the form
-    issued before pricing was sealed."""
+    issued before pricing was sealed. ``key_family``: the rotation family of the partner's
+    key (``KeyRecord.family``), sealed beside a pricing only; None builds the form issued
+    before it was sealed."""
     conv = conversation_id or ""
     render, view = (
         f"{base_url}/dea/ai/impressions/{kind}?"
-        + _ai_query(signer, kind, ad_id, message_id, conv, scope, pricing)
+        + _ai_query(signer, kind, ad_id, message_id, conv, scope, pricing, key_family)
         for kind in ("render", "view")
     )
     return render, view
@@ -146,12 +170,13 @@ def ai_click_url(
     *,
     scope: str | None,
     pricing: PricingModel | None = None,
+    key_family: str | None = None,
 ) -> str:
     """The click beacon URL of an AI ad: fired once when the user clicks it. The partner may
-    append ``&click_id=...`` (its own id for the click, unsigned). ``scope`` and
-    ``pricing`` as in ``ai_beacon_urls``."""
+    append ``&click_id=...`` (its own id for the click, unsigned). ``scope``, ``pricing``
+    and ``key_family`` as in ``ai_beacon_urls``."""
     conv = conversation_id or ""
-    query = _ai_query(signer, "click", ad_id, message_id, conv, scope, pricing)
+    query = _ai_query(signer, "click", ad_id, message_id, conv, scope, pricing, key_family)
     return f"{base_url}/dea/ai/click?" + query
 
 
@@ -169,7 +194,8 @@ class AiBeacon:
 
     So no two partners, (conversation, message) pairs or URL forms share a key, and a URL
     handed out before scopes counts under exactly the key it always had. The sealed
-    ``pricing`` is in no key: a URL names its view with or without it."""
+    ``pricing`` and ``key_family`` are in no key: a URL names its view with or without
+    them."""
 
     kind: AiBeaconKind
     ad_id: int
@@ -179,6 +205,9 @@ class AiBeacon:
     # The ad set's pricing model and bid as the ad was served; None issued before it was
     # sealed.
     pricing: PricingModel | None = None
+    # The rotation family of the partner's key (whose report row it counts for); None
+    # issued before it was sealed.
+    key_family: str | None = None
 
     def _keyed(self, *head: str) -> str:
         conv, message = self.conversation_id, self.message_id
@@ -240,10 +269,13 @@ def verify_ai_beacon(signer: Signer, kind: AiBeaconKind, query: dict[str, str]) 
     pricing = None if priced is None else _pricing_of(priced)
     if pricing is not None and not scope:
         raise InvalidToken("the beacon's pricing is not one this edge issued")
-    parts = _ai_parts(kind, ad_id, message_id, conv, scope or "", priced or "")
+    family = query.get("key_family")
+    if family is not None and (pricing is None or not _KEY_FAMILY.fullmatch(family)):
+        raise InvalidToken("the beacon's key_family is not one this edge issued")
+    parts = _ai_parts(kind, ad_id, message_id, conv, scope or "", priced or "", family or "")
     if not signer.verify(AI_BEACON_PURPOSE, *parts, signature=sig):
         raise InvalidToken("the beacon signature does not match")
-    return AiBeacon(kind, ad_id, message_id, conv, scope or "", pricing)
+    return AiBeacon(kind, ad_id, message_id, conv, scope or "", pricing, family)
 
 
 # -- impression tokens -------------------------------------------------------------------------
@@ -270,6 +302,10 @@ class ImpressionClaims(msgspec.Struct, frozen=True, array_like=True):
     # The ad set's pricing model and bid when the ad was served, what its click (CPC) and
     # conversion (CPA) bill under; None in a token issued before it was sealed.
     pricing: SealedPricing | None = None
+    # The rotation family of the partner's key whose serve issued the token (a pixel's:
+    # its impression and click count for that key's report row); None in the tag's tokens
+    # and in a token issued before it was sealed.
+    key_family: str | None = None
 
     @property
     def served_pricing(self) -> PricingModel | None:
@@ -303,10 +339,12 @@ def issue_impression_token(
     slot_id: str | None = None,
     client: str | None = None,
     pricing: PricingModel | None = None,
+    key_family: str | None = None,
     form: TokenForm = "binary",
 ) -> tuple[str, ImpressionClaims]:
     """A new token and its claims; ``pricing``: the ad set's pricing model as the ad is
-    served (sealed, so the ad's click and conversion bill under it); ``form`` "json" issues
+    served (sealed, so the ad's click and conversion bill under it); ``key_family``: the
+    partner's key family when a partner's serve issues it; ``form`` "json" issues
     the earlier form, which nodes of an earlier release read (see the module's note on
     rolling upgrades)."""
     issued_at = int(now)
@@ -323,6 +361,7 @@ def issue_impression_token(
         slot_id=slot_id,
         client=client,
         pricing=None if pricing is None else (pricing.type, pricing.bid_amount),
+        key_family=key_family,
     )
     if form == "json":
         return signer.seal(LEGACY_IMPRESSION_PURPOSE, _legacy_payload(claims)), claims
@@ -332,7 +371,8 @@ def issue_impression_token(
 
 def _legacy_payload(claims: ImpressionClaims) -> dict[str, object]:
     """The claims as the earlier form's JSON payload (the keys ``_read_legacy`` reads);
-    the sealed pricing only when there is one (an earlier release ignores the key)."""
+    the sealed pricing and key family only when there is one (an earlier release ignores
+    the keys)."""
     payload: dict[str, object] = {
         "t": claims.token_id,
         "s": claims.surface,
@@ -348,6 +388,8 @@ def _legacy_payload(claims: ImpressionClaims) -> dict[str, object]:
     }
     if claims.pricing is not None:
         payload["r"] = claims.pricing
+    if claims.key_family is not None:
+        payload["k"] = claims.key_family
     return payload
 
 
@@ -399,6 +441,7 @@ def _read_legacy(signer: Signer, token: str) -> ImpressionClaims:
             slot_id=payload["l"],
             client=payload.get("b"),
             pricing=msgspec.convert(payload.get("r"), SealedPricing | None),
+            key_family=msgspec.convert(payload.get("k"), str | None),
         )
     except (KeyError, TypeError, ValueError, msgspec.ValidationError):
         raise InvalidToken("the impression token is malformed") from None

@@ -38,9 +38,10 @@ DayRow = tuple[str, str, str, str, float]  # (UTC day "YYYY-MM-DD", scope, its i
 CountRow = TotalRow | DayRow  # a bump of a total, or of one day's bucket
 
 # What is kept per UTC day: delivery (requests, matches, impressions, viewable), clicks and
-# spend, per ad, campaign and publisher. A request concerns a page or a post, so only a
-# publisher has one; the other counters exist for every scope they are counted for.
-DAILY_SCOPES = frozenset({"ad", "campaign", "publisher"})
+# spend, per ad, campaign, publisher and key (a partner's key family). A request concerns a
+# page, a post or a partner's call, so only a publisher and a key have one; the other
+# counters exist for every scope they are counted for.
+DAILY_SCOPES = frozenset({"ad", "campaign", "publisher", "key"})
 DAILY_COUNTERS = (
     "requests",
     "matches",
@@ -191,10 +192,11 @@ class Counters(CountBuffer):
         await self.flush(store)
 
 
-def count_outcome(counters: Counters, key_id: str, result: MatchResult) -> None:
-    """One partner match: per key, and per ad served."""
+def count_outcome(counters: Counters, key_family: str, result: MatchResult) -> None:
+    """One partner match: per key (its rotation family, ``KeyRecord.family``: the row its
+    serves' impressions, clicks and money count for too), and per ad served."""
     counter = {"matched": "matches", "empty": "empties", "no_match": "no_matches"}[result.outcome]
-    counters.add("key", key_id, counter)
+    counters.add("key", key_family, counter)
     for scored in result.ads:
         counters.add("ad", scored.placement.ad.id, "matches")
         counters.add("campaign", scored.placement.campaign.id, "matches")
@@ -223,11 +225,23 @@ def count_placements(
 
 
 def billed_counts(
-    ad_id: str, campaign_id: str | None, publisher_id: str | None, pricing: str, amount: float
+    ad_id: str,
+    campaign_id: str | None,
+    publisher_id: str | None,
+    pricing: str,
+    amount: float,
+    key_family: str | None = None,
 ) -> list[TotalRow]:
-    """Counter bumps of one billed amount: in total and by pricing model."""
+    """Counter bumps of one billed amount: in total and by pricing model, for the ad, its
+    campaign, the publisher and the partner's key family that served it (when known)."""
     rows: list[TotalRow] = []
-    for scope, scope_id in (("ad", ad_id), ("campaign", campaign_id), ("publisher", publisher_id)):
+    scopes = (
+        ("ad", ad_id),
+        ("campaign", campaign_id),
+        ("publisher", publisher_id),
+        ("key", key_family),
+    )
+    for scope, scope_id in scopes:
         if scope_id:
             rows.append((scope, scope_id, "billable_usd", amount))
             rows.append((scope, scope_id, f"billable_usd_{pricing}", amount))

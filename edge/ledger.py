@@ -12,20 +12,26 @@ and the counter bumps of an event, and the store writes them atomically with the
   ad's render beacon is an impression and its view beacon a viewable impression.
 - Only valid production impressions with a positive CPM bill, ``cpm / 1000`` each, to the
   ad, its publisher and its campaign (``billable_usd`` and ``billable_usd_cpm``).
+- What a partner's serve handed out (the UGC pixel's token, the AI beacon URLs) names the
+  rotation family of the partner's key (``key_family``): its impressions, clicks,
+  conversions and what they bill count for that key's row too, as they count for the
+  publisher of a tag's ad. The tag's own serves name no key; what was handed out before
+  the family was sealed counts for no key.
 - An impression the invalid-traffic rules flagged (``invalid_reason``) is stored, so its
   keys still make a replay a replay, but bills nothing and counts only as
-  ``invalid_<reason>`` for its ad, publisher and campaign.
+  ``invalid_<reason>`` for its ad, publisher (or key) and campaign.
 - A hover counts once per impression token; a placement failure counts every time.
 - A click counts once per ``click_id`` and impression (a replay counts nothing; the same
   id on another impression is another click): a valid one as
   ``clicks``, an invalid one as ``invalid_clicks_<reason>``, for its ad, campaign and
-  publisher. Only a valid production click of an ad served as CPC bills, its bid, and
+  publisher (or key). Only a valid production click of an ad served as CPC bills, its bid, and
   only while the campaign is within its budget and today's cap (the last event before
   either bills only what is left, ``clamp``); the store keeps at most one valid
   click per impression, and the edge re-judges a click that loses that race as a
   ``duplicate``.
-- A conversion counts once per click, as ``conversions`` for the ad and campaign; it
-  bills the bid of an ad served as CPA, within the campaign's budget and cap.
+- A conversion counts once per click, as ``conversions`` for the ad and campaign (and the
+  key its click counted for); it bills the bid of an ad served as CPA, within the
+  campaign's budget and cap.
 - Pricing applies as served: one view of an ad bills under the one pricing model and bid
   its ad set had when the ad was served (sealed in its impression token or signed AI URL,
   kept with its click), CPM on the viewable impression, CPC on the first valid click, CPA
@@ -65,7 +71,13 @@ def billing_usd(imp: Impression) -> float | None:
 def impression_counts(imp: Impression, billed: float | None) -> list[CountRow]:
     """The report counters a counted impression moves."""
     return _impression_counts(
-        imp.kind, imp.ad_id, imp.publisher_id, imp.campaign_id, imp.invalid_reason, billed
+        imp.kind,
+        imp.ad_id,
+        imp.publisher_id,
+        imp.campaign_id,
+        imp.invalid_reason,
+        billed,
+        imp.key_family,
     )
 
 
@@ -76,33 +88,32 @@ def _impression_counts(
     campaign_id: str | None,
     invalid_reason: str | None,
     billed: float | None,
+    key_family: str | None,
 ) -> list[CountRow]:
-    rows: list[CountRow] = []
+    scopes = [("ad", ad_id)]
+    if publisher_id:
+        scopes.append(("publisher", publisher_id))
+    if campaign_id:
+        scopes.append(("campaign", campaign_id))
+    if key_family:
+        scopes.append(("key", key_family))
     if invalid_reason is not None:
         counter = f"invalid_{invalid_reason}"
-        rows.append(("ad", ad_id, counter, 1))
-        if publisher_id:
-            rows.append(("publisher", publisher_id, counter, 1))
-        if campaign_id:
-            rows.append(("campaign", campaign_id, counter, 1))
-        return rows
+        return [(scope, sid, counter, 1) for scope, sid in scopes]
+    rows: list[CountRow] = []
     for counter, applies in (
         ("impressions", kind in RENDERED),
         ("viewable_impressions", kind in VIEWABLE),
     ):
         if applies:
-            rows.append(("ad", ad_id, counter, 1))
-            if publisher_id:
-                rows.append(("publisher", publisher_id, counter, 1))
-            if campaign_id:
-                rows.append(("campaign", campaign_id, counter, 1))
+            rows += [(scope, sid, counter, 1) for scope, sid in scopes]
     if billed is not None:
-        rows += billed_counts(ad_id, campaign_id, publisher_id, "cpm", billed)
+        rows += billed_counts(ad_id, campaign_id, publisher_id, "cpm", billed, key_family)
     return rows
 
 
 # An ad's impressions move the same counters all day: the bumps (with the day's) are made
-# once per (kind, ad, publisher, campaign, verdict, amount, day) and shared, as immutable
+# once per (kind, ad, publisher, campaign, verdict, amount, key, day) and shared, as immutable
 # tuples, by every impression alike. Bounded; emptied when full (a new day refills it).
 _COUNTS_CACHE_SIZE = 4096
 _counts_cache: dict[tuple[object, ...], tuple[CountRow, ...]] = {}
@@ -111,7 +122,16 @@ _counts_cache: dict[tuple[object, ...], tuple[CountRow, ...]] = {}
 def impression_counts_of_day(imp: Impression, billed: float | None) -> tuple[CountRow, ...]:
     """``with_days(impression_counts(imp, billed), imp.at)``, remembered per inputs."""
     day = utc_day(imp.at)
-    key = (imp.kind, imp.ad_id, imp.publisher_id, imp.campaign_id, imp.invalid_reason, billed, day)
+    key = (
+        imp.kind,
+        imp.ad_id,
+        imp.publisher_id,
+        imp.campaign_id,
+        imp.invalid_reason,
+        billed,
+        imp.key_family,
+        day,
+    )
     rows = _counts_cache.get(key)
     if rows is None:
         if len(_counts_cache) >= _COUNTS_CACHE_SIZE:
@@ -182,11 +202,17 @@ def click_counts(click: Click) -> list[CountRow]:
         ("ad", click.ad_id),
         ("campaign", click.campaign_id),
         ("publisher", click.publisher_id),
+        ("key", click.key_family),
     )
     rows: list[CountRow] = [(scope, sid, counter, 1) for scope, sid in scopes if sid]
     if click.charge_usd is not None:
         rows += billed_counts(
-            click.ad_id, click.campaign_id, click.publisher_id, "cpc", click.charge_usd
+            click.ad_id,
+            click.campaign_id,
+            click.publisher_id,
+            "cpc",
+            click.charge_usd,
+            click.key_family,
         )
     return rows
 
@@ -194,10 +220,12 @@ def click_counts(click: Click) -> list[CountRow]:
 def conversion_counts(conversion: Conversion) -> list[CountRow]:
     """The report counters a counted conversion moves (its charge included)."""
     c = conversion.click
-    scopes = (("ad", c.ad_id), ("campaign", c.campaign_id))
+    scopes = (("ad", c.ad_id), ("campaign", c.campaign_id), ("key", c.key_family))
     rows: list[CountRow] = [(scope, sid, "conversions", 1) for scope, sid in scopes if sid]
     if conversion.charge_usd is not None:
-        rows += billed_counts(c.ad_id, c.campaign_id, c.publisher_id, "cpa", conversion.charge_usd)
+        rows += billed_counts(
+            c.ad_id, c.campaign_id, c.publisher_id, "cpa", conversion.charge_usd, c.key_family
+        )
     return rows
 
 

@@ -14,10 +14,10 @@ Neither a product, a key family (``key_<hex>``) nor a publisher id (``A-Z a-z 0-
 holds a colon, so two scoped keys are equal only when all three parts are.
 
 What a partner is handed back to fire (the AI beacon URLs) is scoped the same way, by
-``partner_scope``: a short keyed hash of the product and key family, since those URLs
-travel through end users' browsers and the key family is the operator's own name of a key
-(``edge keys revoke`` takes it). Without the edge's signing key it names no key and links
-to nothing; a rotated key keeps it.
+``partner_scope``: a short keyed hash of the product and key family; a rotated key keeps it.
+It is what the URLs' dedupe keys hold. The same URLs also carry the key family itself,
+signed (``edge.beacons``), for the report row their events count for: an id that
+authenticates nothing (only the operator's CLI acts on it), as ``edge report`` prints it.
 """
 
 from __future__ import annotations

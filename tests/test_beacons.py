@@ -407,3 +407,63 @@ def test_a_partner_scope_is_its_key_familys_and_names_no_key():
     assert partner_scope(SIGNER, "ugc", first) != scope
     assert partner_scope(OTHER, "ai", first) != scope  # keyed: nothing to compute it from
     assert first.key_id[4:] not in scope  # the family's id is not in it
+
+
+def _partner_view(family: str | None = "key_0123456789ab") -> dict[str, str]:
+    from matcher.types import PricingModel
+
+    pricing = PricingModel("cpc", 1.25)
+    _render, view = ai_beacon_urls(
+        SIGNER, "https://edge.example", 42, "m-1", "c-9", scope=SCOPE, pricing=pricing,
+        key_family=family,
+    )  # fmt: skip
+    return _query(view)
+
+
+def test_an_ai_url_seals_the_partners_key_family_beside_its_pricing():
+    q = _partner_view()
+    assert list(q)[-2:] == ["key_family", "sig"]
+    assert verify_ai_beacon(SIGNER, "view", q).key_family == "key_0123456789ab"
+    # A URL issued before the family was sealed verifies and names no key.
+    assert verify_ai_beacon(SIGNER, "view", _partner_view(None)).key_family is None
+
+
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        lambda q: {**q, "key_family": "key_ba9876543210"},  # another partner's row
+        lambda q: {k: v for k, v in q.items() if k != "key_family"},
+        lambda q: {k: v for k, v in q.items() if k != "pricing"},  # family without pricing
+        lambda q: {**q, "key_family": "key:0123"},
+        lambda q: {**q, "key_family": ""},
+    ],
+)
+def test_a_tampered_key_family_is_refused(tamper):
+    with pytest.raises(InvalidToken):
+        verify_ai_beacon(SIGNER, "view", tamper(_partner_view()))
+
+
+@pytest.mark.parametrize("form", ["binary", "json"])
+def test_both_token_forms_seal_the_key_family_and_read_old_tokens_without_it(form):
+    token, _ = issue_impression_token(
+        SIGNER, surface="ugc", env="production", ad_id="ad-1", campaign_id="cmp-1",
+        now=1000.0, key_family="key_0123456789ab", form=form,
+    )  # fmt: skip
+    read = read_impression_token(SIGNER, token, surface="ugc", env="production", now=1000.0)
+    assert read.key_family == "key_0123456789ab"
+    old, _ = issue_impression_token(
+        SIGNER, surface="ugc", env="production", ad_id="ad-1", campaign_id="cmp-1",
+        now=1000.0, form=form,
+    )  # fmt: skip
+    read = read_impression_token(SIGNER, old, surface="ugc", env="production", now=1000.0)
+    assert read.key_family is None
+
+
+def test_a_binary_token_of_the_release_before_the_key_family_still_reads():
+    # That release's claims array ends at the pricing: one element fewer.
+    _, claims = _token(cpm_usd=2.5)
+    old = list(msgspec.msgpack.decode(msgspec.msgpack.encode(claims)))
+    assert old[-1] is None  # the key family, which that release did not write
+    token = _sealed(b"\x03" + msgspec.msgpack.encode(old[:-1]))
+    read = read_impression_token(SIGNER, token, surface="url", env="production", now=1001.0)
+    assert (read.ad_id, read.cpm_usd, read.key_family) == (claims.ad_id, 2.5, None)

@@ -82,6 +82,7 @@ async def _tag_click(ctx: Context, request: Request, surface: Surface) -> Respon
             publisher_id=claims.publisher_id,
             slot_id=claims.slot_id,
             pricing=claims.served_pricing,
+            key_family=claims.key_family,
         ),
         (key,),
     )
@@ -114,6 +115,7 @@ async def ai_click(ctx: Context, request: Request) -> Response:
             campaign_id=campaign_id,
             at=ctx.clock(),
             pricing=ai_pricing(ctx, beacon.ad_id, beacon.pricing),
+            key_family=beacon.key_family,
         ),
         seen,
     )

@@ -215,6 +215,7 @@ def _impression(
         # Invalid: never billed; valid: billed unless the campaign reached its budget or cap.
         cpm_usd=billed_cpm(ctx, claims.campaign_id, claims.cpm_usd) if verdict.valid else None,
         invalid_reason=verdict.reason,
+        key_family=claims.key_family,  # a partner's pixel: its key's report row
     )
 
 
@@ -390,6 +391,7 @@ async def _ai(ctx: Context, request: Request, kind: AiBeaconKind) -> Response:
         # A CPM ad is billed on its viewable impression only, never twice per message.
         cpm_usd=billed_cpm(ctx, campaign_id, cpm) if kind == "view" and verdict.valid else None,
         invalid_reason=verdict.reason,
+        key_family=beacon.key_family,  # the serving partner's report row
     )
     await _record(ctx, imp)
     return Response(status_code=204)

@@ -117,7 +117,15 @@ FAILURE_REQUEST = _object(
     message={"type": "string", "maxLength": 1000},
 )
 
-AI_BEACON_QUERY = ("ad_id", "message_id", "conversation_id", "scope", "pricing", "sig")
+AI_BEACON_QUERY = (
+    "ad_id",
+    "message_id",
+    "conversation_id",
+    "scope",
+    "pricing",
+    "key_family",
+    "sig",
+)
 
 CLICK_ID = {
     "type": "string",

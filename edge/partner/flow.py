@@ -48,7 +48,7 @@ async def match_ugc(ctx: Context, request: Request, body: UgcBody, key: KeyRecor
         # could disable), so a UGC post still honours them: see docs/decisions.md.
         unscoped_disables=body.post_id,
     )
-    count_outcome(ctx.counters, key.key_id, result)
+    count_outcome(ctx.counters, key.family, result)
     return result
 
 

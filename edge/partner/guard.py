@@ -44,4 +44,5 @@ async def admit(ctx: Context, request: Request, product: str, *, count: bool = T
 
 
 def count_request(ctx: Context, admission: Admission) -> None:
-    ctx.counters.add("key", admission.key.key_id, "requests")
+    # Per family, as everything the key's serves earn: a rotated key keeps its one row.
+    ctx.counters.add("key", admission.key.family, "requests")

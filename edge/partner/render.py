@@ -4,7 +4,9 @@ fields), the no-match and empty answers, AI ads.
 The creative fields come from the catalogue exactly as written (``click_through_url`` is
 used exactly as given, but for an AI ad's ``{click_id}`` macro: ``ai_ad``). UGC ads also
 carry the edge's own impression pixel, so a partner that fires ``pixel_trackers`` once the
-ad is visible has the impression counted by the edge.
+ad is visible has the impression counted by the edge. The pixel's token and the AI beacon
+URLs name the partner's key family (``KeyRecord.family``), so what its serves earn counts
+for its key's report row without a store read when the beacon comes.
 """
 
 from __future__ import annotations
@@ -24,7 +26,10 @@ from matcher.types import MatchResult, Placement, ScoredAd
 EDGE_PIXEL_VENDOR = "edge"
 
 
-def edge_pixel(ctx: Context, p: Placement, post_id: str) -> dict[str, str]:
+def edge_pixel(
+    ctx: Context, p: Placement, post_id: str, key_family: str | None = None
+) -> dict[str, str]:
+    """The edge's impression pixel of a UGC ad; ``key_family``: the serving partner's."""
     assert ctx.signer is not None  # set at start-up, before any request
     token, _ = issue_impression_token(
         ctx.signer,
@@ -36,6 +41,7 @@ def edge_pixel(ctx: Context, p: Placement, post_id: str) -> dict[str, str]:
         cpm_usd=cpm_usd(ctx, p),
         pricing=p.ad_set.pricing_model,
         post_id=post_id,
+        key_family=key_family,
         form=ctx.settings.token_form,
     )
     return {
@@ -45,19 +51,25 @@ def edge_pixel(ctx: Context, p: Placement, post_id: str) -> dict[str, str]:
     }
 
 
-def ugc_ad(ctx: Context, scored: ScoredAd, post_id: str) -> dict[str, Any]:
+def ugc_ad(
+    ctx: Context, scored: ScoredAd, post_id: str, key_family: str | None = None
+) -> dict[str, Any]:
     p = scored.placement
     ad = creative(p)
-    ad["pixel_trackers"].append(edge_pixel(ctx, p, post_id))
+    ad["pixel_trackers"].append(edge_pixel(ctx, p, post_id, key_family))
     ad["ad_id"] = p.ad.id
     return ad
 
 
-def ugc_body(ctx: Context, result: MatchResult, post_id: str) -> dict[str, Any]:
-    """One of the three 200 shapes: matched, empty (``ads: []``) or no-match."""
+def ugc_body(
+    ctx: Context, result: MatchResult, post_id: str, key_family: str | None = None
+) -> dict[str, Any]:
+    """One of the three 200 shapes: matched, empty (``ads: []``) or no-match.
+    ``key_family``: the serving partner's, sealed in each ad's edge pixel."""
     if result.outcome == "no_match":
         return {"no_ad_retry_after_seconds": no_match_seconds(result)}
-    return {"post_id": post_id, "ads": [ugc_ad(ctx, s, post_id) for s in result.ads]}
+    ads = [ugc_ad(ctx, s, post_id, key_family) for s in result.ads]
+    return {"post_id": post_id, "ads": ads}
 
 
 def no_match_seconds(result: MatchResult) -> int:
@@ -82,9 +94,15 @@ def legacy_ad(scored: ScoredAd) -> dict[str, Any]:
 
 
 def ai_ad(
-    ctx: Context, scored: ScoredAd, message_id: str, conv: str | None, scope: str
+    ctx: Context,
+    scored: ScoredAd,
+    message_id: str,
+    conv: str | None,
+    scope: str,
+    key_family: str | None = None,
 ) -> dict[str, Any]:
-    """An AI ad; ``scope`` names the partner in its beacon URLs (``edge.threads``). A
+    """An AI ad; ``scope`` names the partner in its beacon URLs (``edge.threads``), for
+    their dedupe keys, and ``key_family`` (its key's) for the report row they count for. A
     ``{click_id}`` the advertiser put in its ``click_through_url`` becomes the id the click
     URL stores when fired as given, the one a conversion then reports (as the tag does
     with its own click id for page ads); any other URL is exactly as given."""
@@ -96,7 +114,14 @@ def ai_ad(
     # conversion bill under, whatever the live catalogue says when they come.
     pricing = p.ad_set.pricing_model
     render, view = ai_beacon_urls(
-        ctx.signer, base, number, message_id, conv, scope=scope, pricing=pricing
+        ctx.signer,
+        base,
+        number,
+        message_id,
+        conv,
+        scope=scope,
+        pricing=pricing,
+        key_family=key_family,
     )
     ad = creative(p)
     if CLICK_ID_MACRO in ad["click_through_url"]:  # the id costs a hash: only when asked for
@@ -109,19 +134,31 @@ def ai_ad(
         "render_impression_url": render,
         "view_impression_url": view,
         "click_url": ai_click_url(
-            ctx.signer, base, number, message_id, conv, scope=scope, pricing=pricing
+            ctx.signer,
+            base,
+            number,
+            message_id,
+            conv,
+            scope=scope,
+            pricing=pricing,
+            key_family=key_family,
         ),
     }
 
 
 def ai_body(
-    ctx: Context, result: MatchResult, message_id: str, conv: str | None, scope: str
+    ctx: Context,
+    result: MatchResult,
+    message_id: str,
+    conv: str | None,
+    scope: str,
+    key_family: str | None = None,
 ) -> dict[str, Any]:
     """Always ``{"message_id", "ads"}``; with no ad, ``no_ad_reason`` says why (
     keeps one schema for no-match and brand safety)."""
     body: dict[str, Any] = {
         "message_id": message_id,
-        "ads": [ai_ad(ctx, s, message_id, conv, scope) for s in result.ads],
+        "ads": [ai_ad(ctx, s, message_id, conv, scope, key_family) for s in result.ads],
     }
     if not body["ads"]:
         body["no_ad_reason"] = result.reason or (

@@ -49,12 +49,14 @@ async def process(ctx: Context, request: Request) -> Response:
             max_ads=ctx.settings.max_ads,
         ),
     )
-    count_outcome(ctx.counters, admission.key.key_id, result)
+    count_outcome(ctx.counters, admission.key.family, result)
     assert ctx.signer is not None  # set at start-up, before any request
-    # The beacon URLs name the partner too: its conversation "7" is not another's.
+    # The beacon URLs name the partner too: its conversation "7" is not another's (scope),
+    # and its key's report row is the one their views, clicks and conversions count for.
     scope = partner_scope(ctx.signer, "ai", admission.key)
+    family = admission.key.family
     return json_response(
-        ai_body(ctx, result, body.message_id, body.conversation_id, scope),
+        ai_body(ctx, result, body.message_id, body.conversation_id, scope, family),
         headers={**admission.headers, "Cache-Control": "no-store"},
     )
 

@@ -226,6 +226,16 @@ def _ai_beacon(ctx: Context, kind: str) -> dict[str, Any]:
                 "(signed): what its view, click and conversion bill under; URLs issued before "
                 "it existed have none and are priced from the live catalogue",
             },
+            {
+                "name": "key_family",
+                "in": "query",
+                "required": False,
+                "schema": {"type": "string", "pattern": r"^[A-Za-z0-9_\-]{1,64}$"},
+                "description": "The partner's key family (the id of its first key, as edge "
+                "report prints it; signed, beside a pricing only): the key row its view, "
+                "click and conversion count for; URLs issued before it existed have none and "
+                "count for no key",
+            },
             {"name": "sig", "in": "query", "required": True, "schema": text},
         ],
         "responses": {

@@ -157,6 +157,7 @@ async def impression(ctx: Context, request: Request) -> Response:
         post_id=post_id,
         cpm_usd=cpm,
         invalid_reason=verdict.reason,
+        key_family=admission.key.family,  # the partner's report row
     )
     try:
         counted = await count_impression(ctx, imp)

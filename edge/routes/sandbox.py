@@ -57,7 +57,7 @@ async def process(ctx: Context, request: Request) -> Response:
         count_request(ctx, admission)
         if sandbox_no_match(body.post_id):
             out: dict[str, Any] = {"no_ad_retry_after_seconds": SANDBOX_NO_MATCH_SECONDS}
-            ctx.counters.add("key", admission.key.key_id, "no_matches")
+            ctx.counters.add("key", admission.key.family, "no_matches")
             why = {
                 "outcome": "no_match",
                 "reason": "sandbox_sample",
@@ -66,7 +66,7 @@ async def process(ctx: Context, request: Request) -> Response:
             }
         else:
             result = await match_ugc(ctx, request, body, admission.key)
-            out = ugc_body(ctx, result, body.post_id)
+            out = ugc_body(ctx, result, body.post_id, admission.key.family)
             why = _explain(result)
         if body.explain:
             out["explain"] = why

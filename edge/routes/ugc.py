@@ -40,7 +40,8 @@ async def process(ctx: Context, request: Request) -> Response:
     async def answer() -> dict[str, Any]:
         count_request(ctx, admission)
         result = await match_ugc(ctx, request, body, admission.key)
-        return ugc_body(ctx, result, body.post_id)
+        # The pixel names the partner's key family: what it bills counts for that row.
+        return ugc_body(ctx, result, body.post_id, admission.key.family)
 
     return await answer_once(ctx, request, admission, body, answer)
 

@@ -72,6 +72,9 @@ class Impression(msgspec.Struct, frozen=True):
     # Set by the edge's invalid-traffic rules (edge.ivt): stored with the row, counted as
     # ``invalid_<reason>`` instead of an impression, never billed.
     invalid_reason: str | None = None
+    # The rotation family of the partner's key whose serve it came from (its report row);
+    # None for the tag's impressions. Moves counters only: not a column of its row.
+    key_family: str | None = None
 
 
 ClickKind = Literal["url", "ugc", "ai"]
@@ -100,6 +103,9 @@ class Click:
     invalid_reason: str | None = None
     charge_usd: float | None = None
     pricing: PricingModel | None = None
+    # The rotation family of the partner's key whose serve it came from (its report row,
+    # and its conversion's); None for a click on the tag's ads.
+    key_family: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +135,9 @@ class StoredClick:
     # clicks kept them (or when the edge that judged the click did not know the ad).
     pricing_model: str | None = None
     bid_usd: float | None = None
+    # The partner's key family (``Click.key_family``); None in a row stored before clicks
+    # kept it, and for a click on the tag's ads.
+    key_family: str | None = None
 
     @property
     def pricing(self) -> PricingModel | None:
@@ -599,11 +608,12 @@ def _save_click(conn: sqlite3.Connection, c: Click, counts: list[CountRow]) -> b
     try:
         cur = conn.execute(
             "INSERT INTO clicks (click_id, impression_key, kind, env, ad_id, campaign_id, "
-            "publisher_id, slot_id, invalid_reason, at, pricing_model, bid_usd) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "publisher_id, slot_id, invalid_reason, at, pricing_model, bid_usd, key_family) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT (click_id, impression_key) DO NOTHING",
             (c.click_id, c.impression_key, c.kind, c.env, c.ad_id, c.campaign_id,
-             c.publisher_id, c.slot_id, c.invalid_reason, c.at, *pricing_columns(c)),
+             c.publisher_id, c.slot_id, c.invalid_reason, c.at, *pricing_columns(c),
+             c.key_family),
         )  # fmt: skip
     except sqlite3.IntegrityError:  # a second valid click of one impression
         raise ClickConflict(c.impression_key) from None
@@ -624,7 +634,7 @@ def _clicks_by_id(
 ) -> list[StoredClick]:
     rows = conn.execute(
         "SELECT id, click_id, impression_key, kind, env, ad_id, campaign_id, publisher_id, "
-        "invalid_reason, at, pricing_model, bid_usd FROM clicks "
+        "invalid_reason, at, pricing_model, bid_usd, key_family FROM clicks "
         "WHERE click_id = ? AND env = ? "
         "ORDER BY invalid_reason IS NOT NULL, id LIMIT ?",
         (click_id, env, limit),

@@ -683,12 +683,12 @@ class PostgresStore(Store):
                         w.conn,
                         "INSERT INTO clicks (click_id, impression_key, kind, env, ad_id, "
                         "campaign_id, publisher_id, slot_id, invalid_reason, at, "
-                        "pricing_model, bid_usd) "
-                        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+                        "pricing_model, bid_usd, key_family) "
+                        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
                         "ON CONFLICT (click_id, impression_key) DO NOTHING RETURNING id",
                         (c.click_id, c.impression_key, c.kind, c.env, c.ad_id, c.campaign_id,
                          c.publisher_id, c.slot_id, c.invalid_reason, c.at,
-                         *pricing_columns(c)),
+                         *pricing_columns(c), c.key_family),
                     )  # fmt: skip
             except pg_errors.UniqueViolation:  # a second valid click of one impression
                 raise ClickConflict(c.impression_key) from None
@@ -710,7 +710,7 @@ class PostgresStore(Store):
         rows = await self.read(
             _all,
             "SELECT id, click_id, impression_key, kind, env, ad_id, campaign_id, publisher_id, "
-            "invalid_reason, at, pricing_model, bid_usd FROM clicks "
+            "invalid_reason, at, pricing_model, bid_usd, key_family FROM clicks "
             "WHERE click_id = %s AND env = %s "
             "ORDER BY invalid_reason IS NOT NULL, id LIMIT %s",
             (click_id, env, limit),

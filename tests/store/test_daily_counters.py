@@ -39,13 +39,16 @@ def test_with_days_adds_a_day_row_only_for_daily_counters_of_daily_scopes():
     rows = [
         ("ad", "ad-1", "impressions", 1),
         ("ad", "ad-1", "hovers", 1),  # not kept per day
-        ("key", "k", "requests", 1),  # keys are not a daily scope
+        ("key", "k", "requests", 1),  # a partner's key family: kept per day too
+        ("key", "k", "empties", 1),  # not kept per day
         ("publisher", "p", "requests", 3),
+        ("other", "o", "impressions", 1),  # not a daily scope
     ]
     out = with_days(rows, DAY1)
-    assert out[:4] == rows
-    assert out[4:] == [
+    assert out[:6] == rows
+    assert out[6:] == [
         ("2026-09-21", "ad", "ad-1", "impressions", 1),
+        ("2026-09-21", "key", "k", "requests", 1),
         ("2026-09-21", "publisher", "p", "requests", 3),
     ]
 
@@ -157,6 +160,7 @@ def test_buffered_counters_get_the_day_of_their_flush_once_even_when_retried(sto
     counters.add("publisher", "pub-1", "requests", 1)
     run(counters.flush(store, now=DAY2))
     assert run(store.daily_counts("2026-09-01", "2026-09-30")) == [
+        ("2026-09-21", "key", "k", "requests", 1.0),
         ("2026-09-21", "publisher", "pub-1", "requests", 3.0),
         ("2026-09-22", "publisher", "pub-1", "requests", 1.0),
     ]

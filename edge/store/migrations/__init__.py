@@ -35,6 +35,8 @@ branches can add migrations without renumbering. The files, in order:
   is refused until it would have expired).
 - ``0390_click_pricing``: a click's pricing model and bid as its ad was served (what its
   conversion bills under); NULL in the rows from before.
+- ``0391_click_key_family``: the partner's key family a click came from (whose report row
+  its conversion counts for); NULL for the tag's clicks and in the rows from before.
 
 A new migration takes the next free number and adds its line here (a test checks both).
 """
