@@ -481,3 +481,17 @@ def test_rotation_store_outage_is_502_with_retry_after(legacy, monkeypatch):
     assert r.headers["Retry-After"] == "5"
     monkeypatch.undo()
     assert rotate(client, key).status_code == 200  # nothing was half-done: it still rotates
+
+
+def test_an_earlier_api_impression_counts_for_the_partners_key_row(serving):
+    client, key = serving
+    serve(client, key, "p-9", "ad-gps-watch")
+    body = {"post_id": "p-9", "ad_id": "ad-gps-watch"}
+    post_json(client, "/ugc/impression", body, key, **{"User-Agent": BROWSER})
+    post_json(client, "/ugc/impression", body, key, **{"User-Agent": BOT})
+    ctx = client.app.state.ctx
+    family = run(client, ctx.keyring.find, key).family
+    c = counts(client)
+    assert c[("key", family, "impressions")] == 1
+    assert c[("key", family, "invalid_bot_user_agent")] == 1
+    assert c[("key", family, "billable_usd")] == c[("ad", "ad-gps-watch", "billable_usd")] > 0
