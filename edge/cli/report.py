@@ -1,13 +1,18 @@
 """``edge report [--json]``: the durable counters per ad, publisher, campaign and key.
 ``edge report --by day [--since DAY] [--until DAY] [--format table|json|csv]``: the same
 counters' buckets per UTC day (requests, matches, impressions, viewable impressions, clicks,
-billable USD, per ad, campaign and publisher), over the 30 days that end today unless
+billable USD, per ad, campaign, publisher and key), over the 30 days that end today unless
 ``--since``/``--until`` (inclusive, ``YYYY-MM-DD``) say otherwise.
 
 Counters are only ever added to (never reset). Impressions, viewable impressions, clicks,
 conversions, hovers, failures and billable amounts are written with their events;
 requests, matches and no-matches are buffered by the running edge and flushed every
 second, so a report taken while it runs may lag by that much.
+
+A key row is a partner: its key's rotation family (the id of its first key, the same after
+a rotation), with its calls and what the ads its calls served earned (impressions, clicks,
+conversions and billable USD of the UGC pixel, AI beacons and their clicks and conversions),
+the figures a revenue share is paid on.
 
 Ads and campaigns also get ``ctr`` (valid clicks per viewable impression; null before the
 first one), ``billable_usd`` by pricing model (``billable_usd_cpm``, ``_cpc``, ``_cpa``),
@@ -51,6 +56,10 @@ words:
                         per publisher: slots asked for, filled, left empty; per key: partner
                         calls and their outcomes (empties: answered with ads: []); per ad and
                         campaign: matches only
+  key                   a partner: its API key's rotation family (the id of its first key;
+                        a rotated key keeps its row). Besides its calls, the impressions,
+                        clicks, conversions and billable_usd of the ads it served (UGC pixel,
+                        AI beacons and their clicks and conversions): its revenue
   impressions           ads rendered: a tag beacon (sent once the ad is viewable), a UGC
                         pixel (fired when the ad is on screen) or an AI render beacon
   viewable_impressions  ads viewable by the MRC rule (50% of pixels for 1 continuous s): a
@@ -75,8 +84,8 @@ words:
                         a flight end or budget), budget_usd, daily_cap_usd, pacing; null for a
                         campaign not in the catalogue read
 """
-# What clicks and conversions move: ad and campaign rows list all five, publishers the
-# clicks and the money (a conversion is counted per ad and campaign only).
+# What clicks and conversions move: ad, campaign and key rows list all five, publishers the
+# clicks and the money (a conversion is counted per ad, campaign and key only).
 MONEY_COUNTERS = (
     "clicks",
     "conversions",
@@ -114,7 +123,18 @@ COLUMNS = {
         *MONEY_COUNTERS,
         *INVALID_COUNTERS,
     ),
-    "key": ("requests", "matches", "empties", "no_matches"),
+    # A partner: its calls, then what the ads they served earned (as a publisher's row).
+    "key": (
+        "requests",
+        "matches",
+        "empties",
+        "no_matches",
+        "impressions",
+        "viewable_impressions",
+        MONEY,
+        *MONEY_COUNTERS,
+        *INVALID_COUNTERS,
+    ),
 }
 # Scopes whose rows also get ``ctr`` (clicks per viewable impression).
 CTR_SCOPES = ("ad", "campaign")

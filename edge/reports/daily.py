@@ -18,11 +18,13 @@ from typing import Any
 from edge.counters import DAILY_COUNTERS, DayRow
 
 DEFAULT_DAYS = 30  # the default range: the 30 UTC days that end today
-SCOPES = ("campaign", "ad", "publisher")
-TITLES = {"campaign": "Campaigns", "ad": "Ads", "publisher": "Publishers"}
-# A request concerns a page or a post, never one ad: only publishers have it.
+SCOPES = ("campaign", "ad", "publisher", "key")
+TITLES = {"campaign": "Campaigns", "ad": "Ads", "publisher": "Publishers", "key": "API keys"}
+# A request concerns a page, a post or a partner's call, never one ad: only publishers and
+# keys (a partner: its key's rotation family) have it.
 COLUMNS = {
     "publisher": DAILY_COUNTERS,
+    "key": DAILY_COUNTERS,
     "ad": tuple(c for c in DAILY_COUNTERS if c != "requests"),
     "campaign": tuple(c for c in DAILY_COUNTERS if c != "requests"),
 }

@@ -8,6 +8,7 @@ import pytest
 from edge import ledger
 from edge.cli import main
 from edge.cli.report import build, render_text
+from edge.ivt import INVALID_COUNTERS
 from edge.store import Click, Conversion, Hover, Impression, SQLiteStore
 
 
@@ -181,7 +182,10 @@ def test_every_row_of_a_scope_lists_every_counter_of_that_scope(tmp_path, capsys
     assert (camp["matches"], camp["impressions"], camp["viewable_impressions"]) == (0, 0, 0)
     assert camp["billable_usd"] == 1.0 and camp["ctr"] is None and camp["pacing"] is None
     assert report["key"]["key_a"] == {
-        "requests": 3, "matches": 0, "empties": 0, "no_matches": 0, "some_later_counter": 0
+        "requests": 3, "matches": 0, "empties": 0, "no_matches": 0, "impressions": 0,
+        "viewable_impressions": 0, "billable_usd": 0, "clicks": 0, "conversions": 0,
+        "billable_usd_cpm": 0, "billable_usd_cpc": 0, "billable_usd_cpa": 0,
+        **dict.fromkeys(INVALID_COUNTERS, 0), "some_later_counter": 0,
     }  # fmt: skip
     assert report["key"]["key_b"]["empties"] == 1 and report["key"]["key_b"]["requests"] == 0
     assert report["publisher"]["pub-a"]["clicks"] == 0
@@ -295,3 +299,41 @@ def test_a_catalogue_setting_that_cannot_be_used_is_exit_2(
     assert out.out == ""
     (line,) = out.err.splitlines()
     assert line.startswith(f"edge: EDGE_CATALOGUE (--catalogue): {path}: {reason}"), line
+
+
+def test_key_rows_carry_what_the_partners_serves_earned(tmp_path, capsys):
+    # A partner's pixel impression (CPM $5), a CPC click and a CPA conversion of it count
+    # for its key's row (its rotation family), beside its request counters.
+    db = tmp_path / "edge.db"
+    store = SQLiteStore(db)
+    store.open_blocking()
+
+    async def work():
+        await store.add_counts([("key", "key_p", "requests", 2), ("key", "key_p", "matches", 1)])
+        await ledger.record_impression(store, Impression(
+            kind="ugc", dedupe_keys=("tok:p",), env="production", ad_id="ad-1",
+            campaign_id="cmp-1", at=1.0, cpm_usd=5.0, key_family="key_p",
+        ))  # fmt: skip
+        click = Click(click_id="clk-p", impression_key="tok:p", kind="ugc", env="production",
+                      ad_id="ad-1", campaign_id="cmp-1", at=2.0, charge_usd=1.25,
+                      key_family="key_p")  # fmt: skip
+        await ledger.record_click(store, click)
+        (stored,) = await store.clicks_by_id("clk-p", "production", 1)
+        await ledger.record_conversion(store, Conversion(stored, 3.0, charge_usd=18.0))
+
+    asyncio.run(work())
+    store.close_blocking()
+    assert main(["report", "--json", "--db", str(db)]) == 0
+    row = orjson.loads(capsys.readouterr().out)["key"]["key_p"]
+    assert {c: v for c, v in row.items() if v} == {
+        "requests": 2, "matches": 1, "impressions": 1, "viewable_impressions": 1,
+        "clicks": 1, "conversions": 1, "billable_usd": 19.255, "billable_usd_cpm": 0.005,
+        "billable_usd_cpc": 1.25, "billable_usd_cpa": 18.0,
+    }  # fmt: skip
+    assert main(["report", "--db", str(db)]) == 0
+    table = capsys.readouterr().out.split("API keys (1)\n", 1)[1].splitlines()
+    header, line = table[0].split(), table[1].split()
+    assert header[:2] == ["key", "requests"] and line[0] == "key_p"
+    cells = dict(zip(header[1:], line[1:], strict=True))
+    assert (cells["impressions"], cells["clicks"], cells["conversions"]) == ("1", "1", "1")
+    assert cells["billable_usd"] == "19.255000" and cells["billable_usd_cpa"] == "18.000000"

@@ -180,3 +180,35 @@ def test_the_help_gives_the_default_range_as_the_code_computes_it():
     assert "(default: today)" in text, text
     days = DayRange.parse(None, "2026-11-30", DAY1)
     assert (days.until - days.since).days == DEFAULT_DAYS - 1
+
+
+def test_key_rows_have_day_buckets(tmp_path, capsys):
+    # A partner's requests and what its serves earned, per UTC day, in the key's row.
+    target = tmp_path / "edge.db"
+
+    async def work():
+        store = open_store(Settings(db=target))
+        await store.open()
+        try:
+            await ledger.record_impression(store, Impression(
+                kind="ai-view", dedupe_keys=("ai:1",), env="production", ad_id="ad-1",
+                campaign_id="cmp-1", at=DAY1, cpm_usd=3.0, key_family="key_p",
+            ))  # fmt: skip
+            await store.add_counts([("2026-09-21", "key", "key_p", "requests", 2)])
+        finally:
+            await store.close()
+
+    asyncio.run(work())
+    assert main(["report", *RANGE, "--format", "json", "--db", str(target)]) == 0
+    rows = orjson.loads(capsys.readouterr().out)["rows"]
+    (key,) = [r for r in rows if r["scope"] == "key"]
+    assert key == {
+        "day": "2026-09-21", "scope": "key", "id": "key_p", "requests": 2, "matches": 0,
+        "impressions": 0, "viewable_impressions": 1, "clicks": 0, "billable_usd": 0.003,
+    }  # fmt: skip
+    assert rows[-1] is key  # after the campaigns, ads and publishers of its day
+    assert main(["report", *RANGE, "--db", str(target)]) == 0
+    out = capsys.readouterr().out
+    assert "API keys (1)" in out
+    line = next(x for x in out.splitlines() if x.strip().startswith("2026-09-21  key_p"))
+    assert line.split() == ["2026-09-21", "key_p", "2", "0", "0", "1", "0", "0.003000"]
