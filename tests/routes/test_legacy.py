@@ -488,7 +488,7 @@ def test_an_earlier_api_impression_counts_for_the_partners_key_row(serving):
     serve(client, key, "p-9", "ad-gps-watch")
     body = {"post_id": "p-9", "ad_id": "ad-gps-watch"}
     post_json(client, "/ugc/impression", body, key, **{"User-Agent": BROWSER})
-    post_json(client, "/ugc/impression", body, key, **{"User-Agent": BOT})
+    post_json(client, "/ugc/impression", body, key, **{"X-Device-User-Agent": BOT})
     ctx = client.app.state.ctx
     family = run(client, ctx.keyring.find, key).family
     c = counts(client)
