@@ -39,6 +39,15 @@ branches can add migrations without renumbering. The files, in order:
   its conversion counts for); NULL for the tag's clicks and in the rows from before.
 
 A new migration takes the next free number and adds its line here (a test checks both).
+A migration's text is never edited once released: a database records it as applied by name
+and never runs it again.
+
+One released text was edited all the same: the first release's ``0003_matcher_state``
+made ``thread_serves`` one row per (thread, ad) counting serves in a fixed window, and
+today's makes it one row per served unit. A database of the first release therefore has
+``0003_matcher_state`` applied with the old table, so before any migration runs,
+:func:`apply_migrations` rebuilds that table in today's shape when it finds the old one
+(nothing on any database made since; PostgreSQL never had the old shape).
 """
 
 from __future__ import annotations
@@ -106,6 +115,13 @@ def apply_migrations(conn: sqlite3.Connection) -> list[str]:
     conn.execute("PRAGMA foreign_keys = OFF")
     applied_now = []
     try:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            _rebuild_first_release_thread_serves(conn)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
         for name, sql in migration_files():
             conn.execute("BEGIN IMMEDIATE")
             try:
@@ -133,6 +149,47 @@ def apply_migrations(conn: sqlite3.Connection) -> list[str]:
     finally:
         conn.execute(f"PRAGMA foreign_keys = {'ON' if enforced else 'OFF'}")
     return applied_now
+
+
+# The first release's serves per (thread, ad) become that many served units of it. Every
+# serve a row counts happened between window_start and last_at; the current rule counts each
+# serve for one frequency window after it happened, so the units are dated last_at, the
+# latest any of them can have been: a cap reached before the upgrade stays reached until a
+# full window after the last serve, never released earlier than the current rule would (at
+# most last_at - window_start later than the first release would have). The unit ids are
+# synthetic and per row; a window already over is dated in the past like any other serve
+# and pruned by housekeeping.
+_FIRST_RELEASE_SERVES = (
+    "CREATE TABLE thread_serves_by_unit (",
+    "    thread_id TEXT NOT NULL,",
+    "    ad_id     TEXT NOT NULL,",
+    "    unit_id   TEXT NOT NULL,",
+    "    served_at REAL NOT NULL,",
+    "    PRIMARY KEY (thread_id, ad_id, unit_id)",
+    ") STRICT, WITHOUT ROWID",
+)
+
+
+def _rebuild_first_release_thread_serves(conn: sqlite3.Connection) -> bool:
+    """Rebuild the first release's ``thread_serves`` (serves, window_start, last_at) in
+    today's shape (one row per served unit), in the caller's transaction; whether it did."""
+    old_shape = conn.execute(
+        "SELECT 1 FROM pragma_table_info('thread_serves') WHERE name = 'serves'"
+    ).fetchone()
+    if old_shape is None:
+        return False
+    conn.execute("\n".join(_FIRST_RELEASE_SERVES))
+    conn.execute(
+        "INSERT INTO thread_serves_by_unit (thread_id, ad_id, unit_id, served_at)"
+        " WITH RECURSIVE n(i) AS ("
+        "  SELECT 1 UNION ALL SELECT i + 1 FROM n"
+        "  WHERE i < (SELECT coalesce(max(serves), 0) FROM thread_serves))"
+        " SELECT s.thread_id, s.ad_id, 'first-release-serve-' || n.i, s.last_at"
+        " FROM thread_serves AS s JOIN n ON n.i <= s.serves"
+    )
+    conn.execute("DROP TABLE thread_serves")
+    conn.execute("ALTER TABLE thread_serves_by_unit RENAME TO thread_serves")
+    return True
 
 
 async def apply_postgres_migrations(conn: psycopg.AsyncConnection[Any]) -> list[str]:
