@@ -32,7 +32,7 @@ from edge.ratelimit import RateLimits
 from edge.settings import Settings, SettingsError
 from edge.signing import Signer
 from edge.spend import SpendLedger
-from edge.store import Store, open_store
+from edge.store import NewerSchema, Store, open_store
 from edge.tag_versions import TagVersions
 from geoip import GeoDatabaseError, GeoReader, open_reader
 from matcher import Matcher
@@ -124,9 +124,22 @@ class Context:
         )
         return ctx
 
+    async def open_store(self) -> None:
+        """Open the store. A database a newer release migrated is a ``SettingsError``: this
+        release cannot know what those migrations changed, so it neither serves from it nor
+        reads it (a rollback runs the newer release again, or restores a backup)."""
+        try:
+            await self.store.open()
+        except NewerSchema as exc:
+            raise SettingsError(
+                f"EDGE_DB (--db): a newer release migrated this database (its migration "
+                f"{exc.newest} is not one this release ships): run that release, or restore "
+                "a backup taken before the upgrade"
+            ) from None
+
     async def start(self) -> None:
         """Open the store and load what needs I/O; on failure, stop what had started."""
-        await self.store.open()
+        await self.open_store()
         try:
             if self.signer is None:
                 self.signer = await Signer.from_settings(self.settings, self.store)

@@ -91,7 +91,7 @@ def with_context(
     async def run() -> T:
         ctx = Context.build(settings)
         try:
-            await ctx.store.open()
+            await ctx.open_store()
         except StoreUnavailable as exc:
             raise SettingsError(f"EDGE_DB (--db): {exc}") from None
         try:

@@ -22,6 +22,7 @@ from edge.store.events import (
     StoredClick,
     StoredImpression,
 )
+from edge.store.migrations import NewerSchema
 from edge.store.postgres import PostgresStore
 from edge.store.sqlite import SQLiteStore
 
@@ -36,6 +37,7 @@ __all__ = [
     "Hover",
     "Impression",
     "KeyRecord",
+    "NewerSchema",
     "PlacementFailure",
     "PostgresStore",
     "Publisher",

@@ -395,7 +395,11 @@ class SQLiteStore(SQLiteMatcherState, SQLiteEventStore, Store):
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         conn = connect(self.path, factory=CountingConnection)
-        apply_migrations(conn)
+        try:
+            apply_migrations(conn)
+        except BaseException:
+            conn.close()
+            raise
         assert isinstance(conn, CountingConnection)  # what the factory makes
         self._writer = _Writer(conn)
         self._writer.start()

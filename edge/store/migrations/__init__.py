@@ -65,6 +65,16 @@ Backend = Literal["sqlite", "postgres"]
 _VARIANT = ".postgres.sql"
 
 
+class NewerSchema(Exception):
+    """The database records migrations this release does not ship: a newer release
+    migrated it, and what those migrations changed is unknown here. Nothing is migrated."""
+
+    def __init__(self, unknown: list[str]) -> None:
+        self.unknown = sorted(unknown)
+        self.newest = self.unknown[-1]
+        super().__init__(f"migrations this release does not ship: {', '.join(self.unknown)}")
+
+
 def migration_files(backend: Backend = "sqlite") -> list[tuple[str, str]]:
     """(name, sql) of every migration shipped with the package, in order, as ``backend``
     runs it: the same names for both backends."""
@@ -98,8 +108,18 @@ def _statements(sql: str) -> list[str]:
     return out
 
 
+def _refuse_unknown(recorded: list[str]) -> None:
+    """Raise ``NewerSchema`` when ``recorded`` names a migration this release does not ship
+    (both backends ship the same names)."""
+    shipped = {name for name, _ in migration_files()}
+    unknown = [name for name in recorded if name not in shipped]
+    if unknown:
+        raise NewerSchema(unknown)
+
+
 def apply_migrations(conn: sqlite3.Connection) -> list[str]:
-    """Apply pending migrations; return the names applied now.
+    """Apply pending migrations; return the names applied now. A database that records a
+    migration this release does not ship is refused (``NewerSchema``) before any is applied.
 
     Holds the write lock (BEGIN IMMEDIATE) while it decides, so two processes opening the
     same new database do not both apply a migration.
@@ -111,6 +131,7 @@ def apply_migrations(conn: sqlite3.Connection) -> list[str]:
     # migration may rebuild a table others refer to (create the new one, copy, drop the
     # old one, rename), which SQLite's foreign keys would refuse half way. Each migration
     # is checked instead, before its commit.
+    _refuse_unknown([r[0] for r in conn.execute("SELECT name FROM schema_migrations")])
     enforced = conn.execute("PRAGMA foreign_keys").fetchone()[0]
     conn.execute("PRAGMA foreign_keys = OFF")
     applied_now = []
@@ -194,6 +215,8 @@ def _rebuild_first_release_thread_serves(conn: sqlite3.Connection) -> bool:
 
 async def apply_postgres_migrations(conn: psycopg.AsyncConnection[Any]) -> list[str]:
     """Apply pending migrations on PostgreSQL (``conn`` in autocommit); the names applied.
+    A database that records a migration this release does not ship is refused
+    (``NewerSchema``) before any is applied.
 
     Holds a session advisory lock throughout, so nodes starting together apply each
     migration once; each runs in its own transaction, so a failing one leaves nothing.
@@ -205,6 +228,8 @@ async def apply_postgres_migrations(conn: psycopg.AsyncConnection[Any]) -> list[
             "CREATE TABLE IF NOT EXISTS schema_migrations "
             "(name TEXT PRIMARY KEY, applied_at DOUBLE PRECISION)"
         )
+        cur = await conn.execute("SELECT name FROM schema_migrations")
+        _refuse_unknown([r[0] for r in await cur.fetchall()])
         applied_now = []
         for name, sql in migration_files("postgres"):
             async with conn.transaction():
