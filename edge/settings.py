@@ -8,13 +8,17 @@ Bad values fail at start-up with the variable named, never later.
 from __future__ import annotations
 
 import argparse
+import difflib
 import ipaddress
+import logging
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
+
+log = logging.getLogger(__name__)
 
 Env = Literal["production", "sandbox"]
 TokenForm = Literal["binary", "json"]
@@ -381,14 +385,34 @@ class Settings:
     # -- construction ----------------------------------------------------------------------
 
     @classmethod
+    def unknown_variables(cls, environ: Mapping[str, str]) -> list[str]:
+        """One warning per ``EDGE_*`` variable of ``environ`` that names no setting (a typo,
+        or a setting a release no longer has), with the closest setting's variable if one is
+        close. Variables other tools read under the prefix (``NOT_SETTINGS``) are not named.
+        """
+        known = [env_var(f.name) for f in fields(cls)]
+        warnings = []
+        for name in sorted(environ):
+            if not name.startswith("EDGE_") or name in known or name in NOT_SETTINGS:
+                continue
+            close = difflib.get_close_matches(name, known, n=1, cutoff=0.8)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            warnings.append(f"{name} is not a setting of this edge and is ignored{hint}")
+        return warnings
+
+    @classmethod
     def from_sources(
         cls,
         flags: Mapping[str, Any] | None = None,
         environ: Mapping[str, str] | None = None,
     ) -> Settings:
-        """Build from parsed flags (None means not given) over ``EDGE_*`` variables."""
+        """Build from parsed flags (None means not given) over ``EDGE_*`` variables. An
+        ``EDGE_*`` variable that names no setting is logged as a warning, never refused
+        (other tools may share the prefix)."""
         flags = flags or {}
         environ = os.environ if environ is None else environ
+        for warning in cls.unknown_variables(environ):
+            log.warning("%s", warning)
         values: dict[str, Any] = {}
         for f in fields(cls):
             name = env_var(f.name)
@@ -414,6 +438,11 @@ class Settings:
                 "set a catalogue only for production"
             )
         return settings
+
+
+# EDGE_* variables read by something other than the edge's settings: the QA kit's key of the
+# edge under test, and the test suite's PostgreSQL binaries.
+NOT_SETTINGS = frozenset({"EDGE_QA_KEY", "EDGE_TEST_PG_BIN"})
 
 
 def env_var(name: str) -> str:

@@ -1,3 +1,7 @@
+import logging
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -136,3 +140,36 @@ def test_sandbox_refuses_a_catalogue_of_live_demand():
     with pytest.raises(SettingsError, match="EDGE_CATALOGUE"):
         Settings.from_sources({}, {"EDGE_ENV": "sandbox", "EDGE_CATALOGUE": "demand.json"})
     assert Settings.from_sources({}, {"EDGE_CATALOGUE": "demand.json"}).catalogue is not None
+
+
+def test_an_edge_variable_that_names_no_setting_is_a_warning_not_a_refusal(caplog):
+    environ = {
+        "EDGE_WORKER": "4",
+        "EDGE_TOKENFORM": "json",
+        "EDGE_NOT_ANYTHING_LIKE_IT": "1",
+        "EDGE_QA_KEY": "read by the QA kit",
+        "EDGE_TEST_PG_BIN": "/usr/lib/postgresql/15/bin",
+        "EDGE_WORKERS": "2",
+        "OTHER_WORKER": "4",
+    }
+    with caplog.at_level(logging.WARNING, logger="edge.settings"):
+        settings = Settings.from_sources({}, environ)
+    assert settings.workers == 2
+    assert [r.getMessage() for r in caplog.records] == [
+        "EDGE_NOT_ANYTHING_LIKE_IT is not a setting of this edge and is ignored",
+        "EDGE_TOKENFORM is not a setting of this edge and is ignored; did you mean "
+        "EDGE_TOKEN_FORM?",
+        "EDGE_WORKER is not a setting of this edge and is ignored; did you mean EDGE_WORKERS?",
+    ]
+
+
+def test_a_command_names_a_misspelt_edge_variable(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EDGE_")}
+    env.update(EDGE_WORKER="4", EDGE_DB=str(tmp_path / "edge.db"))
+    result = subprocess.run(
+        [sys.executable, "-m", "edge", "keys", "issue", "--env", "production", "--product", "ugc"],
+        capture_output=True, text=True, env=env, timeout=120, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "EDGE_WORKER is not a setting" in result.stderr
+    assert "did you mean EDGE_WORKERS?" in result.stderr
