@@ -380,6 +380,16 @@ async def _ai(ctx: Context, request: Request, kind: AiBeaconKind) -> Response:
         raise BadRequest(str(exc), field="sig", code="invalid_signature") from None
     ad_id, campaign_id, cpm = ai_attribution(ctx, beacon.ad_id, beacon.pricing)
     verdict = impression_verdict(ctx, request.scope, bound_to=None, publisher_id=None, partner=True)
+    if kind == "view" and cpm is not None and verdict.valid:
+        # One view, one price: a message asked for again across a pricing change hands out
+        # two sets of URLs for one view. When its click, fired first, was judged under CPC
+        # or CPA (it billed, or its conversion will), the view bills nothing.
+        try:
+            clicked = await ctx.store.valid_click_pricing(beacon.click_impression_key)
+        except StoreUnavailable:
+            raise store_unavailable() from None
+        if clicked in ("cpc", "cpa"):
+            cpm = None
     imp = Impression(
         kind="ai-render" if kind == "render" else "ai-view",
         dedupe_keys=(beacon.impression_key(kind),),  # per message in its conversation

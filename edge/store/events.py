@@ -255,6 +255,11 @@ class EventStore(abc.ABC):
         """Whether this impression has a valid click stored."""
 
     @abc.abstractmethod
+    async def valid_click_pricing(self, impression_key: str) -> str | None:
+        """The pricing model (``cpc``, ``cpm``, ``cpa``) the valid click of this impression
+        was judged under; None when it has none, or one stored before clicks kept theirs."""
+
+    @abc.abstractmethod
     async def save_conversion(self, conversion: Conversion, counts: Sequence[CountRow]) -> bool:
         """Insert the conversion unless its click has one; True when inserted, then with a
         charge row of ``conversion.charge_usd`` (when not None) and the counter bumps
@@ -342,6 +347,9 @@ class SQLiteEventStore(SQLitePrimitives, EventStore):
 
     async def valid_click_stored(self, impression_key: str) -> bool:
         return await self.read(_valid_click_stored, impression_key)
+
+    async def valid_click_pricing(self, impression_key: str) -> str | None:
+        return await self.read(_valid_click_pricing, impression_key)
 
     async def save_conversion(self, conversion: Conversion, counts: Sequence[CountRow]) -> bool:
         return await self.write(_save_conversion, conversion, list(counts))
@@ -658,6 +666,14 @@ def _click_stored(conn: sqlite3.Connection, click_id: str, impression_key: str) 
         (click_id, impression_key),
     )
     return found.fetchone() is not None
+
+
+def _valid_click_pricing(conn: sqlite3.Connection, impression_key: str) -> str | None:
+    row = conn.execute(
+        "SELECT pricing_model FROM clicks WHERE impression_key = ? AND invalid_reason IS NULL",
+        (impression_key,),
+    ).fetchone()
+    return None if row is None else row[0]
 
 
 def _valid_click_stored(conn: sqlite3.Connection, impression_key: str) -> bool:

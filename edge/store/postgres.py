@@ -743,6 +743,14 @@ class PostgresStore(Store):
         )
         return row is not None
 
+    async def valid_click_pricing(self, impression_key: str) -> str | None:
+        row = await self.read(
+            _one,
+            "SELECT pricing_model FROM clicks WHERE impression_key = %s AND invalid_reason IS NULL",
+            (impression_key,),
+        )
+        return None if row is None else row[0]
+
     async def save_conversion(self, conversion: Conversion, counts: Sequence[CountRow]) -> bool:
         v, c, bumps = conversion, conversion.click, list(counts)
 

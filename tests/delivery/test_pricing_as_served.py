@@ -367,3 +367,25 @@ def test_an_ai_ad_gone_from_the_live_catalogue_bills_nothing_on_every_process(cl
         + counted(client, DOG_CAMPAIGN, "viewable_impressions")
         >= 1
     )
+
+
+def test_one_ai_view_bills_one_price_when_its_click_comes_first(client):
+    # The click of the CPC serve, fired before the view of the CPM serve: the click billed
+    # the view's one price, so the view bills nothing. A CPM serve's click before its own
+    # view leaves the view to bill, as usual.
+    key = issue_key(client, "ai")
+    load(client, doc(**{DOG_SET: ("cpc", 1.25)}))
+    as_cpc = serve_ai_as(client, key, DOG, "m-1")
+    load(client, doc(**{DOG_SET: ("cpm", 5.0)}))
+    as_cpm = serve_ai_as(client, key, DOG, "m-1")
+    fire(client, as_cpc["render_impression_url"])
+    fire(client, as_cpc["click_url"], "clk-00000001")
+    fire(client, as_cpm["view_impression_url"])
+    assert billed(client, DOG_CAMPAIGN) == {"cpc": pytest.approx(1.25)}
+    plain = serve_ai_as(client, key, DOG, "m-2")  # CPM throughout
+    fire(client, plain["render_impression_url"])
+    fire(client, plain["click_url"], "clk-00000002")
+    fire(client, plain["view_impression_url"])
+    assert billed(client, DOG_CAMPAIGN) == {
+        "cpc": pytest.approx(1.25), "cpm": pytest.approx(0.005),
+    }  # fmt: skip

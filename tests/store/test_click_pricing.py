@@ -80,3 +80,17 @@ def test_clicks_stored_before_have_no_pricing(db_target, run, monkeypatch):
         assert found.pricing == PricingModel("cpc", 1.4)
     finally:
         run(new.close())
+
+
+def test_the_pricing_of_an_impressions_valid_click(store, run):
+    # What an AI view asks before it bills as CPM: the pricing its valid click was judged
+    # under (an invalid click is not the view's price; no click: None).
+    run(ledger.record_click(store, _click("clk-a", PricingModel("cpc", 1.4))))
+    run(
+        ledger.record_click(
+            store, _click("clk-b", PricingModel("cpa", 3.0), invalid_reason="duplicate")
+        )
+    )
+    assert run(store.valid_click_pricing("tok:clk-a")) == "cpc"
+    assert run(store.valid_click_pricing("tok:clk-b")) is None
+    assert run(store.valid_click_pricing("tok:none")) is None
