@@ -28,6 +28,7 @@ from edge.live_catalogue import LiveCatalogue
 from edge.matching import StateWrites, ThreadTurns
 from edge.partner.idempotency import ReplayCache
 from edge.partner.listing import Listing
+from edge.preflight import newer_schema_error
 from edge.ratelimit import RateLimits
 from edge.settings import Settings, SettingsError
 from edge.signing import Signer
@@ -131,11 +132,7 @@ class Context:
         try:
             await self.store.open()
         except NewerSchema as exc:
-            raise SettingsError(
-                f"EDGE_DB (--db): a newer release migrated this database (its migration "
-                f"{exc.newest} is not one this release ships): run that release, or restore "
-                "a backup taken before the upgrade"
-            ) from None
+            raise newer_schema_error(exc) from None
 
     async def start(self) -> None:
         """Open the store and load what needs I/O; on failure, stop what had started."""

@@ -24,6 +24,7 @@ from pathlib import Path
 import psycopg
 
 from edge.settings import Settings, SettingsError
+from edge.store.migrations import NewerSchema, refuse_unknown
 from edge.store.postgres import redact_url
 from geoip import GeoDatabaseError, open_reader
 from matcher.catalogue import Catalogue, CatalogueError, load_catalogue
@@ -55,8 +56,21 @@ def check_files(settings: Settings) -> None:
     _writable_dir("cache_dir", settings.cache_dir)
 
 
+def newer_schema_error(exc: NewerSchema) -> SettingsError:
+    """The refusal of a database a newer release migrated: this release cannot know what
+    those migrations changed (a rollback runs the newer release again, or restores a
+    backup)."""
+    return SettingsError(
+        f"EDGE_DB (--db): a newer release migrated this database (its migration "
+        f"{exc.newest} is not one this release ships): run that release, or restore "
+        "a backup taken before the upgrade"
+    )
+
+
 def check_db(settings: Settings) -> None:
-    """The database can be created (with its folder), opened and written."""
+    """The database can be created (with its folder), opened and written, and no newer
+    release migrated it (``newer_schema_error``): refused here, before anything is logged
+    or loaded, in one line."""
     path = settings.db
     if isinstance(path, str):
         _check_server(path)
@@ -78,6 +92,10 @@ def check_db(settings: Settings) -> None:
             conn.execute("CREATE TEMP TABLE _edge_preflight (x)")
             conn.execute("ROLLBACK")
             conn.execute("PRAGMA schema_version").fetchone()
+            if conn.execute(_HAS_MIGRATIONS_SQLITE).fetchone() is not None:
+                refuse_unknown([r[0] for r in conn.execute("SELECT name FROM schema_migrations")])
+    except NewerSchema as exc:
+        raise newer_schema_error(exc) from None
     except sqlite3.Error as exc:
         raise bad("db", path, _sqlite_reason(exc, path)) from None
     except OSError as exc:
@@ -99,11 +117,19 @@ def _check_server(url: str) -> None:
         dsn = url
         if "connect_timeout" not in psycopg.conninfo.conninfo_to_dict(url):
             dsn = psycopg.conninfo.make_conninfo(url, connect_timeout=SERVER_CHECK_S)
-        with psycopg.connect(dsn):
-            pass
+        with psycopg.connect(dsn) as conn:
+            if conn.execute("SELECT to_regclass('schema_migrations')").fetchone() != (None,):
+                refuse_unknown([r[0] for r in conn.execute("SELECT name FROM schema_migrations")])
+    except NewerSchema as exc:
+        raise newer_schema_error(exc) from None
     except (psycopg.Error, ValueError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise bad("db", redact_url(url), f"cannot open: {first}") from None
+
+
+_HAS_MIGRATIONS_SQLITE = (
+    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
+)
 
 
 def _sqlite_reason(exc: sqlite3.Error, path: Path) -> str:

@@ -86,8 +86,11 @@ def test_the_edge_and_its_commands_refuse_a_newer_sqlite_database(
 ) -> None:
     db = tmp_path / "edge.db"
     _migrated_by_a_newer_release(db, run)
-    line = _refusal(edge(tmp_path, *command, "--db", str(db)))
+    result = edge(tmp_path, *command, "--db", str(db))
+    line = _refusal(result)
     assert line.startswith("edge: EDGE_DB (--db): "), line
+    if command == ("serve",):  # refused before anything is logged or loaded
+        assert result.stderr.strip().splitlines() == [line], result.stderr
 
 
 @pytest.mark.parametrize("command", [("serve",), ("keys", "list")])
@@ -96,4 +99,7 @@ def test_the_edge_and_its_commands_refuse_a_newer_postgresql_database(
 ) -> None:
     url = postgres.new_database()
     _migrated_by_a_newer_release(url, run)
-    _refusal(edge(tmp_path, *command, "--db", url))
+    result = edge(tmp_path, *command, "--db", url)
+    line = _refusal(result)
+    if command == ("serve",):
+        assert result.stderr.strip().splitlines() == [line], result.stderr

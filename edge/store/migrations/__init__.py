@@ -108,7 +108,7 @@ def _statements(sql: str) -> list[str]:
     return out
 
 
-def _refuse_unknown(recorded: list[str]) -> None:
+def refuse_unknown(recorded: list[str]) -> None:
     """Raise ``NewerSchema`` when ``recorded`` names a migration this release does not ship
     (both backends ship the same names)."""
     shipped = {name for name, _ in migration_files()}
@@ -131,7 +131,7 @@ def apply_migrations(conn: sqlite3.Connection) -> list[str]:
     # migration may rebuild a table others refer to (create the new one, copy, drop the
     # old one, rename), which SQLite's foreign keys would refuse half way. Each migration
     # is checked instead, before its commit.
-    _refuse_unknown([r[0] for r in conn.execute("SELECT name FROM schema_migrations")])
+    refuse_unknown([r[0] for r in conn.execute("SELECT name FROM schema_migrations")])
     enforced = conn.execute("PRAGMA foreign_keys").fetchone()[0]
     conn.execute("PRAGMA foreign_keys = OFF")
     applied_now = []
@@ -229,7 +229,7 @@ async def apply_postgres_migrations(conn: psycopg.AsyncConnection[Any]) -> list[
             "(name TEXT PRIMARY KEY, applied_at DOUBLE PRECISION)"
         )
         cur = await conn.execute("SELECT name FROM schema_migrations")
-        _refuse_unknown([r[0] for r in await cur.fetchall()])
+        refuse_unknown([r[0] for r in await cur.fetchall()])
         applied_now = []
         for name, sql in migration_files("postgres"):
             async with conn.transaction():
