@@ -11,12 +11,14 @@ second, so a report taken while it runs may lag by that much.
 
 A key row is a partner: its key's rotation family (the id of its first key, the same after
 a rotation), with its calls and what the ads its calls served earned (impressions, clicks,
-conversions and billable USD of the UGC pixel, AI beacons and their clicks and conversions),
-the figures a revenue share is paid on.
+conversions and billable USD of the UGC pixel, AI beacons, the earlier API's
+``POST /ugc/impression`` and their clicks and conversions), the figures a revenue share is
+paid on; an Ad Manager key's row holds only its calls.
 
-Ads and campaigns also get ``ctr`` (valid clicks per viewable impression; null before the
-first one), ``billable_usd`` by pricing model (``billable_usd_cpm``, ``_cpc``, ``_cpa``),
-invalid events under keys starting with ``invalid`` (``invalid_clicks_<reason>``), and
+Ad, publisher, campaign and key rows get ``billable_usd`` by pricing model
+(``billable_usd_cpm``, ``_cpc``, ``_cpa``) and every ``invalid_*`` counter (publisher rows
+all but ``invalid_not_served``); ads and campaigns also get ``ctr`` (valid clicks per
+viewable impression; null before the first one), and
 campaigns ``pacing``: spent against the even line (``planned_usd``) of the catalogue a
 production edge on this database serves: the live version stored by ``edge catalogue load``
 when there is one (it wins over the file, as in the edge), else the file named by
@@ -59,7 +61,8 @@ words:
   key                   a partner: its API key's rotation family (the id of its first key;
                         a rotated key keeps its row). Besides its calls, the impressions,
                         clicks, conversions and billable_usd of the ads it served (UGC pixel,
-                        AI beacons and their clicks and conversions): its revenue
+                        AI beacons, the earlier API's impression, and their clicks and
+                        conversions): its revenue
   impressions           ads rendered: a tag beacon (sent once the ad is viewable), a UGC
                         pixel (fired when the ad is on screen) or an AI render beacon
   viewable_impressions  ads viewable by the MRC rule (50% of pixels for 1 continuous s): a

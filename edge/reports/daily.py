@@ -109,15 +109,21 @@ def _number(counter: str, amount: float) -> float | int:
 
 
 def render_csv(report: dict[str, Any]) -> str:
-    """One line per row; a counter a scope does not have (an ad's requests) is empty."""
+    """One line per row; a counter a scope does not have (an ad's requests) is empty. Money
+    is written in plain decimals, as JSON gives it (never ``5e-05``)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(["day", "scope", "id", *DAILY_COUNTERS])
     for row in report["rows"]:
-        writer.writerow(
-            [row["day"], row["scope"], row["id"], *(row.get(c, "") for c in DAILY_COUNTERS)]
-        )
+        cells = (_csv_cell(c, row[c]) if c in row else "" for c in DAILY_COUNTERS)
+        writer.writerow([row["day"], row["scope"], row["id"], *cells])
     return buffer.getvalue()
+
+
+def _csv_cell(counter: str, value: float | int) -> str:
+    if counter == MONEY:
+        return f"{value:.{MONEY_DECIMALS}f}".rstrip("0").rstrip(".")
+    return str(value)
 
 
 def render_table(report: dict[str, Any]) -> str:

@@ -118,6 +118,14 @@ def test_table_money_is_the_figure_json_and_csv_give():
     assert line.split()[-1] == "0.003980"
 
 
+@pytest.mark.parametrize(("amount", "cell"), [(0.00005, "0.00005"), (1500.0, "1500"), (0.0, "0")])
+def test_csv_money_is_plain_decimals(amount, cell):
+    # A $0.05 CPM impression bills $0.00005: Python's str() would write 5e-05.
+    days = DayRange.parse("2026-09-21", "2026-09-21", DAY1)
+    report = daily.build([("2026-09-21", "campaign", "cmp-1", "billable_usd", amount)], days)
+    assert daily.render_csv(report).splitlines()[1].split(",")[-1] == cell
+
+
 def test_default_range_is_the_30_days_that_end_today(tmp_path, capsys):
     db = tmp_path / "edge.db"
     _fill(db)
