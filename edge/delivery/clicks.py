@@ -37,7 +37,6 @@ from edge.context import Context
 from edge.delivery import schemas
 from edge.delivery.events import (
     ai_attribution,
-    ai_pricing,
     campaign_of,
     click_verdict,
     pricing_as_served,
@@ -101,7 +100,7 @@ async def ai_click(ctx: Context, request: Request) -> Response:
         click_id = beacon.derived_click_id
     elif not _CLICK_ID.fullmatch(click_id):
         raise BadRequest("click_id is 8 to 64 of A-Z a-z 0-9 _ -", field="click_id")
-    ad_id, campaign_id, _cpm = ai_attribution(ctx, beacon.ad_id)
+    ad_id, campaign_id, pricing = ai_attribution(ctx, beacon.ad_id, beacon.pricing)
     seen = (beacon.impression_key("render"), beacon.impression_key("view"))
     await record_click(
         _Judge(request, None, None, partner=True),
@@ -114,7 +113,7 @@ async def ai_click(ctx: Context, request: Request) -> Response:
             ad_id=ad_id,
             campaign_id=campaign_id,
             at=ctx.clock(),
-            pricing=ai_pricing(ctx, beacon.ad_id, beacon.pricing),
+            pricing=pricing,
             key_family=beacon.key_family,
         ),
         seen,

@@ -378,7 +378,8 @@ async def _ai(ctx: Context, request: Request, kind: AiBeaconKind) -> Response:
         beacon = verify_ai_beacon(ctx.signer, kind, query)
     except InvalidToken as exc:
         raise BadRequest(str(exc), field="sig", code="invalid_signature") from None
-    ad_id, campaign_id, cpm = ai_attribution(ctx, beacon.ad_id, beacon.pricing)
+    ad_id, campaign_id, pricing = ai_attribution(ctx, beacon.ad_id, beacon.pricing)
+    cpm = _cpm_bid(pricing)
     verdict = impression_verdict(ctx, request.scope, bound_to=None, publisher_id=None, partner=True)
     if kind == "view" and cpm is not None and verdict.valid:
         # One view, one price: a message asked for again across a pricing change hands out
@@ -409,37 +410,26 @@ async def _ai(ctx: Context, request: Request, kind: AiBeaconKind) -> Response:
 
 def ai_attribution(
     ctx: Context, number: int, sealed: PricingModel | None = None
-) -> tuple[str, str | None, float | None]:
-    """(catalogue ad id, campaign id, CPM bid) of an AI integer ad id, when known. The CPM
-    bid is the one ``sealed`` in the beacon URL when the ad was served as CPM (the live ad
-    set's for a URL issued before pricing was sealed); None for an ad no longer in the live
-    catalogue (``ai_pricing``)."""
+) -> tuple[str, str | None, PricingModel | None]:
+    """(catalogue ad id, campaign id, pricing) of an AI integer ad id, when known. The
+    pricing is the one ``sealed`` in the beacon URL (the live ad set's for a URL issued
+    before pricing was sealed), or None for an ad no longer in the live catalogue: a tag
+    token carries its campaign, an AI URL only the ad's number, so which campaign a retired
+    ad belonged to is known only to a process that served it, and whether a beacon bills
+    must not depend on which process answers."""
     matcher = ctx.matcher
     placement = matcher.catalogue.placement_by_number(number) if matcher is not None else None
     if placement is None:
         # Signed by us, so genuine, but the catalogue changed since: the ad and campaign of
-        # a catalogue this process served before (counted, never billed: whether a process
-        # remembers it depends on which one answers), else only the number is known.
+        # a catalogue this process served before (counted, never billed), else only the
+        # number is known.
         retired = ctx.live_catalogue.retired.get(number)
         if retired is not None:
             return retired[0], retired[1], None
         log.warning("AI beacon for ad number %d not in the catalogue", number)
         return f"ai-{number}", None, None
     pricing = sealed if sealed is not None else placement.ad_set.pricing_model
-    return placement.ad.id, placement.campaign.id, _cpm_bid(pricing)
-
-
-def ai_pricing(ctx: Context, number: int, sealed: PricingModel | None) -> PricingModel | None:
-    """The pricing an AI beacon of ad ``number`` bills under: ``sealed`` in its URL (the live
-    ad set's for a URL issued before pricing was sealed), or None when the ad is no longer
-    in the live catalogue. A tag token carries its campaign; an AI URL carries only the ad's
-    number, so which campaign a retired one belonged to is known only to a process that
-    served it, and a verdict must not depend on which process answers."""
-    matcher = ctx.matcher
-    placement = matcher.catalogue.placement_by_number(number) if matcher is not None else None
-    if placement is None:
-        return None
-    return sealed if sealed is not None else placement.ad_set.pricing_model
+    return placement.ad.id, placement.campaign.id, pricing
 
 
 def _cpm_bid(pricing: PricingModel | None) -> float | None:
