@@ -233,14 +233,9 @@ def test_a_click_stored_before_clicks_kept_their_pricing_converts_at_the_live_bi
 
 
 def serve_ai(client, ad_id: str, message_id: str) -> dict[str, Any]:
-    """/v1/ai/process serves ``ad_id`` for the message: its ad, beacon URLs and all."""
-    client.app.state.ctx.matcher.ad_ids = (ad_id,)
-    key = issue_key(client, "ai")
-    turn = {"message_id": message_id, "conversation_id": "c-1", "content": "kibble please"}
-    r = client.post("/v1/ai/process", json=turn, headers={"X-API-Key": key})
-    assert r.status_code == 200, r.text
-    (ad,) = r.json()["ads"]
-    return dict(ad)
+    """/v1/ai/process serves ``ad_id`` for the message to a new partner: its ad, beacon
+    URLs and all."""
+    return serve_ai_as(client, issue_key(client, "ai"), ad_id, message_id)
 
 
 def fire(client, url: str, click_id: str | None = None) -> None:
@@ -316,7 +311,8 @@ def test_an_ai_urls_pricing_is_signed(client, tamper):
 
 
 def serve_ai_as(client, key: str, ad_id: str, message_id: str) -> dict[str, Any]:
-    """``serve_ai`` by one partner's key (``key``): its messages are one scope."""
+    """/v1/ai/process by the partner of ``key`` serves ``ad_id`` for the message (one
+    partner's messages are one scope)."""
     client.app.state.ctx.matcher.ad_ids = (ad_id,)
     turn = {"message_id": message_id, "conversation_id": "c-1", "content": "kibble please"}
     r = client.post("/v1/ai/process", json=turn, headers={"X-API-Key": key})

@@ -80,6 +80,40 @@ def sql(target: Path | str, query: str) -> list[tuple]:
         return [tuple(r) for r in pg.execute(query.encode())]
 
 
+def execute(target: Path | str, *statements: str) -> None:
+    """Run and commit SQL statements on the store's database directly (to write rows as an
+    earlier release wrote them)."""
+    if isinstance(target, Path):
+        conn = sqlite3.connect(target)
+        try:
+            with conn:
+                for statement in statements:
+                    conn.execute(statement)
+        finally:
+            conn.close()
+        return
+    with psycopg.connect(target) as pg:
+        for statement in statements:
+            pg.execute(statement.encode())
+
+
+def opened_after(
+    monkeypatch: pytest.MonkeyPatch, run: Any, target: Path | str, before: str, *rows: str
+) -> Store:
+    """A store of this release, opened on a database an earlier one left: migrated only up
+    to before migration ``before``, with ``rows`` (SQL statements) written then. The caller
+    closes it."""
+    migrate_only_before(monkeypatch, before)
+    old = open_store(Settings(db=target))
+    run(old.open())
+    run(old.close())
+    execute(target, *rows)
+    monkeypatch.undo()  # every shipped migration again
+    new = open_store(Settings(db=target))
+    run(new.open())
+    return new
+
+
 async def race_for_key(url: str, key: str, write: Coroutine[Any, Any, Any]) -> tuple[int, Any]:
     """(the other node's impression id, ``write``'s result): another node stores an
     impression holding ``key`` and leaves it uncommitted; ``write`` runs until it is seen

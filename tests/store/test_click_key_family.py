@@ -6,11 +6,10 @@ stored before has none: its conversion counts for no key, as it did."""
 from __future__ import annotations
 
 from edge import ledger
-from edge.settings import Settings
-from edge.store import Click, Conversion, Impression, open_store
+from edge.store import Click, Conversion, Impression
 from matcher.types import PricingModel
-from tests.store.conftest import migrate_only_before
-from tests.store.test_click_pricing import _OLD_CLICK, _write
+from tests.store.conftest import opened_after
+from tests.store.test_click_pricing import _OLD_CLICK
 
 FAMILY = "key_0123456789ab"
 
@@ -58,15 +57,7 @@ def test_an_invalid_click_counts_as_invalid_for_the_key(store, run):
 
 
 def test_a_click_stored_before_clicks_kept_a_key_converts_for_no_key(db_target, run, monkeypatch):
-    migrate_only_before(monkeypatch, "0391")
-    old = open_store(Settings(db=db_target))
-    run(old.open())
-    run(old.close())
-    _write(db_target, _OLD_CLICK)
-    monkeypatch.undo()  # every shipped migration again
-
-    new = open_store(Settings(db=db_target))
-    run(new.open())
+    new = opened_after(monkeypatch, run, db_target, "0391", _OLD_CLICK)
     try:
         (found,) = run(new.clicks_by_id("clk-old", "production", 2))
         assert found.key_family is None

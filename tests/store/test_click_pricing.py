@@ -4,16 +4,10 @@ none (their conversions are priced from the live catalogue, as they were). Both 
 
 from __future__ import annotations
 
-import sqlite3
-from pathlib import Path
-
-import psycopg
-
 from edge import ledger
-from edge.settings import Settings
-from edge.store import Click, open_store
+from edge.store import Click
 from matcher.types import PricingModel
-from tests.store.conftest import migrate_only_before
+from tests.store.conftest import opened_after
 
 _OLD_CLICK = (
     "INSERT INTO clicks (click_id, impression_key, kind, env, ad_id, campaign_id,"
@@ -49,29 +43,8 @@ def test_a_click_is_stored_with_the_pricing_it_was_judged_under(store, run):
     assert (found.pricing, found.invalid_reason) == (PricingModel("cpa", 2.5), "duplicate")
 
 
-def _write(target: Path | str, statement: str) -> None:
-    if isinstance(target, Path):
-        conn = sqlite3.connect(target)
-        try:
-            with conn:
-                conn.execute(statement)
-        finally:
-            conn.close()
-        return
-    with psycopg.connect(target) as pg:
-        pg.execute(statement.encode())
-
-
 def test_clicks_stored_before_have_no_pricing(db_target, run, monkeypatch):
-    migrate_only_before(monkeypatch, "0390")
-    old = open_store(Settings(db=db_target))
-    run(old.open())
-    run(old.close())
-    _write(db_target, _OLD_CLICK)
-    monkeypatch.undo()  # every shipped migration again
-
-    new = open_store(Settings(db=db_target))
-    run(new.open())
+    new = opened_after(monkeypatch, run, db_target, "0390", _OLD_CLICK)
     try:
         (found,) = run(new.clicks_by_id("clk-old", "production", 2))
         assert (found.row, found.ad_id, found.pricing) == (1, "ad-1", None)
