@@ -29,6 +29,18 @@ def register(client, publisher_id: str = PUB, *origins: str) -> None:
     client.portal.call(ctx.publishers.refresh)
 
 
+def serve_ai(client, key: str, ad_id: str, message_id: str) -> dict[str, Any]:
+    """/v1/ai/process by the partner of ``key`` serves ``ad_id`` (the scripted matcher's
+    answer) for the message: its ad, beacon URLs and all (one partner's messages are one
+    scope)."""
+    client.app.state.ctx.matcher.ad_ids = (ad_id,)
+    turn = {"message_id": message_id, "conversation_id": "c-1", "content": "kibble please"}
+    r = client.post("/v1/ai/process", json=turn, headers={"X-API-Key": key})
+    assert r.status_code == 200, r.text
+    (ad,) = r.json()["ads"]
+    return dict(ad)
+
+
 def at_once(client, requests: list[tuple[str, str, dict[str, Any]]]) -> list[httpx.Response]:
     """Send ``(method, url, httpx keywords)`` requests all at once in the app's event loop,
     as concurrent callers would, and return the answers in order: from the test client's

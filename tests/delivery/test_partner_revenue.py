@@ -17,7 +17,7 @@ from edge.store import KeyRecord
 from matcher.catalogue import load_catalogue
 from matcher.types import PricingModel
 from tests.conftest import AI_SCOPE
-from tests.delivery.helpers import register
+from tests.delivery.helpers import register, serve_ai
 from tests.delivery.test_pricing_as_served import (
     CONVERSIONS,
     DOG,
@@ -80,15 +80,6 @@ def serve_ugc(client, key: str, ad_id: str, post_id: str) -> str:
     (ad,) = r.json()["ads"]
     pixel = str(ad["pixel_trackers"][-1]["url"])
     return pixel.split("t=", 1)[1]
-
-
-def serve_ai(client, key: str, ad_id: str, message_id: str) -> dict[str, Any]:
-    client.app.state.ctx.matcher.ad_ids = (ad_id,)
-    turn = {"message_id": message_id, "conversation_id": "c-1", "content": "kibble please"}
-    r = client.post("/v1/ai/process", json=turn, headers={"X-API-Key": key})
-    assert r.status_code == 200, r.text
-    (ad,) = r.json()["ads"]
-    return dict(ad)
 
 
 def convert(client, click_id: str) -> float:

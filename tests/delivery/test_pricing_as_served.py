@@ -24,6 +24,7 @@ from matcher.catalogue import load_catalogue, parse_catalogue
 from matcher.types import PricingModel
 from tests.conftest import AI_SCOPE, issue_key
 from tests.delivery.helpers import ORIGIN, PUB, register
+from tests.delivery.helpers import serve_ai as serve_ai_as
 from tests.routes.conftest import CATALOGUE, Script
 
 DOG, DOG_SET, DOG_CAMPAIGN = "ad-dog-food", "as-pets", "cmp-pets"  # CPC $1.25 in the file
@@ -308,17 +309,6 @@ def test_an_ai_urls_pricing_is_signed(client, tamper):
     r = client.get(f"{parts.path}?{tamper(parts.query)}")
     assert r.status_code == 400
     assert client.portal.call(client.app.state.ctx.store.click_count, None) == 0
-
-
-def serve_ai_as(client, key: str, ad_id: str, message_id: str) -> dict[str, Any]:
-    """/v1/ai/process by the partner of ``key`` serves ``ad_id`` for the message (one
-    partner's messages are one scope)."""
-    client.app.state.ctx.matcher.ad_ids = (ad_id,)
-    turn = {"message_id": message_id, "conversation_id": "c-1", "content": "kibble please"}
-    r = client.post("/v1/ai/process", json=turn, headers={"X-API-Key": key})
-    assert r.status_code == 200, r.text
-    (ad,) = r.json()["ads"]
-    return dict(ad)
 
 
 def test_one_ai_view_bills_one_price_whichever_serves_urls_are_fired(client):
