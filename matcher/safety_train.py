@@ -82,6 +82,13 @@ STRESS = DATA / "safety_stress.jsonl"
 # classes, and everyday, sensitive-commercial, idiom, look-alike ("twin") and assistant texts
 # that must serve.
 PROBE = DATA / "safety_probe.jsonl"
+# Written by a fifth hand (origin ``fresh-1``) without reading any other set, from the class
+# definitions alone, as an outside evaluation would write its posts: mostly ordinary,
+# well-formed posts on 25+ hobbies and products, sensitive-commercial ones and idioms;
+# self-harm in oblique wordings, many beside a shopping question, some as an assistant
+# turn; the other unsafe classes. Written after the shipped model was fitted and first
+# scored on it; never trained on, and no threshold was chosen on it.
+FRESH = DATA / "safety_fresh.jsonl"
 FOLDS = 5
 # Out-of-fold scores are taken this many times, each time with the rows dealt into folds
 # afresh, and the thresholds chosen on all of them together: with one deal, a handful of rows
@@ -1020,7 +1027,9 @@ def evaluate(
     as the matcher judges them (``check``'s ``turns``).
     """
     if path is None:
-        path = {"independent": INDEPENDENT, "stress": STRESS, "probe": PROBE}.get(split, LABELLED)
+        path = {"independent": INDEPENDENT, "stress": STRESS, "probe": PROBE, "fresh": FRESH}.get(
+            split, LABELLED
+        )
     rows = [r for r in load_labelled(path) if r.split == split and (select is None or select(r))]
     check = check or default_check()
     texts: list[str] = []
@@ -1109,6 +1118,7 @@ def main(argv: list[str] | None = None) -> int:
         ("independent", evaluate(check, INDEPENDENT, "independent")),
         ("stress", evaluate(check, STRESS, "stress")),
         ("probe", evaluate(check, PROBE, "probe")),
+        ("fresh", evaluate(check, FRESH, "fresh")),
     ):
         print(f"{name}: {orjson.dumps(rep, option=orjson.OPT_INDENT_2).decode()}")
     print(f"thresholds: {clf.thresholds}")

@@ -23,6 +23,7 @@ ROWS = safety_train.load_labelled()
 INDEPENDENT = safety_train.load_labelled(safety_train.INDEPENDENT)
 STRESS = safety_train.load_labelled(safety_train.STRESS)
 PROBE = safety_train.load_labelled(safety_train.PROBE)
+FRESH = safety_train.load_labelled(safety_train.FRESH)
 NOW = 1.79e9
 
 
@@ -75,6 +76,20 @@ def test_probe_set_is_apart_and_samples_every_kind_the_product_meets():
     ), safe
     # An assistant turn carries its prompt; the answer is the text.
     assert all((r.prompt is not None) == (r.kind == "ai") for r in PROBE)
+
+
+def test_fresh_set_is_apart_and_mostly_ordinary_posts():
+    seen = {r.text.lower() for r in [*ROWS, *INDEPENDENT, *STRESS, *PROBE]}
+    assert not [r.text for r in FRESH if r.text.lower() in seen]
+    assert len({(r.prompt, r.text) for r in FRESH}) == len(FRESH) >= 400
+    assert {r.split for r in FRESH} == {"fresh"}
+    assert {r.cls for r in FRESH} == set(CLASSES)
+    by_class = Counter(r.cls for r in FRESH)
+    assert by_class["safe"] >= 200 and by_class["self_harm"] >= 100, by_class
+    # Self-harm beside a shopping or hobby question, and assistant turns of both labels.
+    assert sum(r.cls == "self_harm" and r.kind.startswith("mixed") for r in FRESH) >= 30
+    turns = [r for r in FRESH if r.prompt is not None]
+    assert {r.cls for r in turns} >= {"safe", "self_harm"}
 
 
 NOT_YET_FITTED = safety_train.NOT_YET_FITTED
@@ -322,6 +337,9 @@ def test_independent_figures(independent):
         # The probe set: all 130 self-harm texts; 10.8% of its safe texts blocked (12.5%
         # before the `v11` refit, 14.2% before the inner-layer refit).
         ("probe", PROBE, 1.0, 0.994, 0.109),
+        # The fresh set: 2 of its 110 self-harm texts missed (a library book on knots "not
+        # for sailing", going "over the side" of a rented boat), 8 of 226 safe texts blocked.
+        ("fresh", FRESH, 0.981, 0.979, 0.036),
     ],
 )
 def test_figures_on_sets_from_other_hands(
@@ -367,7 +385,7 @@ def test_everyday_check_counts_blocks_and_second_passes():
 
 
 def test_lexicon_never_fires_on_safe_rows():
-    rows = [*ROWS, *INDEPENDENT, *STRESS, *PROBE]
+    rows = [*ROWS, *INDEPENDENT, *STRESS, *PROBE, *FRESH]
     hits = [
         r.text
         for r in rows
