@@ -26,6 +26,7 @@ import cProfile
 import os
 import pstats
 import resource
+import secrets
 import sys
 import tempfile
 import time
@@ -73,7 +74,7 @@ def _scope(body: bytes, index: int, per_client: int) -> dict[str, Any]:
 
 def _edge_environ() -> str:
     """Point this process's EDGE_* settings at a fresh folder; the signing key."""
-    key = "k" * 43
+    key = secrets.token_urlsafe(32)
     folder = Path(tempfile.mkdtemp(prefix="bench-inprocess-"))
     os.environ.update(edge_env.edge_settings(signing_key=key))
     os.environ["EDGE_DB"] = str(folder / "edge.db")

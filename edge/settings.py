@@ -156,10 +156,49 @@ def _database(text: str) -> Path | str:
     return Path(text)
 
 
+# What a refused secret's error tells the operator to run.
+_HOW_TO_MAKE_A_KEY = "make one with: openssl rand -base64 48"
+# The marker of the example env file's values, which an operator replaces.
+_PLACEHOLDER = "change-me"
+_MIN_SECRET_CHARS = 32
+# Random hex or base64 text of 32 characters or more shows at least this many different
+# ones: a 32-digit hex key (16 symbols) has fewer about once in 30 million, base64 never.
+_MIN_DIFFERENT_CHARS = 8
+
+
 def _secret(text: str) -> str | None:
-    if text and len(text) < 32:
-        raise ValueError("expected at least 32 characters of secret text")
-    return text or None
+    """A signing secret, or None (empty: the edge makes one and keeps it in the database).
+    The example's placeholder and text that is obviously not random are refused: anyone
+    who guesses the key can sign tokens and URLs that bill."""
+    if not text:
+        return None
+    if _PLACEHOLDER in text.lower():
+        raise ValueError(
+            f"this is the example's placeholder (it holds CHANGE-ME), not a secret; "
+            f"{_HOW_TO_MAKE_A_KEY}"
+        )
+    if len(text) < _MIN_SECRET_CHARS:
+        raise ValueError(
+            f"expected at least {_MIN_SECRET_CHARS} characters of secret text; {_HOW_TO_MAKE_A_KEY}"
+        )
+    flaw = _not_random(text)
+    if flaw:
+        raise ValueError(f"expected random text, but this key {flaw}; {_HOW_TO_MAKE_A_KEY}")
+    return text
+
+
+def _not_random(text: str) -> str | None:
+    """Why ``text`` is obviously not random (never quoting it), else None. Each rule refuses
+    a random hex or base64 key of 32 characters or more far less than once in a million."""
+    if len(set(text)) < _MIN_DIFFERENT_CHARS:
+        return f"uses fewer than {_MIN_DIFFERENT_CHARS} different characters"
+    # A piece repeated at least twice ("0123456789abcdef" * 2): the text equals itself
+    # shifted by the piece's length.
+    if any(text[size:] == text[:-size] for size in range(1, len(text) // 2 + 1)):
+        return "repeats a shorter piece"
+    if 2 * max(map(text.count, set(text))) > len(text):
+        return "is mostly one character"
+    return None
 
 
 def _setting(default: Any, help: str, parse: Callable[[str], Any], *, secret: bool = False) -> Any:
@@ -219,7 +258,8 @@ class Settings:
     )
     signing_key: str | None = _setting(
         None,
-        "Secret (32+ chars) that signs beacon URLs and impression tokens; empty: kept in the db.",
+        "Random secret (32+ chars; `openssl rand -base64 48` makes one) that signs beacon URLs "
+        "and impression tokens; empty: kept in the db.",
         _secret,
         secret=True,
     )

@@ -1,13 +1,17 @@
 """The deployment example (deploy/edge.service, deploy/edge.env, shown in docs/deploy.md)
-runs as written: two nodes started with the unit's command and the env file's settings,
-on one PostgreSQL database, serve and count a beacon once; reload and stop behave as the
-unit says."""
+runs as written once its signing key is made: two nodes started with the unit's command and
+the env file's settings, on one PostgreSQL database, serve and count a beacon once; reload
+and stop behave as the unit says. Left as shipped, the env file starts no edge."""
 
 from __future__ import annotations
 
 import http.client
+import os
+import secrets
 import shlex
 import signal
+import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -55,10 +59,27 @@ def test_the_unit_runs_edge_serve_and_the_env_file_names_only_real_settings():
     assert set(env_file()) <= known, set(env_file()) - known
 
 
+def test_the_env_file_as_shipped_starts_no_edge(tmp_path):
+    # Its signing key is a placeholder anyone can read here: an edge that signed with it
+    # would take forged impressions and clicks at any bid.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EDGE_")}
+    env.update(env_file())
+    result = subprocess.run(
+        [sys.executable, "-m", "edge", "serve"],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120, check=False,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.strip() == (
+        "edge: EDGE_SIGNING_KEY: this is the example's placeholder (it holds CHANGE-ME), "
+        "not a secret; make one with: openssl rand -base64 48"
+    )
+
+
 @pytest.mark.slow
 def test_two_nodes_as_deployed_share_one_database(postgres, tmp_path):
     settings = env_file()
-    key = settings["EDGE_SIGNING_KEY"]
+    key = settings["EDGE_SIGNING_KEY"] = secrets.token_urlsafe(32)  # as the operator makes it
     # This machine instead of the example's: the database, loopback, the bundled geo data.
     settings.update(
         EDGE_HOST="127.0.0.1",

@@ -5,6 +5,7 @@ timeout, and the concurrency limit (503)."""
 from __future__ import annotations
 
 import logging
+import secrets
 import socket
 import time
 import uuid
@@ -23,7 +24,7 @@ LIMITS = {
     "EDGE_KEEP_ALIVE_SECONDS": "1",
     "EDGE_BODY_TIMEOUT_SECONDS": "2",
     "EDGE_MAX_CONNECTIONS": "6",
-    "EDGE_SIGNING_KEY": "limits-" + "k" * 40,
+    "EDGE_SIGNING_KEY": secrets.token_urlsafe(32),
 }
 HEALTH = b"GET /v1/ugc/health HTTP/1.1\r\nHost: edge\r\n"
 

@@ -4,6 +4,7 @@ the reads the bytes arrive in; the connection limits apply per request."""
 from __future__ import annotations
 
 import re
+import secrets
 import socket
 import threading
 import time
@@ -24,7 +25,7 @@ SETTINGS = {
     "EDGE_KEEP_ALIVE_SECONDS": "2",
     "EDGE_BODY_TIMEOUT_SECONDS": "2",
     "EDGE_MAX_CONNECTIONS": "6",
-    "EDGE_SIGNING_KEY": "pipelining-" + "k" * 40,
+    "EDGE_SIGNING_KEY": secrets.token_urlsafe(32),
 }
 HEALTH = b"GET /dea/health HTTP/1.1\r\nHost: x\r\n\r\n"  # 38 bytes
 LAST = b"GET /dea/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"

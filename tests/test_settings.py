@@ -1,5 +1,7 @@
+import base64
 import logging
 import os
+import secrets
 import subprocess
 import sys
 from pathlib import Path
@@ -52,7 +54,7 @@ def test_typed_parsing():
         ("EDGE_TRUSTED_PROXIES", "10.0.0.0/8,proxy", "EDGE_TRUSTED_PROXIES"),
         ("EDGE_RATE_LIMIT_AI", "fast", "EDGE_RATE_LIMIT_AI"),
         ("EDGE_PUBLIC_BASE_URL", "ftp://x", "EDGE_PUBLIC_BASE_URL"),
-        ("EDGE_SIGNING_KEY", "short", "EDGE_SIGNING_KEY"),
+        ("EDGE_SIGNING_KEY", "short", "EDGE_SIGNING_KEY: expected at least 32 characters"),
         # Empty (a templated env file left blank): it listened on every interface and
         # built public URLs such as http://:8000/dea/tag.js.
         ("EDGE_HOST", "", "EDGE_HOST: expected an address to listen on"),
@@ -124,8 +126,78 @@ def test_settings_are_frozen():
 
 
 def test_secret_is_not_in_repr():
-    s = Settings.from_sources({}, {"EDGE_SIGNING_KEY": "s" * 40})
-    assert "s" * 40 not in repr(s)
+    key = secrets.token_urlsafe(32)
+    s = Settings.from_sources({}, {"EDGE_SIGNING_KEY": key})
+    assert s.signing_key == key
+    assert key not in repr(s)
+
+
+MAKE_A_KEY = "make one with: openssl rand -base64 48"
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "CHANGE-ME-to-the-same-48-random-characters-everywhere",  # an earlier example's
+        "CHANGE-ME",
+        "change-me",
+        pytest.param(secrets.token_urlsafe(32) + "Change-Me", id="inside-a-random-key"),
+    ],
+)
+def test_the_example_placeholder_is_refused_as_a_signing_key(key):
+    # Left in the env file, it would sign every token and AI URL with a key the whole
+    # world can read in this repository: anyone could mint billable impressions and clicks.
+    with pytest.raises(SettingsError) as refused:
+        Settings.from_sources({}, {"EDGE_SIGNING_KEY": key})
+    assert str(refused.value) == (
+        "EDGE_SIGNING_KEY: this is the example's placeholder (it holds CHANGE-ME), "
+        f"not a secret; {MAKE_A_KEY}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("key", "why"),
+    [
+        ("a" * 32, "uses fewer than 8 different characters"),
+        ("abcd" * 8, "uses fewer than 8 different characters"),
+        ("my-production-key-" + "x" * 30, "is mostly one character"),
+        ("0123456789abcdef" * 2, "repeats a shorter piece"),
+        ("my-edge-signing-key!" * 2, "repeats a shorter piece"),
+    ],
+)
+def test_a_signing_key_that_is_obviously_not_random_is_refused(key, why):
+    with pytest.raises(SettingsError) as refused:
+        Settings.from_sources({}, {"EDGE_SIGNING_KEY": key})
+    assert (
+        str(refused.value)
+        == f"EDGE_SIGNING_KEY: expected random text, but this key {why}; {MAKE_A_KEY}"
+    )
+    assert key not in str(refused.value)
+
+
+def test_a_refused_signing_key_flag_is_named_as_a_flag():
+    with pytest.raises(SettingsError, match=f"^--signing-key: .*; {MAKE_A_KEY}$"):
+        Settings.from_sources({"signing_key": "a" * 40}, {})
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        pytest.param(lambda: secrets.token_urlsafe(32), id="token_urlsafe"),  # the tests' own
+        pytest.param(lambda: base64.b64encode(os.urandom(48)).decode(), id="base64-48"),
+        # Hex has 16 symbols only: a 32-character key shows about 14 of them.
+        pytest.param(lambda: secrets.token_hex(32), id="hex-64"),
+        pytest.param(lambda: secrets.token_hex(16), id="hex-32"),
+    ],
+)
+def test_a_random_signing_key_is_taken(make):
+    for _ in range(200):
+        key = make()
+        assert Settings.from_sources({}, {"EDGE_SIGNING_KEY": key}).signing_key == key
+
+
+def test_an_empty_signing_key_means_the_one_kept_in_the_database():
+    assert Settings.from_sources({}, {"EDGE_SIGNING_KEY": ""}).signing_key is None
 
 
 def test_every_setting_has_help():
