@@ -11,8 +11,9 @@
   as they were (and count for no key).
 - Impression tokens: issued with every filled ``/dea`` placement and inside the
   edge's own pixel of a ``/v1/ugc/process`` ad; single-use (the token id is the dedupe key)
-  and valid for ``IMPRESSION_TOKEN_TTL_SECONDS``. A pixel's token names the partner whose
-  serve issued it (``key_family``); the tag's name none.
+  and valid for ``IMPRESSION_TOKEN_TTL_SECONDS`` after its issue time, which may be up to
+  ``CLOCK_SKEW_SECONDS`` ahead of the reading node's clock. A pixel's token names the
+  partner whose serve issued it (``key_family``); the tag's name none.
 
 What names a partner is its key's rotation family: the id of its first key (``key_`` and
 12 hex digits), the id ``edge report`` and ``edge keys list`` print. It is no secret (it
@@ -53,6 +54,11 @@ LEGACY_IMPRESSION_PURPOSE = "impression/v2"  # JSON payload; issued during an up
 _TOKEN_VERSION = b"\x03"
 _FIRST_CHARACTER = "A"  # base64 of any first byte below 4 starts with it
 IMPRESSION_TOKEN_TTL_SECONDS = 24 * 3600
+# How far ahead of this node's clock a token's issue time may be. Another node may have
+# issued it, and the clocks of NTP-synced machines differ by milliseconds to seconds (more
+# after a host resumes): a token from a node that runs ahead is not refused as expired. An
+# issue time further ahead is no clock's drift, and the token is refused.
+CLOCK_SKEW_SECONDS = 300
 AiBeaconKind = Literal["render", "view", "click"]
 Surface = Literal["url", "ugc"]
 PricingType = Literal["cpc", "cpm", "cpa"]
@@ -417,8 +423,11 @@ def read_impression_token(
         raise InvalidToken(f"this token belongs to the /dea/{claims.surface} beacon")
     if claims.env != env:
         raise InvalidToken(f"this token was issued by the {claims.env} environment")
-    if not 0 <= now - claims.issued_at <= IMPRESSION_TOKEN_TTL_SECONDS:
+    age = now - claims.issued_at
+    if age > IMPRESSION_TOKEN_TTL_SECONDS:
         raise InvalidToken("the impression token has expired")
+    if age < -CLOCK_SKEW_SECONDS:
+        raise InvalidToken("the impression token's issue time is ahead of this edge's clock")
     return claims
 
 

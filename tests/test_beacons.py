@@ -5,6 +5,7 @@ import msgspec
 import pytest
 
 from edge.beacons import (
+    CLOCK_SKEW_SECONDS,
     IMPRESSION_PURPOSE,
     IMPRESSION_TOKEN_TTL_SECONDS,
     LEGACY_IMPRESSION_PURPOSE,
@@ -98,6 +99,38 @@ def test_bad_impression_tokens(mutate, kw, match):
     args = {"surface": "url", "env": "production", "now": 1001.0, **kw}
     with pytest.raises(InvalidToken, match=match):
         read_impression_token(SIGNER, mutate(token), **args)
+
+
+@pytest.mark.parametrize("form", ["binary", "json"])
+def test_a_token_issued_by_a_node_whose_clock_is_a_little_ahead_is_taken(form):
+    # Issued at 1000 by a node whose clock runs 3 s ahead of this one's (997): it was
+    # refused as "expired", a final 400 to the tag, and the impression and its click billed
+    # nothing.
+    token, claims = _token(form=form)
+    for now in (997.0, 1000.0 - CLOCK_SKEW_SECONDS):
+        assert read_impression_token(SIGNER, token, surface="url", env="production", now=now) == (
+            claims
+        )
+
+
+@pytest.mark.parametrize("form", ["binary", "json"])
+@pytest.mark.parametrize("ahead", [CLOCK_SKEW_SECONDS + 1, 3600, 10 * 86400])
+def test_a_token_issued_further_ahead_than_clocks_drift_is_refused(form, ahead):
+    token, _ = _token(form=form)
+    with pytest.raises(InvalidToken) as refused:
+        read_impression_token(SIGNER, token, surface="url", env="production", now=1000.0 - ahead)
+    assert str(refused.value) == "the impression token's issue time is ahead of this edge's clock"
+
+
+def test_a_token_expires_a_day_after_its_issue_whatever_the_skew_allowed():
+    token, claims = _token()
+    last = 1000.0 + IMPRESSION_TOKEN_TTL_SECONDS
+    assert read_impression_token(SIGNER, token, surface="url", env="production", now=last) == (
+        claims
+    )
+    with pytest.raises(InvalidToken) as refused:
+        read_impression_token(SIGNER, token, surface="url", env="production", now=last + 1)
+    assert str(refused.value) == "the impression token has expired"
 
 
 def test_signer_hides_its_key_and_refuses_short_keys():
