@@ -65,6 +65,20 @@ DEFAULT_ERROR = {
 _METHODS = {"get", "put", "post", "delete", "options", "head", "patch", "trace"}
 
 
+# The header a partner firing a beacon from its server for a user names that user's browser
+# in (the IAB header for beacons fired on a user's behalf): the invalid-traffic rules judge
+# it instead of the partner server's own User-Agent.
+DEVICE_USER_AGENT = {
+    "name": "X-Device-User-Agent",
+    "in": "header",
+    "required": False,
+    "schema": {"type": "string"},
+    "description": "The end user's browser User-Agent, when a partner fires this from its "
+    "server on the user's behalf: the invalid-traffic rules judge it (a crawler's is stored "
+    "invalid and never billed) instead of the caller's own User-Agent",
+}
+
+
 def error_for(status: int) -> dict[str, Any]:
     """The response object of an error status, from ``ERRORS`` (Retry-After where sent)."""
     resp = error_response(ERRORS[status])

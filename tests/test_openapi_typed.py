@@ -77,3 +77,23 @@ def test_ad_id_types_are_explained_on_both_sides(make_client: Any) -> None:
     assert ugc["type"] == "string" and ai["type"] == "integer"  # as they are, documented
     assert "integer" in ugc["description"] and "/v1/ai/process" in ugc["description"]
     assert "string" in ai["description"] and "UGC" in ai["description"]
+
+
+def test_partner_fired_beacons_declare_the_device_user_agent_header(make_client: Any) -> None:
+    # The invalid-traffic rules judge the user's browser named in X-Device-User-Agent on the
+    # beacons a partner may fire from its server: the pixel, the AI beacons, the earlier
+    # API's impression. A generated client sends only the headers it is told of.
+    doc = make_client(legacy_api=True).get("/openapi.json").json()
+    fired = [
+        ("/dea/ugc/impression", "get"),
+        ("/dea/ai/impressions/render", "get"),
+        ("/dea/ai/impressions/view", "get"),
+        ("/dea/ai/click", "get"),
+        ("/ugc/impression", "post"),
+    ]
+    for path, method in fired:
+        params = doc["paths"][path][method]["parameters"]
+        header = [p for p in params if p["name"] == "X-Device-User-Agent"]
+        assert header and header[0]["in"] == "header", (path, method)
+    tag_only = doc["paths"]["/dea/url/impression"]["post"].get("parameters", [])
+    assert not [p for p in tag_only if p["name"] == "X-Device-User-Agent"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from edge.context import Context
-from edge.openapi import json_body
+from edge.openapi import DEVICE_USER_AGENT, json_body
 from edge.partner.bodies import DisableRequest, ImpressionRequest, LegacyProcessRequest
 from edge.partner.schemas import (
     CREATIVE,
@@ -262,7 +262,8 @@ def legacy_doc(ctx: Context, paths: dict[str, str]) -> dict[str, Any]:
                 "schema": {"type": "string", "maxLength": 255},
                 "description": "Retries with the same key and body count once; the key "
                 "sent again with another body is a 422 idempotency_key_reused",
-            }
+            },
+            DEVICE_USER_AGENT,
         ],
     )
     rotate = operation(

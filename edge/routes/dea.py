@@ -16,7 +16,7 @@ from starlette.routing import BaseRoute, Route
 from edge.context import Context
 from edge.delivery import clicks, events, pages, schemas
 from edge.http import counting_route
-from edge.openapi import error_for, error_response, json_body
+from edge.openapi import DEVICE_USER_AGENT, error_for, error_response, json_body
 
 KEYWORDS = "/dea/url/keywords"
 PLACEMENTS = "/dea/url/placements"
@@ -175,6 +175,7 @@ def openapi(ctx: Context) -> dict[str, Any]:
                 "tags": ["delivery"],
                 "parameters": [
                     {"name": "t", "in": "query", "required": True, "schema": s.TOKEN},
+                    DEVICE_USER_AGENT,
                 ],
                 "responses": {
                     "204": {"description": "Stored (or already stored: a replay counts nothing)"},
@@ -197,6 +198,8 @@ def openapi(ctx: Context) -> dict[str, Any]:
         for path, kind in ((AI_RENDER, "rendered"), (AI_VIEW, "viewable")):
             paths[path] = {"get": _ai_beacon(ctx, kind)}
         paths[AI_CLICK] = {"get": _ai_click(ctx)}
+        for path in (AI_RENDER, AI_VIEW, AI_CLICK):
+            paths[path]["get"]["parameters"].append(DEVICE_USER_AGENT)
     return {"paths": paths}
 
 
