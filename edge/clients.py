@@ -174,6 +174,19 @@ class ClientCache:
             entry.bindings[agent] = binding
         return binding
 
+    def binding_for(self, entry: ClientEntry, user_agent: str, bound_to: str | None) -> str | None:
+        """This client's binding to judge a token bound to ``bound_to`` with (None: the token
+        is not bound): the current key's, or during a rotation the previous key's when the
+        token was bound under it (a client is the same client whichever key named it)."""
+        if bound_to is None:
+            return None
+        binding = self.binding(entry, user_agent)
+        previous = self._loaded_signer().previous
+        if binding == bound_to or previous is None:
+            return binding
+        before = network_binding(previous, entry.network, user_agent[:MAX_USER_AGENT])
+        return before if before == bound_to else binding
+
     def _loaded_signer(self) -> Signer:
         signer = self._signer()
         if signer is None:

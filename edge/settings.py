@@ -263,6 +263,13 @@ class Settings:
         _secret,
         secret=True,
     )
+    signing_key_previous: str | None = _setting(
+        None,
+        "The signing key being retired during a rotation: what it signed is still accepted, "
+        "nothing new is signed with it; empty: none (see docs/deploy.md).",
+        _secret,
+        secret=True,
+    )
     rate_limit_ugc: RateLimit = _setting(
         RateLimit(50, 1.0), "Per-key request rate for the UGC product, e.g. 50/s.", _rate_limit
     )
@@ -470,6 +477,18 @@ class Settings:
             except ValueError as exc:
                 raise SettingsError(f"{source}: {exc}") from None
         settings = cls(**values)
+        if settings.signing_key_previous is not None:
+            # A rotation goes from one key the operator holds to another: a previous key
+            # beside the database's own, or equal to the current one, is a mistake.
+            if settings.signing_key is None:
+                raise SettingsError(
+                    "EDGE_SIGNING_KEY_PREVIOUS: set only beside EDGE_SIGNING_KEY, the new key"
+                )
+            if settings.signing_key_previous == settings.signing_key:
+                raise SettingsError(
+                    "EDGE_SIGNING_KEY_PREVIOUS: the same as EDGE_SIGNING_KEY; it names the "
+                    "key being retired"
+                )
         if settings.catalogue is not None and not settings.is_production:
             # The sandbox answers from the static catalogue shipped in the package,
             # so a partner's test results do not depend on how the host was started.

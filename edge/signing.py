@@ -14,6 +14,18 @@ a separator from one part into the next and keep the signature valid for differe
 to split the bytes back into parts.
 The key comes from ``EDGE_SIGNING_KEY`` or, when unset, is generated once and kept in the
 store, so tokens stay valid across restarts.
+
+Rotation: ``EDGE_SIGNING_KEY_PREVIOUS`` names the key being retired. Everything new is
+signed with the current key; a signature is checked against the current key first (the
+common path costs what it did) and, only when that fails, against the previous one, so what
+was handed out before the change keeps working until the previous key is dropped. A
+signature made with neither key is refused as before.
+
+Names that must never change (a partner's scope, ``edge.threads.partner_scope``, which the
+dedupe keys of its AI beacons hold) are not signatures: they are made with ``names``, the
+key the deployment had before its first rotation. That key is kept in the store when the
+first rotation starts (it is the previous key then, already accepted for everything, and
+retired afterwards), so a name made before any rotation is the name made after every one.
 """
 
 from __future__ import annotations
@@ -32,6 +44,7 @@ from edge.store import Store
 _SIG_BYTES = 16  # 128-bit truncated HMAC-SHA256: ample against forgery, short in URLs
 _SIG_CHARS = 22  # its unpadded base64
 _META_NAME = "signing_key"
+_NAMES_META = "names_key"  # the key stable names are made with, kept at the first rotation
 _MAX_TOKEN = 2048  # characters: longer text is no token of ours, read no further
 
 
@@ -105,7 +118,11 @@ def _unb64(text: str) -> bytes:
 
 
 class Signer:
-    def __init__(self, key: bytes) -> None:
+    def __init__(
+        self, key: bytes, *, previous: bytes | None = None, names: bytes | None = None
+    ) -> None:
+        """``previous``: the key being retired, whose signatures are still accepted;
+        ``names``: the key stable names are made with, when it is not ``key``."""
         if len(key) < 32:
             raise ValueError("the signing key must have at least 32 bytes")
         # One keyed HMAC-SHA256 per purpose, fed the purpose's length-prefixed bytes once; a
@@ -113,6 +130,8 @@ class Signer:
         # again per call.
         self._key = key
         self._prepared: dict[str, hmac.HMAC] = {}  # purpose -> its keyed, primed HMAC
+        self.previous = None if previous is None or previous == key else Signer(previous)
+        self.names = self if names is None or names == key else Signer(names)
 
     def __repr__(self) -> str:
         return "Signer(<secret>)"
@@ -120,8 +139,15 @@ class Signer:
     @classmethod
     async def from_settings(cls, settings: Settings, store: Store) -> Signer:
         if settings.signing_key:
-            return cls(settings.signing_key.encode())
-        return cls(await store.put_meta_if_absent(_META_NAME, secrets.token_bytes(32)))
+            key = settings.signing_key.encode()
+        else:
+            key = await store.put_meta_if_absent(_META_NAME, secrets.token_bytes(32))
+        if not settings.signing_key_previous:
+            return cls(key, names=await store.get_meta(_NAMES_META))
+        previous = settings.signing_key_previous.encode()
+        # The first rotation keeps the key everything was named with; a later one finds it.
+        names = await store.put_meta_if_absent(_NAMES_META, previous)
+        return cls(key, previous=previous, names=names)
 
     def sign(self, purpose: str, *parts: str | bytes) -> str:
         """Signature of ``parts`` for ``purpose`` (see ``encode_parts``)."""
@@ -139,10 +165,14 @@ class Signer:
         return prepared
 
     def verify(self, purpose: str, *parts: str | bytes, signature: object) -> bool:
+        """Whether ``signature`` is the current key's, or else the previous key's."""
         # A forged signature may hold any character (or not be text at all).
         if not isinstance(signature, str):
             return False
-        return same_text(self.sign(purpose, *parts), signature)
+        if same_text(self.sign(purpose, *parts), signature):
+            return True
+        previous = self.previous
+        return previous is not None and same_text(previous.sign(purpose, *parts), signature)
 
     def seal(self, purpose: str, payload: dict[str, Any]) -> str:
         """A URL-safe token carrying ``payload``, readable by anyone, forgeable by no one."""
@@ -155,8 +185,8 @@ class Signer:
         return f"{_b64(data)}.{_b64(self._mac(purpose, len(data).to_bytes(8, 'big') + data))}"
 
     def unseal_bytes(self, purpose: str, token: str) -> bytes | None:
-        """The bytes of a token this signer sealed with ``seal_bytes`` for ``purpose``, else
-        None (the signature compared in constant time)."""
+        """The bytes of a token this signer (or its previous key) sealed with ``seal_bytes``
+        for ``purpose``, else None (the signature compared in constant time)."""
         body, dot, signature = token.partition(".")
         if len(token) > _MAX_TOKEN or not dot or "." in signature:
             return None
@@ -164,6 +194,16 @@ class Signer:
             data = _unb64_strict(body)
         except ValueError:
             return None
+        given = signature.encode("utf-8", "surrogatepass")
+        if self._signed_bytes(purpose, data, given):
+            return data
+        previous = self.previous
+        if previous is not None and previous._signed_bytes(purpose, data, given):
+            return data
+        return None
+
+    def _signed_bytes(self, purpose: str, data: bytes, given: bytes) -> bool:
+        """Whether ``given`` is this key's signature of ``data`` as ``seal_bytes`` makes it."""
         prepared = self._prepared.get(purpose) or self._prepare(purpose)
         mac = prepared.copy()
         mac.update(len(data).to_bytes(8, "big") + data)
@@ -172,11 +212,11 @@ class Signer:
         expected = binascii.b2a_base64(mac.digest()[:_SIG_BYTES], newline=False)
         expected = expected.translate(_TO_URLSAFE)[:_SIG_CHARS]
         # Compared as bytes in constant time, as ``same_text`` does (any character may come).
-        given = signature.encode("utf-8", "surrogatepass")
-        return data if hmac.compare_digest(expected, given) else None
+        return hmac.compare_digest(expected, given)
 
     def unseal(self, purpose: str, token: str) -> dict[str, Any] | None:
-        """The payload of a token this signer sealed for ``purpose``, else None."""
+        """The payload of a token this signer (or its previous key) sealed for ``purpose``,
+        else None."""
         if not isinstance(token, str) or len(token) > _MAX_TOKEN or token.count(".") != 1:
             return None
         body, signature = token.split(".")

@@ -15,9 +15,12 @@ holds a colon, so two scoped keys are equal only when all three parts are.
 
 What a partner is handed back to fire (the AI beacon URLs) is scoped the same way, by
 ``partner_scope``: a short keyed hash of the product and key family; a rotated key keeps it.
-It is what the URLs' dedupe keys hold. The same URLs also carry the key family itself,
-signed (``edge.beacons``), for the report row their events count for: an id that
-authenticates nothing (only the operator's CLI acts on it), as ``edge report`` prints it.
+It is what the URLs' dedupe keys hold, so it is made with the signer's ``names`` key, which
+a rotation of the signing key leaves alone: a message served again after a rotation gets
+URLs of the scope its first URLs had, and its impression still counts once. The same URLs
+also carry the key family itself, signed (``edge.beacons``), for the report row their events
+count for: an id that authenticates nothing (only the operator's CLI acts on it), as
+``edge report`` prints it.
 """
 
 from __future__ import annotations
@@ -41,5 +44,6 @@ def publisher_thread(publisher_id: str, thread_id: str) -> str:
 
 def partner_scope(signer: Signer, product: str, key: KeyRecord) -> str:
     """The partner's public, stable name in what it is handed to fire (``A-Z a-z 0-9 _ -``,
-    ``SCOPE_CHARS`` long): the same for a key and every key that replaced it."""
-    return signer.sign(SCOPE_PURPOSE, product, key.family)[:SCOPE_CHARS]
+    ``SCOPE_CHARS`` long): the same for a key and every key that replaced it, and across
+    rotations of the edge's signing key."""
+    return signer.names.sign(SCOPE_PURPOSE, product, key.family)[:SCOPE_CHARS]
