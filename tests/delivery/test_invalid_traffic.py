@@ -5,6 +5,7 @@ routes' limits, page cache and tag-lane admission."""
 from __future__ import annotations
 
 import asyncio
+import secrets
 import threading
 
 import pytest
@@ -12,6 +13,7 @@ import pytest
 from edge.beacons import issue_impression_token
 from edge.cli.report import build
 from edge.settings import RateLimit
+from edge.signing import Signer
 from matcher.catalogue import Catalogue
 from matcher.types import MatchResult, ScoredAd
 from tests.conftest import AI_SCOPE, assert_error_shape
@@ -90,6 +92,22 @@ def test_a_token_fired_by_another_client_is_invalid_and_never_billed(client, mon
     # ... and it stays spent: the same token from the right client is a replay.
     assert impress(client, tok, iid="imp-00000002")["counted"] is False
     assert spend(client) == {}
+
+
+def test_a_token_bound_before_a_key_rotation_is_still_its_clients(make_client, monkeypatch):
+    old, new = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
+    client = make_client(matcher=Script(Catalogue([placement("ad-1").campaign])), signing_key=old)
+    register(client)
+    first, second = tag_token(client, monkeypatch), tag_token(client, monkeypatch)
+    # The edge restarted on a new key with the old one as previous.
+    client.app.state.ctx.signer = Signer(new.encode(), previous=old.encode())
+    assert impress(client, first) == {"acknowledged": True, "counted": True}
+    ad = report(client)["ad"]["ad-1"]
+    assert ad["viewable_impressions"] == 1 and ad["invalid_client_mismatch"] == 0
+    # Another browser firing the other token is still another client.
+    other = {**BROWSER, "User-Agent": CHROME.replace("126", "127")}
+    impress(client, second, iid="imp-00000002", headers=other)
+    assert report(client)["ad"]["ad-1"]["invalid_client_mismatch"] == 1
 
 
 @pytest.mark.parametrize("path", ["/dea/url/keywords", "/dea/url/placements"])
