@@ -4,11 +4,16 @@
   ``/dea/ai/impressions/{render,view}`` and ``/dea/ai/click``. ``sig`` covers kind, ad,
   message, conversation, the partner's scope (``edge.threads.partner_scope``) and the ad
   set's pricing model and bid as the ad was served (``pricing``, what the view, click and
-  conversion bill under) and the rotation family of the partner's key (``key_family``,
-  whose report row the view, click and conversion count for); URLs issued before scopes
-  existed have none of these, those issued before pricing was sealed no pricing and no
-  family, those issued before the family was sealed no family, and are verified and keyed
-  as they were (and count for no key).
+  conversion bill under), the rotation family of the partner's key (``key_family``,
+  whose report row the view, click and conversion count for) and the URL's issue time
+  (``issued_at``, epoch seconds): a URL is good for ``AI_URL_MAX_AGE_SECONDS`` after it,
+  as an impression token is, and from ``CLOCK_SKEW_SECONDS`` before it (another
+  node's clock may run that far ahead). URLs issued before scopes existed have none of
+  these, those issued before pricing was sealed no pricing, family or issue time, those
+  issued before the family was sealed no family or issue time, those issued before the
+  issue time was sealed no issue time, and are verified and keyed as they were (count for
+  no key without a family, and never expire without an issue time: an upgrade loses none
+  of the beacons of URLs handed out before it).
 - Impression tokens: issued with every filled ``/dea`` placement and inside the
   edge's own pixel of a ``/v1/ugc/process`` ad; single-use (the token id is the dedupe key)
   and valid for ``IMPRESSION_TOKEN_TTL_SECONDS`` after its issue time, which may be up to
@@ -54,11 +59,14 @@ LEGACY_IMPRESSION_PURPOSE = "impression/v2"  # JSON payload; issued during an up
 _TOKEN_VERSION = b"\x03"
 _FIRST_CHARACTER = "A"  # base64 of any first byte below 4 starts with it
 IMPRESSION_TOKEN_TTL_SECONDS = 24 * 3600
-# How far ahead of this node's clock a token's issue time may be. Another node may have
-# issued it, and the clocks of NTP-synced machines differ by milliseconds to seconds (more
-# after a host resumes): a token from a node that runs ahead is not refused as expired. An
-# issue time further ahead is no clock's drift, and the token is refused.
+# How far ahead of this node's clock a token's or an AI URL's issue time may be. Another
+# node may have issued it, and the clocks of NTP-synced machines differ by milliseconds to
+# seconds (more after a host resumes): one from a node that runs ahead is not refused as
+# expired. An issue time further ahead is no clock's drift, and it is refused.
 CLOCK_SKEW_SECONDS = 300
+# An AI URL is the AI product's impression token: the answer it came with is rendered,
+# viewed and clicked while the conversation is on screen, so it is good for as long.
+AI_URL_MAX_AGE_SECONDS = IMPRESSION_TOKEN_TTL_SECONDS
 AiBeaconKind = Literal["render", "view", "click"]
 Surface = Literal["url", "ugc"]
 PricingType = Literal["cpc", "cpm", "cpa"]
@@ -73,11 +81,16 @@ class InvalidToken(ValueError):
     """A token or beacon signature that is forged, malformed, expired or for elsewhere."""
 
 
+class ExpiredBeacon(InvalidToken):
+    """A genuine AI beacon URL fired past its max age (or issued too far in the future)."""
+
+
 # -- AI beacon URLs ----------------------------------------------------------------------------
 
 
 _SCOPE = re.compile(r"[A-Za-z0-9_\-]{8,64}")
 _KEY_FAMILY = re.compile(r"[A-Za-z0-9_\-]{1,64}")  # a key id (edge.keys), as issued
+_ISSUED_AT = re.compile(r"[0-9]{1,12}")  # whole epoch seconds, as issued
 # An AI URL's pricing: "<type>:<bid in USD>", the bid as Python writes a float back.
 _PRICING = re.compile(r"(cpc|cpm|cpa):([0-9]{1,12}(?:\.[0-9]{1,20})?(?:e-?[0-9]{1,3})?)")
 
@@ -103,17 +116,23 @@ def _ai_parts(
     scope: str,
     pricing: str,
     key_family: str,
+    issued_at: str,
 ) -> tuple[str, ...]:
     # A URL without a scope (issued before scopes) signs the four parts it always did; with
     # one, five; with a pricing too (never without a scope), six; with a key family too
-    # (never without a pricing), seven: length-prefixed parts never let one form's
-    # signature stand for another's.
+    # (never without a pricing), seven; with an issue time too (never without a key
+    # family), eight: length-prefixed parts never let one form's signature stand for
+    # another's, so no part can be stripped from a URL that has it.
     parts = (kind, str(ad_id), message_id, conversation_id)
     if not scope:
         return parts
     if not pricing:
         return (*parts, scope)
-    return (*parts, scope, pricing, key_family) if key_family else (*parts, scope, pricing)
+    if not key_family:
+        return (*parts, scope, pricing)
+    if not issued_at:
+        return (*parts, scope, pricing, key_family)
+    return (*parts, scope, pricing, key_family, issued_at)
 
 
 def _ai_query(
@@ -125,17 +144,20 @@ def _ai_query(
     scope: str | None,
     pricing: PricingModel | None,
     key_family: str | None,
+    issued_at: float | None,
 ) -> str:
     query: dict[str, str | int] = {"ad_id": ad_id, "message_id": message_id}
     query["conversation_id"] = conv
-    priced = family = ""
+    priced = family = issued = ""
     if scope:
         query["scope"] = scope
         if pricing is not None:  # sealed only beside a scope: every URL issued now has one
             priced = query["pricing"] = pricing_text(pricing)
             if key_family:  # only beside a pricing: every URL issued now has one
                 family = query["key_family"] = key_family
-    parts = _ai_parts(kind, ad_id, message_id, conv, scope or "", priced, family)
+                if issued_at is not None:  # only beside a family: every URL issued now
+                    issued = query["issued_at"] = str(int(issued_at))
+    parts = _ai_parts(kind, ad_id, message_id, conv, scope or "", priced, family, issued)
     query["sig"] = signer.sign(AI_BEACON_PURPOSE, *parts)
     return urlencode(query)
 
@@ -150,6 +172,7 @@ def ai_beacon_urls(
     scope: str | None,
     pricing: PricingModel | None = None,
     key_family: str | None = None,
+    issued_at: float | None = None,
 ) -> tuple[str, str]:
     """(render_impression_url, view_impression_url), ready to fire verbatim. ``scope``: the
     partner's (``edge.threads.partner_scope``); None builds the form issued before scopes
@@ -157,11 +180,14 @@ def ai_beacon_urls(
     set's as the ad is served, sealed in the URL (with a scope only); None builds the form
     issued before pricing was sealed. ``key_family``: the rotation family of the partner's
     key (``KeyRecord.family``), sealed beside a pricing only; None builds the form issued
-    before it was sealed."""
+    before it was sealed. ``issued_at``: now (the edge's clock), sealed beside a key family
+    only, whole seconds; None builds the form issued before it was sealed, which never
+    expires."""
     conv = conversation_id or ""
+    sealed = (scope, pricing, key_family, issued_at)
     render, view = (
         f"{base_url}/dea/ai/impressions/{kind}?"
-        + _ai_query(signer, kind, ad_id, message_id, conv, scope, pricing, key_family)
+        + _ai_query(signer, kind, ad_id, message_id, conv, *sealed)
         for kind in ("render", "view")
     )
     return render, view
@@ -177,12 +203,14 @@ def ai_click_url(
     scope: str | None,
     pricing: PricingModel | None = None,
     key_family: str | None = None,
+    issued_at: float | None = None,
 ) -> str:
     """The click beacon URL of an AI ad: fired once when the user clicks it. The partner may
-    append ``&click_id=...`` (its own id for the click, unsigned). ``scope``, ``pricing``
-    and ``key_family`` as in ``ai_beacon_urls``."""
+    append ``&click_id=...`` (its own id for the click, unsigned). ``scope``, ``pricing``,
+    ``key_family`` and ``issued_at`` as in ``ai_beacon_urls``."""
     conv = conversation_id or ""
-    query = _ai_query(signer, "click", ad_id, message_id, conv, scope, pricing, key_family)
+    sealed = (scope, pricing, key_family, issued_at)
+    query = _ai_query(signer, "click", ad_id, message_id, conv, *sealed)
     return f"{base_url}/dea/ai/click?" + query
 
 
@@ -200,8 +228,8 @@ class AiBeacon:
 
     So no two partners, (conversation, message) pairs or URL forms share a key, and a URL
     handed out before scopes counts under exactly the key it always had. The sealed
-    ``pricing`` and ``key_family`` are in no key: a URL names its view with or without
-    them."""
+    ``pricing``, ``key_family`` and ``issued_at`` are in no key: a URL names its view with
+    or without them (a message served again hands out the same keys)."""
 
     kind: AiBeaconKind
     ad_id: int
@@ -214,6 +242,8 @@ class AiBeacon:
     # The rotation family of the partner's key (whose report row it counts for); None
     # issued before it was sealed.
     key_family: str | None = None
+    # When the URL was issued (epoch seconds); None issued before it was sealed.
+    issued_at: int | None = None
 
     def _keyed(self, *head: str) -> str:
         conv, message = self.conversation_id, self.message_id
@@ -256,8 +286,12 @@ def ai_derived_click_id(
     return AiBeacon("click", ad_id, message_id, conversation_id or "", scope).derived_click_id
 
 
-def verify_ai_beacon(signer: Signer, kind: AiBeaconKind, query: dict[str, str]) -> AiBeacon:
-    """The beacon the query describes, or InvalidToken when it is not one we signed."""
+def verify_ai_beacon(
+    signer: Signer, kind: AiBeaconKind, query: dict[str, str], *, now: float
+) -> AiBeacon:
+    """The beacon the query describes, or InvalidToken when it is not one we signed
+    (``ExpiredBeacon`` when it is, but its issue time is not within its max age of ``now``,
+    the edge's clock)."""
     try:
         raw_ad = query["ad_id"]
         if not _AD_NUMBER.fullmatch(raw_ad):  # int() also takes "+3", " 3", "3_0" and "٣"
@@ -278,10 +312,21 @@ def verify_ai_beacon(signer: Signer, kind: AiBeaconKind, query: dict[str, str]) 
     family = query.get("key_family")
     if family is not None and (pricing is None or not _KEY_FAMILY.fullmatch(family)):
         raise InvalidToken("the beacon's key_family is not one this edge issued")
-    parts = _ai_parts(kind, ad_id, message_id, conv, scope or "", priced or "", family or "")
+    issued = query.get("issued_at")
+    if issued is not None and (family is None or not _ISSUED_AT.fullmatch(issued)):
+        raise InvalidToken("the beacon's issued_at is not one this edge issued")
+    sealed = (scope or "", priced or "", family or "", issued or "")
+    parts = _ai_parts(kind, ad_id, message_id, conv, *sealed)
     if not signer.verify(AI_BEACON_PURPOSE, *parts, signature=sig):
         raise InvalidToken("the beacon signature does not match")
-    return AiBeacon(kind, ad_id, message_id, conv, scope or "", pricing, family)
+    issued_at = None if issued is None else int(issued)
+    # Checked once the URL is known to be ours: a forgery is told it is one, whatever its age.
+    if issued_at is not None and now - issued_at > AI_URL_MAX_AGE_SECONDS:
+        hours = AI_URL_MAX_AGE_SECONDS // 3600
+        raise ExpiredBeacon(f"the beacon URL has expired ({hours} hours after its answer)")
+    if issued_at is not None and issued_at - now > CLOCK_SKEW_SECONDS:
+        raise ExpiredBeacon("the beacon URL's issue time is ahead of this edge's clock")
+    return AiBeacon(kind, ad_id, message_id, conv, scope or "", pricing, family, issued_at)
 
 
 # -- impression tokens -------------------------------------------------------------------------

@@ -5,11 +5,13 @@ import msgspec
 import pytest
 
 from edge.beacons import (
+    AI_URL_MAX_AGE_SECONDS,
     CLOCK_SKEW_SECONDS,
     IMPRESSION_PURPOSE,
     IMPRESSION_TOKEN_TTL_SECONDS,
     LEGACY_IMPRESSION_PURPOSE,
     AiBeacon,
+    ExpiredBeacon,
     ImpressionClaims,
     InvalidToken,
     ai_beacon_urls,
@@ -23,6 +25,7 @@ from tests.conftest import other_tail
 SIGNER = Signer(b"k" * 32)
 OTHER = Signer(b"x" * 32)
 SCOPE = "partner-0001"
+NOW = 1_790_000_000.0  # what the edge's clock says when a beacon comes
 
 
 def _query(url):
@@ -37,7 +40,7 @@ def test_ai_urls_are_on_dea_and_verify():
     assert list(q) == ["ad_id", "message_id", "conversation_id", "scope", "sig"]
     assert (q["ad_id"], q["message_id"], q["conversation_id"]) == ("42", "m-1", "c-9")
     assert q["scope"] == SCOPE
-    beacon = verify_ai_beacon(SIGNER, "render", q)
+    beacon = verify_ai_beacon(SIGNER, "render", q, now=NOW)
     assert (beacon.kind, beacon.ad_id, beacon.message_id) == ("render", 42, "m-1")
     assert beacon.scope == SCOPE
 
@@ -61,15 +64,15 @@ def test_ai_urls_are_on_dea_and_verify():
 def test_tampered_ai_beacon_is_refused(tamper):
     render, _ = ai_beacon_urls(SIGNER, "https://e", 42, "m-1", "c-9", scope=SCOPE)
     with pytest.raises(InvalidToken):
-        verify_ai_beacon(SIGNER, "render", tamper(_query(render)))
+        verify_ai_beacon(SIGNER, "render", tamper(_query(render)), now=NOW)
 
 
 def test_render_signature_does_not_open_the_view_beacon():
     render, _ = ai_beacon_urls(SIGNER, "https://e", 42, "m-1", None, scope=SCOPE)
     with pytest.raises(InvalidToken):
-        verify_ai_beacon(SIGNER, "view", _query(render))
+        verify_ai_beacon(SIGNER, "view", _query(render), now=NOW)
     with pytest.raises(InvalidToken):
-        verify_ai_beacon(OTHER, "render", _query(render))
+        verify_ai_beacon(OTHER, "render", _query(render), now=NOW)
 
 
 def _token(**kw):
@@ -152,11 +155,11 @@ def test_moving_a_newline_between_ai_ids_breaks_the_signature():
     # the same bytes, so one signed URL could be re-split into many dedupe keys.
     render, _ = ai_beacon_urls(SIGNER, "https://e", 42, "m", "\n\nc", scope=SCOPE)
     q = _query(render)
-    assert verify_ai_beacon(SIGNER, "render", q).conversation_id == "\n\nc"
+    assert verify_ai_beacon(SIGNER, "render", q, now=NOW).conversation_id == "\n\nc"
     for message_id, conv in (("m\n", "\nc"), ("m\n\n", "c"), ("m\n\nc", "")):
         with pytest.raises(InvalidToken):
             verify_ai_beacon(
-                SIGNER, "render", {**q, "message_id": message_id, "conversation_id": conv}
+                SIGNER, "render", {**q, "message_id": message_id, "conversation_id": conv}, now=NOW
             )
 
 
@@ -411,7 +414,7 @@ def test_ai_urls_issued_before_partner_scopes_keep_their_keys():
     assert list(q) == ["ad_id", "message_id", "conversation_id", "sig"]
     # The signature of that form: the four length-prefixed parts, as it always was.
     assert q["sig"] == SIGNER.sign("ai-beacon/v2", "render", "7", "1", "c-1")
-    beacon = verify_ai_beacon(SIGNER, "render", q)
+    beacon = verify_ai_beacon(SIGNER, "render", q, now=NOW)
     assert beacon.scope == ""
     assert beacon.impression_key("render") == "ai-c:render:7:3:c-1:1"
     assert beacon.click_impression_key == "ai-c:7:3:c-1:1"
@@ -421,7 +424,7 @@ def test_ai_urls_issued_before_partner_scopes_keep_their_keys():
     assert lone.derived_click_id == "ai-8de0f44db9df564622f8e978a2424036"
     # A scope cannot be added to such a URL (nor taken from a scoped one: see above).
     with pytest.raises(InvalidToken):
-        verify_ai_beacon(SIGNER, "render", {**q, "scope": SCOPE})
+        verify_ai_beacon(SIGNER, "render", {**q, "scope": SCOPE}, now=NOW)
 
 
 def test_a_partner_scope_is_its_key_familys_and_names_no_key():
@@ -456,9 +459,9 @@ def _partner_view(family: str | None = "key_0123456789ab") -> dict[str, str]:
 def test_an_ai_url_seals_the_partners_key_family_beside_its_pricing():
     q = _partner_view()
     assert list(q)[-2:] == ["key_family", "sig"]
-    assert verify_ai_beacon(SIGNER, "view", q).key_family == "key_0123456789ab"
+    assert verify_ai_beacon(SIGNER, "view", q, now=NOW).key_family == "key_0123456789ab"
     # A URL issued before the family was sealed verifies and names no key.
-    assert verify_ai_beacon(SIGNER, "view", _partner_view(None)).key_family is None
+    assert verify_ai_beacon(SIGNER, "view", _partner_view(None), now=NOW).key_family is None
 
 
 @pytest.mark.parametrize(
@@ -473,7 +476,7 @@ def test_an_ai_url_seals_the_partners_key_family_beside_its_pricing():
 )
 def test_a_tampered_key_family_is_refused(tamper):
     with pytest.raises(InvalidToken):
-        verify_ai_beacon(SIGNER, "view", tamper(_partner_view()))
+        verify_ai_beacon(SIGNER, "view", tamper(_partner_view()), now=NOW)
 
 
 @pytest.mark.parametrize("form", ["binary", "json"])
@@ -500,3 +503,72 @@ def test_a_binary_token_of_the_release_before_the_key_family_still_reads():
     token = _sealed(b"\x03" + msgspec.msgpack.encode(old[:-1]))
     read = read_impression_token(SIGNER, token, surface="url", env="production", now=1001.0)
     assert (read.ad_id, read.cpm_usd, read.key_family) == (claims.ad_id, 2.5, None)
+
+
+# -- AI URLs carry their issue time -----------------------------------------------------------
+
+
+def _issued_view(issued_at: float | None = NOW) -> dict[str, str]:
+    from matcher.types import PricingModel
+
+    _render, view = ai_beacon_urls(
+        SIGNER, "https://edge.example", 42, "m-1", "c-9", scope=SCOPE,
+        pricing=PricingModel("cpc", 1.25), key_family="key_0123456789ab", issued_at=issued_at,
+    )  # fmt: skip
+    return _query(view)
+
+
+def test_an_ai_url_seals_its_issue_time_beside_the_key_family():
+    q = _issued_view(NOW + 0.75)  # whole seconds
+    assert list(q)[-3:] == ["key_family", "issued_at", "sig"]
+    assert q["issued_at"] == str(int(NOW))
+    beacon = verify_ai_beacon(SIGNER, "view", q, now=NOW + 10)
+    assert (beacon.key_family, beacon.issued_at) == ("key_0123456789ab", int(NOW))
+
+
+@pytest.mark.parametrize(
+    ("age", "good"),
+    [
+        (0, True),
+        (AI_URL_MAX_AGE_SECONDS, True),
+        (AI_URL_MAX_AGE_SECONDS + 1, False),
+        (-CLOCK_SKEW_SECONDS, True),  # a node whose clock is a little ahead
+        (-CLOCK_SKEW_SECONDS - 1, False),
+    ],
+)
+def test_an_ai_url_is_good_for_its_max_age_and_a_little_skew(age, good):
+    q = _issued_view()
+    if good:
+        verify_ai_beacon(SIGNER, "view", q, now=NOW + age)
+    else:
+        with pytest.raises(ExpiredBeacon):
+            verify_ai_beacon(SIGNER, "view", q, now=NOW + age)
+
+
+def test_the_max_age_of_an_ai_url_is_an_impression_tokens():
+    assert AI_URL_MAX_AGE_SECONDS == IMPRESSION_TOKEN_TTL_SECONDS
+    assert 0 < CLOCK_SKEW_SECONDS <= 600
+
+
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        lambda q: {**q, "issued_at": str(int(NOW) + 86_400)},  # made younger
+        lambda q: {k: v for k, v in q.items() if k != "issued_at"},  # stripped
+        lambda q: {k: v for k, v in q.items() if k != "key_family"},  # issue time alone
+        lambda q: {**q, "issued_at": "+1790000000"},
+        lambda q: {**q, "issued_at": "1.79e9"},
+        lambda q: {**q, "issued_at": ""},
+    ],
+)
+def test_a_tampered_or_stripped_issue_time_is_refused(tamper):
+    with pytest.raises(InvalidToken) as caught:
+        verify_ai_beacon(SIGNER, "view", tamper(_issued_view()), now=NOW)
+    assert not isinstance(caught.value, ExpiredBeacon)
+
+
+def test_ai_urls_issued_before_the_issue_time_was_sealed_still_verify_at_any_age():
+    q = _issued_view(None)
+    assert "issued_at" not in q
+    beacon = verify_ai_beacon(SIGNER, "view", q, now=NOW + 400 * 86_400)
+    assert (beacon.key_family, beacon.issued_at) == ("key_0123456789ab", None)

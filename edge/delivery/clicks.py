@@ -32,7 +32,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from edge import ledger
-from edge.beacons import InvalidToken, Surface, verify_ai_beacon
+from edge.beacons import Surface
 from edge.context import Context
 from edge.delivery import schemas
 from edge.delivery.events import (
@@ -41,6 +41,7 @@ from edge.delivery.events import (
     click_verdict,
     pricing_as_served,
     read_claims,
+    verified_ai_beacon,
 )
 from edge.delivery.requests import json_body, store_errors, strict_query
 from edge.errors import BadRequest
@@ -90,11 +91,7 @@ async def _tag_click(ctx: Context, request: Request, surface: Surface) -> Respon
 
 async def ai_click(ctx: Context, request: Request) -> Response:
     query = strict_query(request, schemas.AI_CLICK_QUERY)
-    try:
-        assert ctx.signer is not None  # set at start-up, before any request
-        beacon = verify_ai_beacon(ctx.signer, "click", query)
-    except InvalidToken as exc:
-        raise BadRequest(str(exc), field="sig", code="invalid_signature") from None
+    beacon = verified_ai_beacon(ctx, "click", query)
     click_id = query.get("click_id")
     if click_id is None:  # one id per ad and message: a refired URL is a replay
         click_id = beacon.derived_click_id

@@ -26,7 +26,9 @@ from starlette.types import Receive, Scope
 
 from edge import ledger
 from edge.beacons import (
+    AiBeacon,
     AiBeaconKind,
+    ExpiredBeacon,
     ImpressionClaims,
     InvalidToken,
     Surface,
@@ -368,16 +370,25 @@ async def ai_view(ctx: Context, request: Request) -> Response:
     return await _ai(ctx, request, "view")
 
 
+def verified_ai_beacon(ctx: Context, kind: AiBeaconKind, query: dict[str, str]) -> AiBeacon:
+    """The AI beacon the query describes; a 400 counting nothing when it is not one the edge
+    signed (``invalid_signature``), or when it is but has expired (``invalid_token``, the
+    answer to an expired impression token: the URL was genuine, its time is over)."""
+    assert ctx.signer is not None  # set at start-up, before any request
+    try:
+        return verify_ai_beacon(ctx.signer, kind, query, now=ctx.clock())
+    except ExpiredBeacon as exc:
+        raise BadRequest(str(exc), field="issued_at", code="invalid_token") from None
+    except InvalidToken as exc:
+        raise BadRequest(str(exc), field="sig", code="invalid_signature") from None
+
+
 async def _ai(ctx: Context, request: Request, kind: AiBeaconKind) -> Response:
     query = strict_query(request, schemas.AI_BEACON_QUERY)
     for name in ("message_id", "conversation_id"):
         if name in query and control_character(query[name]) is not None:
             raise BadRequest(f"{name} must not contain control characters", field=name)
-    try:
-        assert ctx.signer is not None  # set at start-up, before any request
-        beacon = verify_ai_beacon(ctx.signer, kind, query)
-    except InvalidToken as exc:
-        raise BadRequest(str(exc), field="sig", code="invalid_signature") from None
+    beacon = verified_ai_beacon(ctx, kind, query)
     ad_id, campaign_id, pricing = ai_attribution(ctx, beacon.ad_id, beacon.pricing)
     cpm = _cpm_bid(pricing)
     verdict = impression_verdict(ctx, request.scope, bound_to=None, publisher_id=None, partner=True)

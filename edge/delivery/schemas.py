@@ -124,6 +124,7 @@ AI_BEACON_QUERY = (
     "scope",
     "pricing",
     "key_family",
+    "issued_at",
     "sig",
 )
 

@@ -111,10 +111,13 @@ def ai_ad(
     number = ctx.matcher.catalogue.ad_number(p.ad.id)
     base = ctx.settings.base_url
     # The ad set's pricing as served, sealed in the URLs: what the view, click and
-    # conversion bill under, whatever the live catalogue says when they come.
+    # conversion bill under, whatever the live catalogue says when they come. The issue
+    # time sealed beside it bounds how long after this answer they count.
     signed = (ctx.signer, base, number, message_id, conv)
-    pricing = p.ad_set.pricing_model
-    render, view = ai_beacon_urls(*signed, scope=scope, pricing=pricing, key_family=key_family)
+    pricing, issued_at = p.ad_set.pricing_model, ctx.clock()
+    render, view = ai_beacon_urls(
+        *signed, scope=scope, pricing=pricing, key_family=key_family, issued_at=issued_at
+    )
     ad = creative(p)
     if CLICK_ID_MACRO in ad["click_through_url"]:  # the id costs a hash: only when asked for
         click_id = ai_derived_click_id(number, message_id, conv, scope=scope)
@@ -125,7 +128,9 @@ def ai_ad(
         **ad,
         "render_impression_url": render,
         "view_impression_url": view,
-        "click_url": ai_click_url(*signed, scope=scope, pricing=pricing, key_family=key_family),
+        "click_url": ai_click_url(
+            *signed, scope=scope, pricing=pricing, key_family=key_family, issued_at=issued_at
+        ),
     }
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from starlette.routing import BaseRoute, Route
 
+from edge.beacons import AI_URL_MAX_AGE_SECONDS, CLOCK_SKEW_SECONDS
 from edge.context import Context
 from edge.delivery import clicks, events, pages, schemas
 from edge.http import counting_route
@@ -238,6 +239,17 @@ def _ai_beacon(ctx: Context, kind: str) -> dict[str, Any]:
                 "report prints it; signed, beside a pricing only): the key row its view, "
                 "click and conversion count for; URLs issued before it existed have none and "
                 "count for no key",
+            },
+            {
+                "name": "issued_at",
+                "in": "query",
+                "required": False,
+                "schema": {"type": "string", "pattern": r"^[0-9]{1,12}$"},
+                "description": "When the URL was issued, in epoch seconds (signed, beside a "
+                f"key_family only): a URL fired more than {AI_URL_MAX_AGE_SECONDS} seconds "
+                f"after it, or with an issue time more than {CLOCK_SKEW_SECONDS} "
+                "seconds ahead of the edge's clock, is a 400 (invalid_token) and counts "
+                "nothing; URLs issued before it existed have none and never expire",
             },
             {"name": "sig", "in": "query", "required": True, "schema": text},
         ],

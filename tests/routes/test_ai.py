@@ -100,7 +100,7 @@ def test_ads_have_integer_ids_placement_creative_and_signed_beacons(ai, script):
         query = {k: v[0] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
         assert query["ad_id"] == str(ad["ad_id"]) and query["message_id"] == "m-1"
         assert query["conversation_id"] == "c-9" and query["scope"] == scope
-        beacon = verify_ai_beacon(signer, kind, query)
+        beacon = verify_ai_beacon(signer, kind, query, now=ctx.clock())
         assert (beacon.ad_id, beacon.message_id, beacon.scope) == (ad["ad_id"], "m-1", scope)
 
 
