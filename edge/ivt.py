@@ -8,6 +8,11 @@ under ``invalid_<reason>`` in ``edge report`` and never billed. The answer to th
 is the same as for a valid event: a bot learns nothing from it.
 
 Rules, in order (the first that applies is the reason):
+- ``key_revoked`` (what a partner was handed: the UGC pixel's token, the AI beacon URLs,
+  and their clicks): the rotation family of the partner's key sealed in it has no valid
+  key left (every key revoked; ``Keyring.family_live``). First, so that nothing of a
+  revoked partner is counted under another reason on its key row: such an event counts
+  for its ad and campaign only (``edge.ledger``).
 - ``bot_user_agent``: a known crawler or bot user agent (general invalid traffic), from the
   maintained ``crawler-user-agents`` list, or no user agent at all.
 - ``client_mismatch``: the token was issued to another client (a keyed hash of the client
@@ -53,6 +58,7 @@ from edge.signing import Signer
 from tag.builder import MRC_LARGE_AD_VISIBLE_RATIO, MRC_VISIBLE_MS
 
 Reason = Literal[
+    "key_revoked",
     "bot_user_agent",
     "client_mismatch",
     "publisher_removed",
@@ -63,6 +69,7 @@ Reason = Literal[
     "not_served",
 ]
 REASONS: tuple[Reason, ...] = (
+    "key_revoked",
     "bot_user_agent",
     "client_mismatch",
     "publisher_removed",
@@ -72,6 +79,8 @@ REASONS: tuple[Reason, ...] = (
     "not_viewable",
     "not_served",
 )
+# The reason of an event of a revoked partner: it counts on no key row (``edge.ledger``).
+KEY_REVOKED: Reason = "key_revoked"
 # Reasons only clicks can have (a second valid click of one impression is a ``duplicate``),
 # reasons only impressions can have, and the counters each kind of event moves in ``edge
 # report`` when stored as invalid.
@@ -262,8 +271,11 @@ class TrafficClassifier:
         bound_to: str | None,
         binding: str | None,
         publisher_known: bool,
+        partner_live: bool,
         judge_agent: bool = True,
     ) -> Verdict | None:
+        if not partner_live:
+            return _INVALID["key_revoked"]
         if judge_agent and self.bots.is_bot(client.user_agent):
             return _INVALID["bot_user_agent"]
         if bound_to is not None and bound_to != binding:
@@ -280,6 +292,7 @@ class TrafficClassifier:
         bound_to: str | None = None,
         binding: str | None = None,
         publisher_known: bool = True,
+        partner_live: bool = True,
         rate_limited: bool = True,
         event_id: str | None = None,
         viewable: bool = True,
@@ -288,7 +301,9 @@ class TrafficClassifier:
     ) -> Verdict:
         """``key``: ``client_key`` of the client; ``bound_to``: the binding sealed in the
         token (None: not bound, e.g. a partner's pixel); ``binding``: this client's
-        ``client_binding``; ``rate_limited``: whether the per-client rate applies;
+        ``client_binding``; ``partner_live``: False when the partner key family sealed in
+        what the beacon carries has no valid key left; ``rate_limited``: whether the
+        per-client rate applies;
         ``event_id``: the token's id, so a resend of a beacon just judged does not spend
         the client's rate a second time (the store still decides what is a replay);
         ``viewable``: False when the beacon's own report of what was in view falls short of
@@ -298,7 +313,7 @@ class TrafficClassifier:
         False when ``client.user_agent`` is not a reader's (the earlier API's impression
         fired by the partner's server without naming the reader's browser): the bot rule
         is skipped, the others apply."""
-        found = self._common(client, bound_to, binding, publisher_known, judge_agent)
+        found = self._common(client, bound_to, binding, publisher_known, partner_live, judge_agent)
         if found is not None:
             return found
         if not served:
@@ -317,6 +332,7 @@ class TrafficClassifier:
         bound_to: str | None = None,
         binding: str | None = None,
         publisher_known: bool = True,
+        partner_live: bool = True,
         impression_seen: bool = True,
         impression_valid: bool = True,
         rate_limited: bool = True,
@@ -329,7 +345,7 @@ class TrafficClassifier:
         stored share one verdict and spend the client's rate once. A replay of a stored
         tag click is not judged at all: the tag's click routes recognise it first (a
         partner's click spends no rate: the store drops its replay)."""
-        found = self._common(client, bound_to, binding, publisher_known)
+        found = self._common(client, bound_to, binding, publisher_known, partner_live)
         if found is not None:
             return found
         if not impression_seen:

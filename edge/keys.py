@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import secrets
 import string
 import zlib
@@ -111,11 +112,24 @@ class Rotation:
     retired: tuple[str, ...] = ()
 
 
+def live_until(family: list[KeyRecord]) -> float:
+    """Until when a rotation family has a valid key, given all its keys: forever (``inf``)
+    with an active one, the latest expiry of its secondaries without, and never (``-inf``)
+    once every key is revoked (or there is none)."""
+    until = -math.inf
+    for record in family:
+        if record.revoked_at is None:
+            until = max(until, math.inf if record.expires_at is None else record.expires_at)
+    return until
+
+
 class Keyring:
     """Issues, verifies, rotates and revokes keys on top of the store.
 
     Verified records are cached for ``cache_seconds`` so the hot path rarely reads the
     store; a revocation made by another process (the CLI) takes effect within that time.
+    So are the families' liveness (``family_live``), which beacons of what a partner was
+    handed read.
     """
 
     def __init__(self, store: Store, clock: Callable[[], float], cache_seconds: float) -> None:
@@ -123,6 +137,8 @@ class Keyring:
         self._clock = clock
         self._ttl = cache_seconds
         self._cache: OrderedDict[str, tuple[KeyRecord, float]] = OrderedDict()
+        # Per family: until when it has a valid key (``live_until``), and when that was read.
+        self._families: OrderedDict[str, tuple[float, float]] = OrderedDict()
 
     async def issue(self, env: str, product: str, name: str = "") -> tuple[str, KeyRecord]:
         key = generate(env, product)
@@ -195,6 +211,24 @@ class Keyring:
             raise Unauthorized("the API key expired after rotation", field="X-API-Key")
         return record
 
+    async def family_live(self, family: str) -> bool:
+        """Whether the rotation family ``family`` (``KeyRecord.family``) still has a valid
+        key: an active one, or a secondary within its 24 hours. A family whose every key is
+        revoked (or expired) is not, nor is one the store does not know. Read from the store
+        at most once per family every ``cache_seconds`` (a read awaits the store, never
+        blocking the event loop), like a verified key; a change this keyring makes, or one
+        another node announces (``forget``), applies at once."""
+        now = self._clock()
+        cached = self._families.get(family)
+        if cached is not None and now - cached[1] < self._ttl:
+            self._families.move_to_end(family)
+            return now < cached[0]
+        until = live_until(await self._store.keys_in_family(family))
+        self._families[family] = (until, now)
+        if len(self._families) > _CACHE_MAX:
+            self._families.popitem(last=False)
+        return now < until
+
     async def rotate(self, key: str) -> Rotation:
         """New primary for ``key``'s product; ``key`` stays valid for 24 hours.
 
@@ -224,6 +258,7 @@ class Keyring:
             raise Conflict("this key was rotated concurrently", field="X-API-Key")
         for k in (old, *older):
             self._cache.pop(k.lookup, None)
+        self._families.pop(old.family, None)
         await self._announce()
         return Rotation(new_key, key, expires, record, retire)
 
@@ -237,12 +272,14 @@ class Keyring:
         if record is None or not await self._store.revoke_key(record.key_id, self._clock()):
             return None
         self._cache.pop(record.lookup, None)
+        self._families.pop(record.family, None)
         await self._announce()
         return await self._store.key_by_id(record.key_id)
 
     def forget(self) -> None:
-        """Drop every cached verification (another node changed a key)."""
+        """Drop every cached verification and family (another node changed a key)."""
         self._cache.clear()
+        self._families.clear()
 
     async def _announce(self) -> None:
         # Other nodes drop their cached verifications at once (within their cache time

@@ -20,6 +20,10 @@ and the counter bumps of an event, and the store writes them atomically with the
 - An impression the invalid-traffic rules flagged (``invalid_reason``) is stored, so its
   keys still make a replay a replay, but bills nothing and counts only as
   ``invalid_<reason>`` for its ad, publisher (or key) and campaign.
+- An impression or click whose partner's key family has no valid key left
+  (``key_revoked``, the first rule) counts for its ad and campaign only, never on the
+  family's key row: what a revoked partner kept back and fires adds nothing to the row
+  its revenue share is paid on, not even as invalid traffic.
 - A hover counts once per impression token; a placement failure counts every time.
 - A click counts once per ``click_id`` and impression (a replay counts nothing; the same
   id on another impression is another click): a valid one as
@@ -49,6 +53,7 @@ from __future__ import annotations
 from collections.abc import Awaitable
 
 from edge.counters import CountRow, billed_counts, utc_day, with_day, with_days
+from edge.ivt import KEY_REVOKED
 from edge.store.base import Store
 from edge.store.events import Click, Conversion, Hover, Impression, PlacementFailure
 from matcher.pacing import MIN_CHARGE_USD
@@ -95,7 +100,7 @@ def _impression_counts(
         scopes.append(("publisher", publisher_id))
     if campaign_id:
         scopes.append(("campaign", campaign_id))
-    if key_family:
+    if key_family and invalid_reason != KEY_REVOKED:
         scopes.append(("key", key_family))
     if invalid_reason is not None:
         counter = f"invalid_{invalid_reason}"
@@ -198,11 +203,12 @@ def conversion_charge(pricing: PricingModel | None, headroom: float | None) -> f
 def click_counts(click: Click) -> list[CountRow]:
     """The report counters a counted click moves (its charge included)."""
     counter = "clicks" if click.invalid_reason is None else f"invalid_clicks_{click.invalid_reason}"
+    key_family = None if click.invalid_reason == KEY_REVOKED else click.key_family
     scopes = (
         ("ad", click.ad_id),
         ("campaign", click.campaign_id),
         ("publisher", click.publisher_id),
-        ("key", click.key_family),
+        ("key", key_family),
     )
     rows: list[CountRow] = [(scope, sid, counter, 1) for scope, sid in scopes if sid]
     if click.charge_usd is not None:

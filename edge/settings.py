@@ -287,7 +287,10 @@ class Settings:
     )
     max_ads: int = _setting(3, "Most ads returned for one match.", _int_in(1, 20))
     key_cache_seconds: int = _setting(
-        5, "How long a verified key is trusted before the store is asked again.", _int_in(0, 3600)
+        5,
+        "How long a verified key (or a partner key family's liveness) is trusted before the "
+        "store is asked again.",
+        _int_in(0, 3600),
     )
     estimates_refresh_seconds: int = _setting(
         60,

@@ -127,6 +127,16 @@ def test_removed_publisher_is_invalid():
     assert verdict(classifier(), publisher_known=False) == "publisher_removed"
 
 
+def test_a_revoked_partners_event_is_key_revoked_before_any_other_rule():
+    # First: nothing of a revoked partner may count under another reason on its key row.
+    c = classifier()
+    bot = Client("203.0.113.7", "Googlebot/2.1")
+    assert verdict(c, partner_live=False) == "key_revoked"
+    assert verdict(c, bot, partner_live=False, publisher_known=False) == "key_revoked"
+    click = c.classify_click(bot, key=client_key(SIGNER, bot), partner_live=False)
+    assert click.reason == "key_revoked"
+
+
 def test_impressions_per_client_rate():
     clock = FakeClock()
     c = classifier(clock, ivt_impressions=RateLimit(5, 300.0))

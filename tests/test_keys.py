@@ -136,3 +136,56 @@ def test_cache_is_invalidated_by_local_revocation(tmp_path, clock):
             run(ring.verify(key, env="production", product="ai"))
     finally:
         store.close_blocking()
+
+
+@pytest.fixture
+def cached_ring(tmp_path, clock):
+    """A keyring with a 5 s cache, and its store (to write as another process would)."""
+    store = SQLiteStore(tmp_path / "f.db")
+    store.open_blocking()
+    yield Keyring(store, clock, cache_seconds=5), store
+    store.close_blocking()
+
+
+def test_a_family_is_live_while_it_has_a_valid_key(cached_ring, clock):
+    ring, _store = cached_ring
+    key, record = run(ring.issue("production", "ai"))
+    assert run(ring.family_live(record.family)) is True
+    rot = run(ring.rotate(key))
+    assert run(ring.family_live(record.family)) is True
+    # Revoking the old key (a secondary now) leaves the new one: still live.
+    run(ring.revoke(record.key_id))
+    assert run(ring.family_live(record.family)) is True
+    run(ring.revoke(rot.record.key_id))  # the family's last valid key: at once, here
+    assert run(ring.family_live(record.family)) is False
+    assert run(ring.family_live("key_000000000000")) is False  # no such family
+
+
+def test_a_family_whose_active_key_is_revoked_lives_until_its_secondary_expires(cached_ring, clock):
+    ring, _store = cached_ring
+    key, record = run(ring.issue("production", "ugc"))
+    rot = run(ring.rotate(key))
+    run(ring.revoke(rot.record.key_id))  # the new key; the old one still works a day
+    assert run(ring.family_live(record.family)) is True
+    clock.advance(SECONDARY_TTL_SECONDS)
+    assert run(ring.family_live(record.family)) is False
+
+
+def test_a_revocation_by_another_process_is_seen_within_the_cache_time(cached_ring, clock):
+    ring, store = cached_ring
+    _key, record = run(ring.issue("production", "ai"))
+    assert run(ring.family_live(record.family)) is True
+    assert run(store.revoke_key(record.key_id, clock()))  # the CLI, elsewhere
+    clock.advance(4.9)
+    assert run(ring.family_live(record.family)) is True  # the cached view, as for keys
+    clock.advance(0.1)
+    assert run(ring.family_live(record.family)) is False
+
+
+def test_an_announced_key_change_drops_the_cached_families(cached_ring, clock):
+    ring, store = cached_ring
+    _key, record = run(ring.issue("production", "ai"))
+    assert run(ring.family_live(record.family)) is True
+    assert run(store.revoke_key(record.key_id, clock()))
+    ring.forget()  # another node announced it
+    assert run(ring.family_live(record.family)) is False

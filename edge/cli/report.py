@@ -17,7 +17,8 @@ paid on; an Ad Manager key's row holds only its calls.
 
 Ad, publisher, campaign and key rows get ``billable_usd`` by pricing model
 (``billable_usd_cpm``, ``_cpc``, ``_cpa``) and every ``invalid_*`` counter (publisher rows
-all but ``invalid_not_served``); ads and campaigns also get ``ctr`` (valid clicks per
+all but ``invalid_not_served``, publisher and key rows none of ``key_revoked``); ads and
+campaigns also get ``ctr`` (valid clicks per
 viewable impression; null before the first one), and
 campaigns ``pacing``: spent against the even line (``planned_usd``) of the catalogue a
 production edge on this database serves: the live version stored by ``edge catalogue load``
@@ -43,7 +44,7 @@ from edge.cli._common import (
     with_context,
 )
 from edge.context import Context
-from edge.ivt import INVALID_COUNTERS
+from edge.ivt import INVALID_COUNTERS, KEY_REVOKED
 from edge.preflight import check_catalogue
 from edge.reports import daily
 from edge.settings import add_arguments
@@ -82,7 +83,9 @@ words:
                         bot_user_agent, client_mismatch, rate_limited, publisher_removed;
                         not_viewable: a tag beacon reporting under 30% in view or 1 s;
                         not_served: an earlier-API impression of an ad no match of its
-                        post by that partner served)
+                        post by that partner served; key_revoked: a UGC pixel, AI beacon
+                        or their click of a partner whose key family has no valid key
+                        left, counted per ad and campaign, never on the key's row)
   pacing                per campaign: spent_usd, planned_usd (the even line now; null without
                         a flight end or budget), budget_usd, daily_cap_usd, pacing; null for a
                         campaign not in the catalogue read
@@ -109,6 +112,8 @@ PER_AD_COUNTERS = tuple(c for c in REPORT_COUNTERS if c not in ("requests", "no_
 # includes the invalid_<reason> counters of every reason the invalid-traffic rules know; one
 # the store holds that they no longer name is added to every row of its scope (``build``).
 # The table leaves out invalid counters that are 0 in every row (``render_text``).
+# A revoked partner's events count on no key row (``edge.ledger``) and have no publisher.
+_KEY_REVOKED = (f"invalid_{KEY_REVOKED}", f"invalid_clicks_{KEY_REVOKED}")
 COLUMNS = {
     "ad": (*PER_AD_COUNTERS, *MONEY_COUNTERS, *INVALID_COUNTERS),
     # The earlier API's impressions have no publisher: never not_served here.
@@ -116,7 +121,7 @@ COLUMNS = {
         *REPORT_COUNTERS,
         "clicks",
         *MONEY_COUNTERS[2:],
-        *(c for c in INVALID_COUNTERS if c != "invalid_not_served"),
+        *(c for c in INVALID_COUNTERS if c != "invalid_not_served" and c not in _KEY_REVOKED),
     ),
     "campaign": (
         "matches",
@@ -136,7 +141,7 @@ COLUMNS = {
         "viewable_impressions",
         MONEY,
         *MONEY_COUNTERS,
-        *INVALID_COUNTERS,
+        *(c for c in INVALID_COUNTERS if c not in _KEY_REVOKED),
     ),
 }
 # Scopes whose rows also get ``ctr`` (clicks per viewable impression).

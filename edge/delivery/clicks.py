@@ -7,11 +7,11 @@ makes it billable is decided in the edge (here and in ``edge.ledger``), never in
   id is unique per impression, not globally: the AI partner's id is not signed, so a
   signed click URL fired with ids of another ad, message, conversation or partner must not
   make that one's genuine clicks replays (the tag's id is its own random id per rendering);
-- the invalid-traffic rules judge it (``edge.ivt``: bot user agents, a token used by
-  another client, per-client click rates), and a click whose impression was never stored
-  is invalid (``click_before_impression``): the ad was not seen viewable (the tag reports
-  an impression after 1 s at 50%), so a click before that mark, or without any rendering,
-  is not paid for and does not record the impression;
+- the invalid-traffic rules judge it (``edge.ivt``: a revoked partner's token or URL, bot
+  user agents, a token used by another client, per-client click rates), and a click whose
+  impression was never stored is invalid (``click_before_impression``): the ad was not
+  seen viewable (the tag reports an impression after 1 s at 50%), so a click before that
+  mark, or without any rendering, is not paid for and does not record the impression;
 - a second click on one impression is invalid (``duplicate``): at most one billable click
   per impression, whatever the number of click ids;
 - a valid click of an ad served as CPC bills the bid its ad set had when the ad was
@@ -39,6 +39,7 @@ from edge.delivery.events import (
     ai_attribution,
     campaign_of,
     click_verdict,
+    partner_live,
     pricing_as_served,
     read_claims,
     verified_ai_beacon,
@@ -67,7 +68,8 @@ async def _tag_click(ctx: Context, request: Request, surface: Surface) -> Respon
     body = await json_body(ctx, request, schemas.CLICK_REQUEST)
     claims = read_claims(ctx, body["impression_token"], surface, "impression_token")
     key = f"tok:{claims.token_id}"
-    judge = _Judge(request, claims.client, claims.publisher_id)
+    live = claims.key_family is None or await partner_live(ctx, claims.key_family)
+    judge = _Judge(request, claims.client, claims.publisher_id, live=live)
     counted = await record_click(
         judge,
         ctx,
@@ -97,10 +99,11 @@ async def ai_click(ctx: Context, request: Request) -> Response:
         click_id = beacon.derived_click_id
     elif not _CLICK_ID.fullmatch(click_id):
         raise BadRequest("click_id is 8 to 64 of A-Z a-z 0-9 _ -", field="click_id")
+    live = beacon.key_family is None or await partner_live(ctx, beacon.key_family)
     ad_id, campaign_id, pricing = ai_attribution(ctx, beacon.ad_id, beacon.pricing)
     seen = (beacon.impression_key("render"), beacon.impression_key("view"))
     await record_click(
-        _Judge(request, None, None, partner=True),
+        _Judge(request, None, None, partner=True, live=live),
         ctx,
         Click(
             click_id=click_id,
@@ -129,6 +132,8 @@ class _Judge:
     # per-client click rate (one click per ad and message, in its conversation, is the
     # cap), and the user's browser may be named in X-Device-User-Agent.
     partner: bool = False
+    # False when the partner key family its token or URL names has no valid key left.
+    live: bool = True
 
 
 async def record_click(
@@ -200,6 +205,7 @@ async def _invalid_reason(
         impression_seen=seen,
         impression_valid=valid,
         partner=judge.partner,
+        partner_live=judge.live,
         # Copies of one click in flight together: one verdict, the allowance spent once.
         event_id=f"click:{impression_key}:{click_id}",
     )

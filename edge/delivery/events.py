@@ -12,6 +12,10 @@ one's. The tag's beacons get every rule; the partner-fired pixel and AI beacons 
 partner's server may fire for many users) get all but the per-client rate, and are judged
 on the end user's browser named in ``X-Device-User-Agent`` when the partner sends it (the
 IAB header for beacons fired on a user's behalf), else on their own ``User-Agent``.
+
+What a partner was handed (the pixel's token, the AI URLs) names its key's rotation family;
+when that family has no valid key left (``partner_live``), the beacon is stored as
+``key_revoked`` and counts on no key row: a revoked partner earns nothing from what it kept.
 """
 
 from __future__ import annotations
@@ -129,6 +133,16 @@ def _user_agent(scope: Scope, partner: bool) -> str:
     return header(scope, b"user-agent") or ""
 
 
+async def partner_live(ctx: Context, key_family: str) -> bool:
+    """Whether the partner key family sealed in what a beacon carries still has a valid key
+    (``Keyring.family_live``: cached like a verified key, so a revocation applies within
+    ``EDGE_KEY_CACHE_SECONDS``); a 503 (retry) when the store cannot say."""
+    try:
+        return await ctx.keyring.family_live(key_family)
+    except StoreUnavailable:
+        raise store_unavailable() from None
+
+
 def impression_verdict(
     ctx: Context,
     scope: Scope,
@@ -136,6 +150,7 @@ def impression_verdict(
     bound_to: str | None,
     publisher_id: str | None,
     partner: bool,
+    partner_live: bool = True,
     event_id: str | None = None,
     viewable: bool = True,
     served: bool = True,
@@ -144,7 +159,8 @@ def impression_verdict(
     """The invalid-traffic verdict of an impression beacon (every impression route calls
     this). ``partner``: a beacon a partner fires (the pixel, AI beacons, the earlier API's
     impression), perhaps from one server for many users: no per-client rate, and
-    ``X-Device-User-Agent`` is read. ``served``: see ``TrafficClassifier``.
+    ``X-Device-User-Agent`` is read. ``partner_live``: False when the partner key family
+    the beacon names has no valid key left. ``served``: see ``TrafficClassifier``.
     ``reader_named_only``: the bot rule reads only the reader's browser named in
     ``X-Device-User-Agent``, never the caller's own agent (the earlier API's impression:
     that API never asked partners to name the reader, and their servers' HTTP libraries
@@ -158,6 +174,7 @@ def impression_verdict(
         bound_to=bound_to,
         binding=ctx.clients.binding_for(client, user_agent, bound_to),
         publisher_known=publisher_id is None or ctx.publishers.get(publisher_id) is not None,
+        partner_live=partner_live,
         rate_limited=not partner,
         event_id=event_id,
         viewable=viewable,
@@ -175,13 +192,14 @@ def click_verdict(
     impression_seen: bool,
     impression_valid: bool = True,
     partner: bool = False,
+    partner_live: bool = True,
     event_id: str | None = None,
 ) -> Verdict:
     """The invalid-traffic verdict of a click beacon (the click routes call this): the
     impression's rules, click-before-impression, a click on an impression stored as
     invalid, then the per-client click rates (not for a ``partner``'s click, fired perhaps
-    from one server for many users). ``event_id``: the click's own id (see
-    ``TrafficClassifier.classify_click``)."""
+    from one server for many users). ``partner_live``: as for ``impression_verdict``.
+    ``event_id``: the click's own id (see ``TrafficClassifier.classify_click``)."""
     client = ctx.clients.of_scope(request.scope)
     user_agent = _user_agent(request.scope, partner)
     return ctx.traffic.classify_click(
@@ -190,6 +208,7 @@ def click_verdict(
         bound_to=bound_to,
         binding=ctx.clients.binding_for(client, user_agent, bound_to),
         publisher_known=publisher_id is None or ctx.publishers.get(publisher_id) is not None,
+        partner_live=partner_live,
         impression_seen=impression_seen,
         impression_valid=impression_valid,
         rate_limited=not partner,
@@ -227,11 +246,23 @@ _IMPRESSION_FIELDS = BodyFields(
 )
 
 
-def _tag_impression(ctx: Context, scope: Scope, raw: bytes, surface: Surface) -> Impression:
-    """The impression a tag beacon's body describes, judged (no await: the store's is the
-    one suspension of a beacon)."""
+# A tag beacon's body, read: its token's claims, impression id, visible ratio and time.
+_TagBody = tuple[ImpressionClaims, Any, Any, Any]
+
+
+def _tag_body(ctx: Context, raw: bytes, surface: Surface) -> _TagBody:
     token, impression_id, visible_ratio, visible_ms = _IMPRESSION_FIELDS(raw)
     claims = read_claims(ctx, token, surface, "impression_token")
+    return claims, impression_id, visible_ratio, visible_ms
+
+
+def _tag_impression(
+    ctx: Context, scope: Scope, body: _TagBody, surface: Surface, live: bool
+) -> Impression:
+    """The impression a tag beacon's body describes, judged (no await: the store's is the
+    one suspension of a beacon). ``live``: see ``partner_live`` (a partner's pixel token
+    sent here names its family too)."""
+    claims, impression_id, visible_ratio, visible_ms = body
     keys = (f"tok:{claims.token_id}", f"iid:{impression_id}")
     verdict = impression_verdict(
         ctx,
@@ -239,6 +270,7 @@ def _tag_impression(ctx: Context, scope: Scope, raw: bytes, surface: Surface) ->
         bound_to=claims.client,
         publisher_id=claims.publisher_id,
         partner=False,
+        partner_live=live,
         event_id=claims.token_id,
         viewable=viewable_report(visible_ratio, visible_ms),
     )
@@ -246,7 +278,10 @@ def _tag_impression(ctx: Context, scope: Scope, raw: bytes, surface: Surface) ->
 
 
 async def _count(ctx: Context, scope: Scope, raw: bytes, surface: Surface) -> bool:
-    return await _record(ctx, _tag_impression(ctx, scope, raw, surface))
+    body = _tag_body(ctx, raw, surface)
+    family = body[0].key_family  # None in the tag's own tokens: no store read for them
+    live = family is None or await partner_live(ctx, family)
+    return await _record(ctx, _tag_impression(ctx, scope, body, surface, live))
 
 
 def _acknowledged(counted: bool) -> Response:
@@ -284,7 +319,11 @@ async def direct_impression(
     raw = await receive_body(
         scope, receive, max_bytes=ctx.settings.max_body_bytes, allow_text_plain=True
     )
-    return IMPRESSION_ANSWERS[await _record(ctx, _tag_impression(ctx, scope, raw, surface))]
+    body = _tag_body(ctx, raw, surface)
+    family = body[0].key_family  # as in ``_count``, without its coroutine
+    live = family is None or await partner_live(ctx, family)
+    imp = _tag_impression(ctx, scope, body, surface, live)
+    return IMPRESSION_ANSWERS[await _record(ctx, imp)]
 
 
 async def _ugc_pixel(ctx: Context, request: Request) -> Response:
@@ -299,12 +338,14 @@ async def _ugc_pixel(ctx: Context, request: Request) -> Response:
             "t is a token the tag was given: it reports through POST /dea/ugc/impression",
             field="t",
         )
+    live = claims.key_family is None or await partner_live(ctx, claims.key_family)
     verdict = impression_verdict(
         ctx,
         request.scope,
         bound_to=claims.client,
         publisher_id=claims.publisher_id,
         partner=True,
+        partner_live=live,
     )
     await _record(ctx, _impression(ctx, "ugc", claims, (f"tok:{claims.token_id}",), verdict))
     return Response(status_code=204)
@@ -389,9 +430,13 @@ async def _ai(ctx: Context, request: Request, kind: AiBeaconKind) -> Response:
         if name in query and control_character(query[name]) is not None:
             raise BadRequest(f"{name} must not contain control characters", field=name)
     beacon = verified_ai_beacon(ctx, kind, query)
+    family = beacon.key_family
+    live = family is None or await partner_live(ctx, family)
     ad_id, campaign_id, pricing = ai_attribution(ctx, beacon.ad_id, beacon.pricing)
     cpm = _cpm_bid(pricing)
-    verdict = impression_verdict(ctx, request.scope, bound_to=None, publisher_id=None, partner=True)
+    verdict = impression_verdict(
+        ctx, request.scope, bound_to=None, publisher_id=None, partner=True, partner_live=live
+    )
     if kind == "view" and cpm is not None and verdict.valid:
         # One view, one price: a message asked for again across a pricing change hands out
         # two sets of URLs for one view. When its click, fired first, was judged under CPC

@@ -11,6 +11,11 @@ from edge.cli.report import build, render_text
 from edge.ivt import INVALID_COUNTERS
 from edge.store import Click, Conversion, Hover, Impression, SQLiteStore
 
+# A revoked partner's events count for its ad and campaign, never on a key or publisher row.
+KEY_REVOKED = ("invalid_key_revoked", "invalid_clicks_key_revoked")
+KEY_ROW_INVALID = [c for c in INVALID_COUNTERS if c not in KEY_REVOKED]
+PUBLISHER_ROW_INVALID = [c for c in KEY_ROW_INVALID if c != "invalid_not_served"]
+
 
 def _fill(path):
     store = SQLiteStore(path)
@@ -185,7 +190,7 @@ def test_every_row_of_a_scope_lists_every_counter_of_that_scope(tmp_path, capsys
         "requests": 3, "matches": 0, "empties": 0, "no_matches": 0, "impressions": 0,
         "viewable_impressions": 0, "billable_usd": 0, "clicks": 0, "conversions": 0,
         "billable_usd_cpm": 0, "billable_usd_cpc": 0, "billable_usd_cpa": 0,
-        **dict.fromkeys(INVALID_COUNTERS, 0), "some_later_counter": 0,
+        **dict.fromkeys(KEY_ROW_INVALID, 0), "some_later_counter": 0,
     }  # fmt: skip
     assert report["key"]["key_b"]["empties"] == 1 and report["key"]["key_b"]["requests"] == 0
     assert report["publisher"]["pub-a"]["clicks"] == 0
@@ -222,10 +227,12 @@ def test_every_invalid_reason_is_listed_before_it_happens_and_the_table_skips_ze
     assert "invalid_not_viewable" in INVALID_COUNTERS
     assert "invalid_clicks_duplicate" in INVALID_COUNTERS
     for scope, row in (("ad", "ad-a"), ("publisher", "pub-a"), ("campaign", "cmp-a")):
-        # The earlier API's impressions, the only ones ever not served, have no publisher.
-        names = [c for c in INVALID_COUNTERS if scope != "publisher" or c != "invalid_not_served"]
+        # The earlier API's impressions, the only ones ever not served, have no publisher;
+        # nor have a revoked partner's events (UGC pixel, AI beacons).
+        names = INVALID_COUNTERS if scope != "publisher" else PUBLISHER_ROW_INVALID
         assert {c: report[scope][row][c] for c in names} == dict.fromkeys(names, 0), scope
-    assert "invalid_not_served" not in report["publisher"]["pub-a"]
+    for absent in ("invalid_not_served", *KEY_REVOKED):
+        assert absent not in report["publisher"]["pub-a"]
     assert main(["report", "--db", str(db)]) == 0
     table = capsys.readouterr().out
     assert "invalid_bot_user_agent" in table and "invalid_not_viewable" not in table
