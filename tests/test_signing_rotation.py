@@ -21,6 +21,7 @@ from edge.settings import Settings, SettingsError
 from edge.signing import Signer
 from edge.store import KeyRecord, open_store
 from edge.threads import partner_scope
+from matcher.types import PricingModel
 from tests.conftest import FakeClock
 
 OLD_KEY, NEW_KEY, FORGER_KEY = (secrets.token_urlsafe(32).encode() for _ in range(3))
@@ -45,7 +46,17 @@ def _read(signer: Signer, token: str):
 
 
 def _view_query(signer: Signer) -> dict[str, str]:
-    _, view = ai_beacon_urls(signer, "https://edge.test", 7, "m-1", "c-1", scope="partner-0001")
+    _, view = ai_beacon_urls(
+        signer,
+        "https://edge.test",
+        7,
+        "m-1",
+        "c-1",
+        scope="partner-0001",
+        pricing=PricingModel("cpm", 2.5),
+        key_family="key_0123456789ab",
+        issued_at=NOW,
+    )
     return dict(parse_qsl(urlsplit(view).query, keep_blank_values=True))
 
 
@@ -66,13 +77,13 @@ def test_an_impression_token_of_the_previous_key_is_taken_until_it_is_dropped(fo
 
 def test_an_ai_url_of_the_previous_key_is_taken_until_it_is_dropped():
     old = _view_query(OLD)
-    assert verify_ai_beacon(ROTATING, "view", old).ad_id == 7
+    assert verify_ai_beacon(ROTATING, "view", old, now=NOW).ad_id == 7
     with pytest.raises(InvalidToken):
-        verify_ai_beacon(ROTATED, "view", old)
+        verify_ai_beacon(ROTATED, "view", old, now=NOW)
     with pytest.raises(InvalidToken):
-        verify_ai_beacon(ROTATING, "view", _view_query(FORGER))
+        verify_ai_beacon(ROTATING, "view", _view_query(FORGER), now=NOW)
     with pytest.raises(InvalidToken):  # an old URL edited keeps no signature of either key
-        verify_ai_beacon(ROTATING, "view", {**old, "ad_id": "8"})
+        verify_ai_beacon(ROTATING, "view", {**old, "ad_id": "8"}, now=NOW)
     assert _view_query(ROTATING)["sig"] == _view_query(ROTATED)["sig"]
 
 
