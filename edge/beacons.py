@@ -286,6 +286,13 @@ def ai_derived_click_id(
     return AiBeacon("click", ad_id, message_id, conversation_id or "", scope).derived_click_id
 
 
+def ugc_derived_click_id(token_id: str) -> str:
+    """The click id ``GET /dea/ugc/click`` stores for a partner's UGC ad fired without
+    ``&click_id=`` (what an advertiser's ``{click_id}`` macro becomes in a UGC answer): one
+    per impression token, so a refired click URL is a replay."""
+    return "ugc-" + hashlib.sha256(encode_parts("ugc-click", token_id)).hexdigest()[:32]
+
+
 def verify_ai_beacon(
     signer: Signer, kind: AiBeaconKind, query: dict[str, str], *, now: float
 ) -> AiBeacon:

@@ -1,4 +1,5 @@
-"""Click beacons: the tag's (page and UGC slots) and the AI product's signed click URL.
+"""Click beacons: the tag's (page and UGC slots), the click URL of a partner's UGC ad, and
+the AI product's signed click URL.
 
 Every click with a genuine token or signature is stored before its 2xx, valid or not; what
 makes it billable is decided in the edge (here and in ``edge.ledger``), never in the store:
@@ -32,7 +33,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from edge import ledger
-from edge.beacons import Surface
+from edge.beacons import Surface, ugc_derived_click_id
 from edge.context import Context
 from edge.delivery import schemas
 from edge.delivery.events import (
@@ -61,6 +62,8 @@ async def url_click(ctx: Context, request: Request) -> Response:
 
 
 async def ugc_click(ctx: Context, request: Request) -> Response:
+    if request.method == "GET":
+        return await _ugc_click_url(ctx, request)
     return await _tag_click(ctx, request, "ugc")
 
 
@@ -91,14 +94,59 @@ async def _tag_click(ctx: Context, request: Request, surface: Surface) -> Respon
     return json_response({"acknowledged": True, "counted": counted})
 
 
+async def _ugc_click_url(ctx: Context, request: Request) -> Response:
+    """``click_url`` of a partner's UGC ad (``/v1/ugc/process``), fired by the partner when a
+    person clicks the ad, perhaps from its server for many users: judged as the AI click URL
+    is (no per-client click rate, the user's browser named in X-Device-User-Agent). Its
+    impression is the ad's pixel, fired with the same token."""
+    query = strict_query(request, schemas.UGC_CLICK_QUERY, required=["t"])
+    claims = read_claims(ctx, query["t"], "ugc", "t")
+    if claims.client is not None:
+        # The tag's token, bound to the browser it was issued to: the partner's rules (no
+        # per-client rate, the device header) must not apply to its clicks.
+        raise BadRequest(
+            "t is a token the tag was given: its clicks report through POST /dea/ugc/click",
+            field="t",
+        )
+    # One id per token without the partner's own: a refired URL is a replay.
+    click_id = _click_id(query, ugc_derived_click_id(claims.token_id))
+    key = f"tok:{claims.token_id}"
+    live = claims.key_family is None or await partner_live(ctx, claims.key_family)
+    await record_click(
+        _Judge(request, None, claims.publisher_id, partner=True, live=live),
+        ctx,
+        Click(
+            click_id=click_id,
+            impression_key=key,
+            kind="ugc",
+            env=claims.env,
+            ad_id=claims.ad_id,
+            campaign_id=claims.campaign_id,
+            at=ctx.clock(),
+            publisher_id=claims.publisher_id,
+            pricing=claims.served_pricing,
+            key_family=claims.key_family,
+        ),
+        (key,),
+    )
+    return Response(status_code=204)
+
+
+def _click_id(query: dict[str, str], derived: str) -> str:
+    """The partner's ``click_id`` from a click URL's query, checked, else ``derived``."""
+    click_id = query.get("click_id")
+    if click_id is None:
+        return derived
+    if not _CLICK_ID.fullmatch(click_id):
+        raise BadRequest("click_id is 8 to 64 of A-Z a-z 0-9 _ -", field="click_id")
+    return click_id
+
+
 async def ai_click(ctx: Context, request: Request) -> Response:
     query = strict_query(request, schemas.AI_CLICK_QUERY)
     beacon = verified_ai_beacon(ctx, "click", query)
-    click_id = query.get("click_id")
-    if click_id is None:  # one id per ad and message: a refired URL is a replay
-        click_id = beacon.derived_click_id
-    elif not _CLICK_ID.fullmatch(click_id):
-        raise BadRequest("click_id is 8 to 64 of A-Z a-z 0-9 _ -", field="click_id")
+    # One id per ad and message without the partner's own: a refired URL is a replay.
+    click_id = _click_id(query, beacon.derived_click_id)
     live = beacon.key_family is None or await partner_live(ctx, beacon.key_family)
     ad_id, campaign_id, pricing = ai_attribution(ctx, beacon.ad_id, beacon.pricing)
     seen = (beacon.impression_key("render"), beacon.impression_key("view"))
@@ -128,9 +176,9 @@ class _Judge:
     request: Request
     bound_to: str | None  # the client the token was issued to
     publisher_id: str | None
-    # Fired by a partner (the AI click URL), perhaps from one server for many users: no
-    # per-client click rate (one click per ad and message, in its conversation, is the
-    # cap), and the user's browser may be named in X-Device-User-Agent.
+    # Fired by a partner (an AI or UGC ad's click URL), perhaps from one server for many
+    # users: no per-client click rate (one valid click per impression is the cap), and the
+    # user's browser may be named in X-Device-User-Agent.
     partner: bool = False
     # False when the partner key family its token or URL names has no valid key left.
     live: bool = True
@@ -148,7 +196,7 @@ async def record_click(
     together share one verdict (``_invalid_reason``) and the store keeps one of them.
     """
     async with store_errors():
-        # A partner's click (the AI click URL) spends no per-client allowance: its replay
+        # A partner's click (a click URL) spends no per-client allowance: its replay
         # needs no lookup, the store's uniqueness drops it.
         if not judge.partner and await ctx.store.click_stored(click.click_id, click.impression_key):
             return False

@@ -142,14 +142,15 @@ CLICK_REQUEST = _object(
     v=TAG_VERSION,
 )
 AI_CLICK_QUERY = (*AI_BEACON_QUERY, "click_id")
+UGC_CLICK_QUERY = ("t", "click_id")
 CONVERSION_REQUEST = _object(
     ["click_id"],
     click_id={
         **CLICK_ID,
         "description": "The click's id exactly as the click carried it, which is what the "
-        "advertiser's {click_id} macro received: the tag's, the AI partner's &click_id=, or "
-        "without one the id the AI click URL stores (given in the AI answer's "
-        "click_through_url).",
+        "advertiser's {click_id} macro received: the tag's, the partner's &click_id= on an "
+        "AI or UGC click_url, or without one the id that click URL stores (given in the "
+        "answer's click_through_url).",
     },
     value_usd={
         "type": "number",

@@ -2,11 +2,12 @@
 fields), the no-match and empty answers, AI ads.
 
 The creative fields come from the catalogue exactly as written (``click_through_url`` is
-used exactly as given, but for an AI ad's ``{click_id}`` macro: ``ai_ad``). UGC ads also
+used exactly as given, but for the ``{click_id}`` macro: ``ugc_ad``, ``ai_ad``). UGC ads also
 carry the edge's own impression pixel, so a partner that fires ``pixel_trackers`` once the
-ad is visible has the impression counted by the edge. The pixel's token and the AI beacon
-URLs name the partner's key family (``KeyRecord.family``), so what its serves earn counts
-for its key's report row without a store read when the beacon comes.
+ad is visible has the impression counted by the edge, and a ``click_url`` the partner fires
+when a person clicks the ad (as AI ads do). The pixel's token and the AI beacon URLs name
+the partner's key family (``KeyRecord.family``), so what its serves earn counts for its
+key's report row without a store read when the beacon comes.
 """
 
 from __future__ import annotations
@@ -18,20 +19,26 @@ from edge.beacons import (
     ai_click_url,
     ai_derived_click_id,
     issue_impression_token,
+    ugc_derived_click_id,
 )
 from edge.context import Context
 from edge.creative import CLICK_ID_MACRO, cpm_usd, creative, with_click_id
-from matcher.types import MatchResult, Placement, ScoredAd
+from matcher.types import MatchResult, ScoredAd
 
 EDGE_PIXEL_VENDOR = "edge"
 
 
-def edge_pixel(
-    ctx: Context, p: Placement, post_id: str, key_family: str | None = None
-) -> dict[str, str]:
-    """The edge's impression pixel of a UGC ad; ``key_family``: the serving partner's."""
+def ugc_ad(
+    ctx: Context, scored: ScoredAd, post_id: str, key_family: str | None = None
+) -> dict[str, Any]:
+    """A UGC ad: the creative, the edge's impression pixel among its ``pixel_trackers`` and
+    its ``click_url``, both with one impression token; ``key_family``: the serving
+    partner's, sealed in the token. A ``{click_id}`` the advertiser put in its
+    ``click_through_url`` becomes the id the click URL stores when fired as given (the one a
+    conversion then reports); any other URL is exactly as given."""
     assert ctx.signer is not None  # set at start-up, before any request
-    token, _ = issue_impression_token(
+    p = scored.placement
+    token, claims = issue_impression_token(
         ctx.signer,
         surface="ugc",
         env=ctx.settings.env,
@@ -44,20 +51,20 @@ def edge_pixel(
         key_family=key_family,
         form=ctx.settings.token_form,
     )
-    return {
-        "vendor": EDGE_PIXEL_VENDOR,
-        "tracker_type": "impression",
-        "url": f"{ctx.settings.base_url}/dea/ugc/impression?t={token}",
-    }
-
-
-def ugc_ad(
-    ctx: Context, scored: ScoredAd, post_id: str, key_family: str | None = None
-) -> dict[str, Any]:
-    p = scored.placement
+    base = ctx.settings.base_url
     ad = creative(p)
-    ad["pixel_trackers"].append(edge_pixel(ctx, p, post_id, key_family))
+    ad["pixel_trackers"].append(
+        {
+            "vendor": EDGE_PIXEL_VENDOR,
+            "tracker_type": "impression",
+            "url": f"{base}/dea/ugc/impression?t={token}",
+        }
+    )
+    if CLICK_ID_MACRO in ad["click_through_url"]:  # the id costs a hash: only when asked for
+        click_id = ugc_derived_click_id(claims.token_id)
+        ad["click_through_url"] = with_click_id(ad["click_through_url"], click_id)
     ad["ad_id"] = p.ad.id
+    ad["click_url"] = f"{base}/dea/ugc/click?t={token}"
     return ad
 
 

@@ -93,9 +93,16 @@ UGC_AD = {
     "type": "object",
     "description": "A matched ad, with ad_id. pixel_trackers also holds the edge's own pixel "
     "(vendor `edge`, /dea/ugc/impression), which counts the impression when fired.",
-    "required": [*_CREATIVE_REQ, "ad_id"],
+    "required": [*_CREATIVE_REQ, "ad_id", "click_url"],
     "properties": {
         **CREATIVE,
+        "click_url": {
+            "type": "string",
+            "format": "uri",
+            "description": "Fire it (GET) when a person clicks the ad, then open "
+            "click_through_url; never on view. The click counts once, after the ad's edge "
+            "pixel, and bills a CPC ad's bid.",
+        },
         "ad_id": {
             "type": "string",
             "description": "The catalogue ad's id, a string. Note: AI answers "

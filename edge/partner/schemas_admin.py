@@ -10,7 +10,6 @@ from edge.partner.bodies import DisableRequest, ImpressionRequest, LegacyProcess
 from edge.partner.schemas import (
     CREATIVE,
     PIXEL,
-    UGC_AD,
     declared,
     operation,
     ref,
@@ -193,8 +192,9 @@ def ad_manager_doc(
 
 LEGACY_AD = {
     "type": "object",
-    "description": "The UGC ad fields plus pricing_model and relevancy_score",
-    "required": [*UGC_AD["required"], "pricing_model", "relevancy_score"],
+    "description": "The UGC ad fields plus pricing_model and relevancy_score (no edge pixel "
+    "and no click_url: this API reports impressions through POST /ugc/impression)",
+    "required": [*CREATIVE, "ad_id", "pricing_model", "relevancy_score"],
     "properties": {
         **CREATIVE,
         "ad_id": {"type": "string", "description": "The catalogue ad's id (a string)"},

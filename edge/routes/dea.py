@@ -40,7 +40,7 @@ PREFLIGHT_PATHS = {
     HOVER: frozenset({"POST"}),
     UGC_IMPRESSION: frozenset({"GET", "POST"}),
     URL_CLICK: frozenset({"POST"}),
-    UGC_CLICK: frozenset({"POST"}),
+    UGC_CLICK: frozenset({"GET", "POST"}),
 }
 # Where a publisher's performance monitoring may see timings (Timing-Allow-Origin).
 TIMING_PATHS = (KEYWORDS, PLACEMENTS)
@@ -59,7 +59,7 @@ def _beacons(ctx: Context) -> list[tuple[str, Any, list[str]]]:
         (HOVER, partial(events.hover, ctx), ["POST"]),
         (UGC_IMPRESSION, partial(events.ugc_impression, ctx), ["GET", "POST"]),
         (URL_CLICK, partial(clicks.url_click, ctx), ["POST"]),
-        (UGC_CLICK, partial(clicks.ugc_click, ctx), ["POST"]),
+        (UGC_CLICK, partial(clicks.ugc_click, ctx), ["GET", "POST"]),
     ]
     if _ai_enabled(ctx):
         out += [
@@ -191,6 +191,7 @@ def openapi(ctx: Context) -> dict[str, Any]:
         UGC_CLICK: {
             "post": _post(ctx, "A person clicked a UGC ad (billing-grade)",
                           s.CLICK_REQUEST, s.CLICK_RESPONSE, 503),
+            "get": _ugc_click_url(ctx),
         },
     }  # fmt: skip
     for path, methods in PREFLIGHT_PATHS.items():
@@ -281,3 +282,30 @@ def _ai_click(ctx: Context) -> dict[str, Any]:
         "same ad and message, is stored invalid and never billed); a replay counts nothing"
     }
     return op
+
+
+def _ugc_click_url(ctx: Context) -> dict[str, Any]:
+    return {
+        "summary": "A person clicked a partner's UGC ad; the click_url from /v1/ugc/process",
+        "tags": ["delivery"],
+        "parameters": [
+            {"name": "t", "in": "query", "required": True, "schema": schemas.TOKEN},
+            {
+                "name": "click_id",
+                "in": "query",
+                "required": False,
+                "schema": schemas.CLICK_ID,
+                "description": "The partner's id for this click (8-64 of A-Z a-z 0-9 _ -); "
+                "without it, one id per impression token (the one an advertiser's {click_id} "
+                "macro in the ad's click_through_url received)",
+            },
+            DEVICE_USER_AGENT,
+        ],
+        "responses": {
+            "204": {
+                "description": "Stored (a click whose pixel was never fired, or a second click "
+                "of the same ad, is stored invalid and never billed); a replay counts nothing"
+            },
+            **_errors(ctx, 400, 503),
+        },
+    }

@@ -10,10 +10,11 @@ import pytest
 
 from edge.beacons import LEGACY_IMPRESSION_PURPOSE, issue_impression_token, read_impression_token
 from edge.context import Context
-from edge.partner.render import edge_pixel
+from edge.partner.render import ugc_ad
 from edge.settings import Settings, SettingsError
 from edge.signing import Signer
 from matcher.catalogue import load_catalogue
+from matcher.types import ScoredAd
 from tests.delivery.helpers import ORIGIN, PUB, register
 from tests.routes.conftest import CATALOGUE
 
@@ -87,13 +88,14 @@ def test_a_node_set_to_json_hands_out_json_tokens_that_count_once(make_client):
     assert client.portal.call(ctx.store.impression_count, "url") == 1
 
 
-def test_the_partner_pixel_follows_the_setting(tmp_path):
+def test_the_partner_pixel_and_click_url_follow_the_setting(tmp_path):
     catalogue = load_catalogue(CATALOGUE)
     placement = catalogue.placement("ad-dog-food")
     for form, readable in (("json", True), ("binary", False)):
         settings = Settings(db=tmp_path / "edge.db", cache_dir=tmp_path / "c", token_form=form)
         ctx = Context.build(settings)
         ctx.signer = Signer(KEY)
-        url = edge_pixel(ctx, placement, "p-1")["url"]
-        token = url.split("?t=", 1)[1]
+        ad = ugc_ad(ctx, ScoredAd(placement, 0.9, 0.9), "p-1")
+        token = ad["pixel_trackers"][-1]["url"].split("?t=", 1)[1]
         assert (earlier_release_read(KEY, token) is not None) is readable, form
+        assert ad["click_url"].split("?t=", 1)[1] == token

@@ -87,9 +87,10 @@ def error_shape(ctx, response, case) -> bool | None:
 
 
 def negative_data_refused(ctx, response, case) -> bool | None:
-    """Schemathesis's rejection check, with 413 counted as a refusal: a negative example can
-    be a body past the edge's size limit, which the edge refuses before reading it whole."""
-    if response.status_code == 413:
+    """Schemathesis's rejection check, with 413 and 431 counted as refusals: a negative
+    example can be a body past the edge's size limit, which the edge refuses before reading
+    it whole, or a query string past the request line's (a token far over its maxLength)."""
+    if response.status_code in (413, 431):
         return True
     return negative_data_rejection(ctx, response, case)
 

@@ -41,7 +41,7 @@ def test_top_semantic_matches_in_the_production_schema(sandbox):
     for ad in body["ads"]:
         assert set(ad) == {
             "ad_id", "title", "cta", "click_through_url", "advertiser_name", "ttl_seconds",
-            "pixel_trackers",
+            "pixel_trackers", "click_url",
         }  # fmt: skip
 
 

@@ -223,7 +223,7 @@ def test_matched_ads_carry_the_spec_fields_and_the_edge_pixel(prod, script):
     dog, shoes = body["ads"]
     assert set(dog) == {
         "ad_id", "title", "cta", "click_through_url", "advertiser_name", "ttl_seconds",
-        "pixel_trackers",
+        "pixel_trackers", "click_url",
     }  # fmt: skip
     assert dog["ad_id"] == "ad-dog-food"
     assert dog["title"] == "Dinner your dog will finish"
