@@ -173,6 +173,31 @@ def test_a_sealed_price_still_bills_nothing_once_its_campaign_is_gone_or_spent(c
     assert billed(client, DOG_CAMPAIGN) == {} and billed(client, SHOE_CAMPAIGN) == {}
 
 
+@pytest.mark.parametrize(
+    "change", ["paused", "archived", "ended"], ids=lambda c: f"{c}-then-budget-0"
+)
+def test_a_paused_or_ended_campaign_bills_what_it_delivered_until_its_budget_is_0(client, change):
+    # Pausing, archiving or ending stops serving, not the billing of ads served before:
+    # their clicks bill within the budget. A budget of 0 stops all billing at once.
+    before_pause, before_budget_cut = serve_url(client, DOG), serve_url(client, DOG)
+    raw = doc()
+    dog = next(c for c in raw["campaigns"] if c["id"] == DOG_CAMPAIGN)
+    if change == "ended":
+        dog["start_at"], dog["end_at"] = "2020-01-01T00:00:00Z", "2020-02-01T00:00:00Z"
+    else:
+        dog["status"] = change
+    load(client, raw)
+    view(client, before_pause, "url", 1)
+    click(client, before_pause, "url", 1)
+    assert billed(client, DOG_CAMPAIGN) == {"cpc": pytest.approx(1.25)}
+    dog["budget_usd"] = 0
+    load(client, raw)
+    view(client, before_budget_cut, "url", 2)
+    click(client, before_budget_cut, "url", 2)
+    assert counted(client, DOG_CAMPAIGN, "clicks") == 2
+    assert billed(client, DOG_CAMPAIGN) == {"cpc": pytest.approx(1.25)}
+
+
 @pytest.mark.parametrize("form", ["binary", "json"])
 def test_both_token_forms_seal_the_pricing(client, form):
     ctx = client.app.state.ctx
