@@ -320,14 +320,23 @@ def run(args: argparse.Namespace) -> int:
 async def served_campaigns(ctx: Context, from_file: Catalogue | None) -> tuple[Campaign, ...]:
     """The campaigns a production edge on this database serves, for their pacing: the live
     version stored by ``edge catalogue load`` (which wins over the file), else the file
-    named by ``EDGE_CATALOGUE`` (``from_file``, checked already), else the bundled one.
+    named by ``EDGE_CATALOGUE`` (``from_file``, checked already), else the bundled one (said
+    on stderr for a production database: its campaigns are samples, not what is served).
     Nothing when a stored version cannot be read (said on stderr: the report still prints)."""
     try:
         live = await ctx.store.live_catalogue() if ctx.settings.is_production else None
         body = None if live is None else await ctx.store.catalogue_body(live[0])
         if body is not None:
             return parse_catalogue(body).campaigns
-        return (from_file or load_catalogue(None)).campaigns
+        if from_file is not None:
+            return from_file.campaigns
+        if ctx.settings.is_production:
+            print(
+                "edge report: pacing is of the bundled sample catalogue: no catalogue was "
+                "loaded into this database; pass the file the edge serves with --catalogue",
+                file=sys.stderr,
+            )
+        return load_catalogue(None).campaigns
     except CatalogueError as exc:
         print(f"edge report: no pacing: {exc}", file=sys.stderr)
         return ()

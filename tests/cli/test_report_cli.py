@@ -132,8 +132,12 @@ def test_clicks_ctr_conversions_money_by_model_invalid_and_pacing(tmp_path, caps
 
     asyncio.run(work())
     store.close_blocking()
+    capsys.readouterr()
     assert main(["report", "--json", "--db", str(db)]) == 0
-    report = orjson.loads(capsys.readouterr().out)
+    out, err = capsys.readouterr()
+    report = orjson.loads(out)
+    # No catalogue loaded or named: the pacing is the bundled samples', and it says so.
+    assert "bundled sample catalogue" in err and "--catalogue" in err
     ad = report["ad"]["ad-dog-food"]
     assert (ad["clicks"], ad["conversions"], ad["ctr"]) == (1, 1, 0.25)
     assert ad["invalid_clicks_duplicate"] == 1
@@ -272,7 +276,9 @@ def test_pacing_reads_the_catalogue_loaded_into_the_database(tmp_path, capsys):
     store.close_blocking()
     capsys.readouterr()
     assert main(["report", "--json", "--db", str(db)]) == 0
-    camp = orjson.loads(capsys.readouterr().out)["campaign"]["cmp-hot-reload"]
+    out, err = capsys.readouterr()
+    assert "bundled" not in err
+    camp = orjson.loads(out)["campaign"]["cmp-hot-reload"]
     assert camp["pacing"]["spent_usd"] == 2.0 and camp["pacing"]["budget_usd"] == 50.0
 
 
