@@ -2,8 +2,9 @@
 containing granularity, and test an ad set's targets against it.
 
 Precedence: lat+lon, then ZIP, then city (+state), then DMA, then state. A country alone and
-a lone lat or lon are not signals. A signal that cannot be resolved (unknown ZIP, a city in
-no state we know) is skipped for the next one, never an error: geo is an optional hint.
+a lone lat or lon are not signals; a country other than the US leaves lat+lon the only one.
+A signal that cannot be resolved (unknown ZIP, a city in no state we know) is skipped for
+the next one, never an error: geo is an optional hint.
 
 Expansion uses the offline ``zipcodes`` gazetteer (ZIP -> city, county, state, lat/lon) and
 a county -> DMA table (``data/dma_counties.csv``: the markets we test; DMA membership is
@@ -27,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import metadata, resources
 from pathlib import Path
@@ -324,10 +326,22 @@ class Gazetteer:
         return (self._codes[rows[j]], km) if km <= NEAREST_ZIP_MAX_KM else None
 
     def resolve(self, geo: GeoSignal | None) -> Location | None:
-        """The richest usable signal, expanded; None when there is no usable signal."""
+        """The richest usable signal, expanded; None when there is no usable signal. A
+        country other than the US places the user outside it: its ZIP, city, DMA and state
+        are not read as US ones (a ZIP of another country's postal code is no US ZIP), and
+        lat+lon alone may place the user."""
         if geo is None:
             return None
-        for step in (self._latlon, self._zipcode, self._cityname, self._dma, self._state):
+        steps: tuple[Callable[[GeoSignal], Location | None], ...] = (
+            self._latlon,
+            self._zipcode,
+            self._cityname,
+            self._dma,
+            self._state,
+        )
+        if geo.country is not None and geo.country.upper() != "US":
+            steps = steps[:1]
+        for step in steps:
             loc = step(geo)
             if loc is not None:
                 return loc

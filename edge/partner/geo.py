@@ -86,7 +86,8 @@ class GeoTarget(msgspec.Struct, forbid_unknown_fields=True):
                 2,
                 pattern=COUNTRY,
                 form=COUNTRY_FORM,
-                description="Defaults to US when omitted",
+                description="Defaults to US when omitted. Another country places the user "
+                "outside the US: its zipcode, city and dma are then not read (lat+lon still is)",
             ),
         ]
         | None

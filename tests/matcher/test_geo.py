@@ -48,6 +48,21 @@ def test_unusable_signals_resolve_to_nothing(gaz, signal):
     assert gaz.resolve(signal) is None
 
 
+@pytest.mark.parametrize("country", ["GB", "ca"])
+def test_another_country_places_the_user_outside_the_us(gaz, country):
+    # A British postcode area or a Canadian city is no US ZIP or city: the US signals are
+    # not read, and a point still places the user.
+    for signal in (
+        GeoSignal(country=country, zipcode="94107"),
+        GeoSignal(country=country, city="Seattle"),
+        GeoSignal(country=country, dma="807", state="US-CA"),
+    ):
+        assert gaz.resolve(signal) is None, signal
+    loc = gaz.resolve(GeoSignal(country=country, zipcode="94107", lat=51.5, lon=-0.12))
+    assert loc is not None and loc.signal == "latlon" and not loc.states
+    assert gaz.resolve(GeoSignal(country="US", zipcode="94107")).signal == "zipcode"
+
+
 def test_city_alone_when_unambiguous(gaz):
     loc = gaz.resolve(GeoSignal(city="Seattle"))
     assert loc is not None and loc.states == {"US-WA"} and "819" in loc.dmas
