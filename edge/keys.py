@@ -186,7 +186,10 @@ class Keyring:
         return record
 
     async def verify(self, key: str | None, *, env: str, product: str) -> KeyRecord:
-        """The record of a key valid for this environment and product; else Unauthorized."""
+        """The record of a key valid for this environment and product; else Unauthorized.
+        Spaces and tabs around it are not part of it (HTTP's optional whitespace around a
+        field value, which the server does not always strip at the end)."""
+        key = key.strip(" \t") if key else key
         if not key:
             raise Unauthorized("an X-API-Key header is required", field="X-API-Key")
         parsed = parse(key)

@@ -59,6 +59,9 @@ def test_only_a_hash_is_stored(keyring, tmp_path):
 def test_verify_accepts_the_right_scope(keyring):
     key, record = run(keyring.issue("production", "ugc"))
     assert run(keyring.verify(key, env="production", product="ugc")) == record
+    # HTTP's optional whitespace around a header value is not part of the key.
+    for padded in (f"{key} ", f"{key} \t", f"\t {key}"):
+        assert run(keyring.verify(padded, env="production", product="ugc")) == record
 
 
 @pytest.mark.parametrize(
