@@ -147,6 +147,7 @@ def _string_checker(schema: dict[str, Any]) -> Callable[[str, str, str], None] |
     min_length = schema.get("minLength", 0)
     max_length = schema.get("maxLength")
     pattern = json_schema_pattern(schema["pattern"]) if "pattern" in schema else None
+    form = schema.get("pattern")  # the rule a refused value is told, as the schema states it
 
     def check(value: str, label: str, where: str) -> None:
         if len(value) < min_length:
@@ -154,7 +155,7 @@ def _string_checker(schema: dict[str, Any]) -> Callable[[str, str, str], None] |
         if max_length is not None and len(value) > max_length:
             raise BadRequest(f"{label} must have at most {max_length} characters", field=where)
         if pattern is not None and not pattern.search(value):
-            raise BadRequest(f"{label} is not in the expected form", field=where)
+            raise BadRequest(f"{label} must match {form}", field=where)
 
     return check
 

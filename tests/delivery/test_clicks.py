@@ -311,6 +311,13 @@ def test_a_conversion_with_a_forged_or_unknown_click_id_is_refused(client, click
     assert charges(client) == []
 
 
+def test_a_click_id_not_in_its_form_is_a_400_that_states_the_rule(client):
+    key = issue_key(client, "ad-manager")
+    err = assert_error_shape(convert(client, "short", key), 400)
+    assert err["field"] == "click_id"
+    assert err["message"] == "click_id must match ^[A-Za-z0-9_\\-]{8,64}$"
+
+
 def test_a_conversion_of_an_invalid_click_is_refused(client):
     key = issue_key(client, "ad-manager")
     click(client, token(client, CPA_AD, CPA_CAMPAIGN), "clk-00000001")  # no impression
