@@ -71,7 +71,9 @@ words:
                         fire the view beacon without the render one, so this can exceed
                         impressions.
   clicks                valid clicks: after a stored impression, at most one per impression
-  ctr                   clicks / viewable_impressions (null while viewable_impressions is 0)
+  ctr                   clicks / viewable_impressions (null while viewable_impressions is 0).
+                        An AI click is valid after the render beacon alone, so an AI ad
+                        whose view beacons are not fired can show a ctr above 1 (or null).
   conversions           conversions reported for valid clicks (POST /v1/ad-manager/conversions)
   billable_usd          USD billed: CPM per 1,000 viewable impressions, CPC per valid click,
                         CPA per conversion (by model: billable_usd_cpm, _cpc, _cpa); not

@@ -96,6 +96,12 @@ UGC_AD = {
     "required": [*_CREATIVE_REQ, "ad_id", "click_url"],
     "properties": {
         **CREATIVE,
+        "click_through_url": {
+            "type": "string",
+            "description": "Used exactly as given, but for a {click_id} placeholder the "
+            "advertiser put in it: it holds the id click_url stores when fired as given, the "
+            "one the advertiser's conversion reports",
+        },
         "click_url": {
             "type": "string",
             "format": "uri",

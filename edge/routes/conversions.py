@@ -126,7 +126,7 @@ def openapi(ctx: Context) -> dict[str, Any]:
             **{str(s): error_for(s) for s in (400, 401, 403, 413, 415, 429, 503)},
             "404": error_response("unknown_click: no click with this click_id (or a forged one)"),
             "422": error_response(
-                "Body failed validation, invalid_click: the click is invalid and cannot "
+                "invalid_click: the click is invalid and cannot "
                 "convert, ambiguous_click: valid clicks of more than one ad or message "
                 "carry this click_id, or conversion_window_closed: the click is older than "
                 "the attribution window"
