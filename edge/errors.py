@@ -128,11 +128,25 @@ async def _edge_error(request: Request, exc: Exception) -> Response:
     return error_response(exc.status, exc.code, exc.message, exc.field, {**spent, **exc.headers})
 
 
+# Routes only a production edge serves: the AI product, its beacons and conversions. A
+# sandbox's 404 for them says so, rather than that the path is unknown.
+PRODUCTION_ONLY = ("/v1/ai/", "/dea/ai/", "/v1/ad-manager/conversions")
+
+
+def _not_found(request: Request) -> str:
+    path = request.url.path
+    ctx = getattr(request.app.state, "ctx", None)
+    sandbox = ctx is not None and not ctx.settings.is_production
+    if sandbox and path.startswith(PRODUCTION_ONLY):
+        return f"{path} is served in production only: the sandbox has no AI product or conversions"
+    return f"no route for {path}"
+
+
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     code = _STARLETTE_CODES.get(exc.status_code, "http_error")
     message = {
-        404: f"no route for {request.url.path}",
+        404: _not_found(request),
         405: f"{request.method} is not allowed on {request.url.path}",
     }.get(exc.status_code, str(exc.detail))
     return error_response(exc.status_code, code, message, headers=exc.headers)

@@ -336,7 +336,11 @@ def test_a_conversion_needs_an_ad_manager_key(client):
 def test_conversions_do_not_exist_on_the_sandbox(make_client):
     client = make_client(env="sandbox")
     key = issue_key(client, "ad-manager")
-    assert convert(client, "clk-00000001", key).status_code == 404
+    err = assert_error_shape(convert(client, "clk-00000001", key), 404)
+    assert "production only" in err["message"]
+    for path in ("/v1/ai/process", "/dea/ai/click"):
+        assert "production only" in client.get(path).json()["error"]["message"]
+    assert client.get("/v1/nothing").json()["error"]["message"] == "no route for /v1/nothing"
 
 
 # -- the AI product's signed click URL -----------------------------------------------------------
