@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -72,6 +73,9 @@ Conn = psycopg.AsyncConnection[Any]
 _CHANNEL = "edge_changes"
 _MAX_BATCH = 512
 _RETRIES = 5  # deadlock / serialisation failure: the whole batch runs again
+# The pause before the next try, in seconds: drawn from (0, base * 2**try) so that two nodes
+# whose batches deadlocked on the same keys do not retry in step and meet again.
+_RETRY_PAUSE = 0.01
 _CONNECT_TIMEOUT_S = 5.0  # a pool that cannot hand out a connection in this time is down
 # The pool retries a lost connection with a pause that doubles each time (1, 2, 4, 8 s ...),
 # so after a long outage its next try could come as long after the database is back as the
@@ -208,7 +212,11 @@ class PostgresStore(Store):
             return await fn(conn, *args)
 
     @contextlib.asynccontextmanager
-    async def _connection(self) -> AsyncIterator[Conn]:
+    async def _connection(self, retried: bool = False) -> AsyncIterator[Conn]:
+        """A pooled connection; a database that cannot answer is ``StoreUnavailable``.
+        ``retried``: the caller runs the transaction again after a deadlock or a
+        serialisation failure, so those pass through as they are (psycopg files them
+        under ``OperationalError``, which would otherwise make them a 503 at once)."""
         if self._pool is None:
             raise StoreUnavailable("the store is not open")
         try:
@@ -216,6 +224,10 @@ class PostgresStore(Store):
                 yield conn
         except PoolTimeout as exc:
             raise StoreUnavailable("the database did not answer in time") from exc
+        except (pg_errors.DeadlockDetected, pg_errors.SerializationFailure) as exc:
+            if retried:
+                raise
+            raise StoreUnavailable(f"the database could not answer: {exc}") from exc
         except psycopg.OperationalError as exc:
             raise StoreUnavailable(f"the database could not answer: {exc}") from exc
 
@@ -261,7 +273,8 @@ class PostgresStore(Store):
             except (pg_errors.DeadlockDetected, pg_errors.SerializationFailure) as exc:
                 log.info("store batch retried after %s (attempt %d)", type(exc).__name__, attempt)
                 attempt += 1
-                await asyncio.sleep(0.005 * attempt)
+                pause = random.uniform(0, _RETRY_PAUSE * 2**attempt)  # noqa: S311 # nosec B311: jitter
+                await asyncio.sleep(pause)
                 continue
             except (psycopg.OperationalError, StoreUnavailable, PoolTimeout) as exc:
                 message = f"the store could not commit: {exc}"
@@ -271,6 +284,12 @@ class PostgresStore(Store):
             self.jobs += len(batch)
             _settle([*failed, *outcomes])
             return
+        log.warning(
+            "store batch of %d writes given up after %d deadlocks or serialisation failures: "
+            "answered 503 (retry)",
+            len(batch),
+            attempt,
+        )
         _settle([*failed, *((job, None, StoreUnavailable("the store could not commit: contention"))
                             for job in batch)])  # fmt: skip
 
@@ -278,7 +297,7 @@ class PostgresStore(Store):
         self, batch: list[_Job], isolate: bool = False
     ) -> list[tuple[_Job, Any, BaseException | None]]:
         outcomes: list[tuple[_Job, Any, BaseException | None]] = []
-        async with self._connection() as conn, conn.transaction():
+        async with self._connection(retried=True) as conn, conn.transaction():
             wconn = WriteConn(conn)
             for run in runs_of(batch):
                 many = _BATCHED.get(run[0].fn) if len(run) > 1 else None

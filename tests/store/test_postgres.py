@@ -181,6 +181,39 @@ def _seconds_until_it_records(run, store, name: str, limit: float = 30.0) -> flo
             time.sleep(0.1)
 
 
+@pytest.mark.parametrize("error", ["DeadlockDetected", "SerializationFailure"])
+def test_a_batch_the_server_aborts_for_a_deadlock_runs_again_and_commits(
+    postgres, run, monkeypatch, error
+):
+    # Two nodes writing copies of one impression's keys can deadlock; the server aborts one
+    # transaction, which must run again, not answer 503 for every write in its batch.
+    import edge.store.postgres as pg
+
+    url = postgres.new_database()
+    store = PostgresStore(url)
+    run(store.open())
+    aborts = []
+    flush = pg._flush_counts
+
+    async def aborted_once(conn, rows):
+        if not aborts:
+            aborts.append(error)
+            raise getattr(psycopg.errors, error)("the server aborted the transaction")
+        await flush(conn, rows)
+
+    monkeypatch.setattr(pg, "_flush_counts", aborted_once)
+    try:
+
+        async def burst() -> list[bool]:
+            writes = (ledger.record_impression(store, imp((f"k{n}",))) for n in range(20))
+            return list(await asyncio.gather(*writes))
+
+        assert run(burst()) == [True] * 20
+        assert aborts == [error] and run(store.impression_count()) == 20
+    finally:
+        run(store.close())
+
+
 def test_restarted_server_is_unavailable_then_recovers_by_itself(postgres, run):
     url = postgres.new_database()
     store = PostgresStore(url)
