@@ -22,13 +22,23 @@ changes (``snapshot``), made at most once per change.
 
 The figures are per campaign in total and in the current UTC day (the daily caps); the
 store answers today's from the campaigns' day buckets, bumped in each billing commit.
+
+Copies of one billable event (a partner refiring a click URL, an advertiser resending a
+conversion, a tag's resent beacon) that this process takes at once are decided in turn
+(``turns``): without that, every copy in flight holds the charge it would bill, only one of
+them counts, and until they commit every other event of the campaign sees that much less
+headroom, so a genuine one near the budget bills less than it should, for good (a replay
+never bills). A copy of one that counted here a moment ago is a replay without a hold or a
+write.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from edge.counters import utc_day
 from edge.store import Store
@@ -36,6 +46,8 @@ from matcher.pacing import Spend, day_start, headroom
 from matcher.types import Campaign
 
 SPEND_REFRESH_SECONDS = 5.0
+# How many counted events ``Turns`` remembers (its copies come within moments of the first).
+REMEMBERED_EVENTS = 4096
 
 log = logging.getLogger("edge.spend")
 
@@ -60,6 +72,7 @@ class SpendLedger:
         # ``headroom`` only (the pacing gate reads committed spend).
         self._held: dict[str, tuple[float, int]] = {}
         self._task: asyncio.Task[None] | None = None
+        self.turns = Turns()
 
     async def start(self, store: Store) -> None:
         """Read the spend before the first request (a restarted process must not bill
@@ -194,6 +207,41 @@ class SpendLedger:
     def _fresh(self, now: float) -> bool:
         at = self._fetched_at
         return at is not None and at <= now < at + self.ttl
+
+
+class Turns:
+    """One billable event's copies in turn: ``async with turns.turn(key)`` admits one copy of
+    ``key`` at a time, the next once the one before has committed (its charge held and then
+    spent or dropped); ``counted`` says whether a copy of an event counted in this process
+    lately (``remember``), so that a later copy answers "replay" at once."""
+
+    def __init__(self, remembered: int = REMEMBERED_EVENTS) -> None:
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}  # key -> (lock, copies in)
+        self._counted: OrderedDict[str, None] = OrderedDict()
+        self._remembered = remembered
+
+    @contextlib.asynccontextmanager
+    async def turn(self, key: str) -> AsyncIterator[None]:
+        lock, n = self._locks.get(key) or (asyncio.Lock(), 0)
+        self._locks[key] = (lock, n + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, n = self._locks[key]
+            if n == 1:  # the last copy in: nothing left to order
+                del self._locks[key]
+            else:
+                self._locks[key] = (lock, n - 1)
+
+    def counted(self, event: str) -> bool:
+        return event in self._counted
+
+    def remember(self, event: str) -> None:
+        self._counted[event] = None
+        self._counted.move_to_end(event)
+        if len(self._counted) > self._remembered:
+            self._counted.popitem(last=False)
 
 
 def _larger(mine: dict[str, float], stored: dict[str, float]) -> dict[str, float]:

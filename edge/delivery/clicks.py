@@ -192,9 +192,24 @@ async def record_click(
     ``impression_keys``: dedupe keys of which any one stored means the impression was (and
     any one stored valid, that it was valid). A replay (its ``click_id`` stored for its
     impression already) is answered before any rule judges it: it counts nothing and
-    spends nothing of the client's click allowance. Copies of one click that arrive
-    together share one verdict (``_invalid_reason``) and the store keeps one of them.
+    spends nothing of the client's click allowance. Clicks of one impression that this
+    process takes at once are judged in turn (``Turns``): copies of one click share one
+    verdict, and neither they nor a second click of the impression hold a charge that only
+    one click can bill.
     """
+    copy = f"click {click.impression_key} {click.click_id}"
+    async with ctx.spend.turns.turn(f"click {click.impression_key}"):
+        if ctx.spend.turns.counted(copy):
+            return False  # a copy of a click that counted here a moment ago
+        counted = await _judge_and_store(judge, ctx, click, impression_keys)
+        if counted:
+            ctx.spend.turns.remember(copy)
+    return counted
+
+
+async def _judge_and_store(
+    judge: _Judge, ctx: Context, click: Click, impression_keys: tuple[str, ...]
+) -> bool:
     async with store_errors():
         # A partner's click (a click URL) spends no per-client allowance: its replay
         # needs no lookup, the store's uniqueness drops it.

@@ -91,19 +91,27 @@ async def convert(ctx: Context, request: Request) -> Response:
     # Priced as the click's ad was served (kept with the click; a click stored before
     # clicks kept it: the live ad set's); the budget and cap are the live campaign's.
     pricing = pricing_as_served(ctx, click.pricing, click.ad_id)
-    async with store_errors():
-        # The decision and the hold of its charge (``spend.bill``) with no await between:
-        # conversions in flight together each see the others' charges.
-        charge = ledger.conversion_charge(
-            pricing, ctx.spend.headroom(campaign_of(ctx, click.campaign_id))
-        )
-        conversion = Conversion(click, ctx.clock(), body.get("value_usd"), charge)
-        counted = await ctx.spend.bill(
-            click.campaign_id,
-            charge,
-            conversion.at,
-            ledger.record_conversion(ctx.store, conversion),
-        )
+    # Reports of one click's conversion that this process takes at once go in turn: only
+    # one can count, so only one holds a charge (``Turns``).
+    event = f"conversion {click.impression_key} {click.click_id}"
+    async with ctx.spend.turns.turn(event), store_errors():
+        if ctx.spend.turns.counted(event):  # reported here a moment ago
+            counted, charge = False, None
+        else:
+            # The decision and the hold of its charge (``spend.bill``) with no await
+            # between: conversions in flight together each see the others' charges.
+            charge = ledger.conversion_charge(
+                pricing, ctx.spend.headroom(campaign_of(ctx, click.campaign_id))
+            )
+            conversion = Conversion(click, ctx.clock(), body.get("value_usd"), charge)
+            counted = await ctx.spend.bill(
+                click.campaign_id,
+                charge,
+                conversion.at,
+                ledger.record_conversion(ctx.store, conversion),
+            )
+            if counted:
+                ctx.spend.turns.remember(event)
     billed = charge if counted and charge else 0.0
     return json_response(
         {"acknowledged": True, "counted": counted, "billed_usd": billed},

@@ -279,6 +279,32 @@ def test_conversions_at_once_never_bill_past_the_budget(client):
     assert counts(client)[("campaign", CPA_CAMPAIGN, "conversions")] == 10
 
 
+def test_copies_of_conversions_at_once_take_no_budget_from_the_genuine_ones(client):
+    # $40 left, an $18 bid, three clicks each reported three times at once (an advertiser
+    # retrying): the three conversions bill $18, $18 and the $4 left. Copies that will
+    # count nothing must not hold budget the genuine reports then cannot bill.
+    key = issue_key(client, "ad-manager")
+    ctx = client.app.state.ctx
+    ids = [f"clk-{n:08d}" for n in range(3)]
+    for click_id in ids:
+        clicked(client, CPA_AD, CPA_CAMPAIGN, click_id)
+    ctx.spend.add(CPA_CAMPAIGN, 7_960.0, ctx.clock())
+    headers = {"X-API-Key": key}
+    reports = [
+        ("POST", CONVERSIONS, {"headers": headers, "json": {"click_id": c}})
+        for c in ids
+        for _copy in range(3)
+    ]
+    answers = at_once(client, reports)
+    assert [r.status_code for r in answers] == [200] * 9  # within the key's 10 a second
+    assert sum(r.json()["counted"] for r in answers) == 3
+    billed = sorted(r.json()["billed_usd"] for r in answers)
+    assert billed == [0.0] * 6 + [pytest.approx(4.0), CPA_BID, CPA_BID]
+    assert ctx.spend.current().total[CPA_CAMPAIGN] == pytest.approx(8_000.0)
+    # A report after they committed is a replay, as before.
+    assert convert(client, ids[0], key).json()["counted"] is False
+
+
 def test_clicks_and_conversions_of_a_campaign_gone_from_the_live_catalogue_bill_nothing(client):
     # The tokens name a campaign the live catalogue no longer has (their ads are filed
     # under other campaigns now): no budget to check them against, so the click and the

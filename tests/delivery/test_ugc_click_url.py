@@ -14,7 +14,7 @@ import pytest
 
 from edge.beacons import issue_impression_token, read_impression_token, ugc_derived_click_id
 from matcher.catalogue import load_catalogue
-from tests.delivery.helpers import PUB, register
+from tests.delivery.helpers import PUB, at_once, register
 from tests.delivery.test_partner_revenue import key_row, money, partner
 from tests.delivery.test_pricing_as_served import (
     CONVERSIONS,
@@ -74,6 +74,32 @@ def test_one_server_clicking_for_many_users_bills_each_cpc_click(client):
         "impressions": 3, "viewable_impressions": 3, "clicks": 3,
         "billable_usd": 3.75, "billable_usd_cpc": 3.75,
     }  # fmt: skip
+
+
+def test_copies_of_click_urls_at_once_take_no_budget_from_the_genuine_ones(client):
+    # $2.75 left, a $1.25 CPC bid, three viewed ads whose click URLs a partner fires four
+    # times each at once: $1.25, $1.25 and the $0.25 left. A copy, or a second id on the
+    # same view, holds no charge that only one click of the view can bill.
+    ctx = client.app.state.ctx
+    key, _ = partner(client, "ugc")
+    ads = [serve(client, key, DOG, f"p-{n}") for n in range(3)]
+    for ad in ads:
+        fire(client, pixel(ad))
+    ctx.spend.add(DOG_CAMPAIGN, 5_000.0 - 2.75, ctx.clock())  # the dog's budget is $5,000
+    copies = [
+        (
+            "GET",
+            ad["click_url"] + (f"&click_id=partner-{n}-{c}" if c == 3 else ""),
+            {"headers": FOR_USER},
+        )
+        for n, ad in enumerate(ads)
+        for c in range(4)
+    ]
+    answers = at_once(client, copies)
+    assert [r.status_code for r in answers] == [204] * 12
+    assert billed(client, DOG_CAMPAIGN) == {"cpc": pytest.approx(2.75)}
+    assert counted(client, DOG_CAMPAIGN, "clicks") == 3
+    assert counted(client, DOG_CAMPAIGN, "invalid_clicks_duplicate") == 3
 
 
 def test_a_refired_click_url_is_a_replay_and_a_second_id_a_duplicate(client):
