@@ -33,7 +33,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from edge import ledger
-from edge.beacons import Surface, ugc_derived_click_id
+from edge.beacons import ImpressionClaims, Surface, ugc_derived_click_id
 from edge.context import Context
 from edge.delivery import schemas
 from edge.delivery.events import (
@@ -70,28 +70,29 @@ async def ugc_click(ctx: Context, request: Request) -> Response:
 async def _tag_click(ctx: Context, request: Request, surface: Surface) -> Response:
     body = await json_body(ctx, request, schemas.CLICK_REQUEST)
     claims = read_claims(ctx, body["impression_token"], surface, "impression_token")
-    key = f"tok:{claims.token_id}"
     live = claims.key_family is None or await partner_live(ctx, claims.key_family)
     judge = _Judge(request, claims.client, claims.publisher_id, live=live)
-    counted = await record_click(
-        judge,
-        ctx,
-        Click(
-            click_id=body["click_id"],
-            impression_key=key,
-            kind=surface,
-            env=claims.env,
-            ad_id=claims.ad_id,
-            campaign_id=claims.campaign_id,
-            at=ctx.clock(),
-            publisher_id=claims.publisher_id,
-            slot_id=claims.slot_id,
-            pricing=claims.served_pricing,
-            key_family=claims.key_family,
-        ),
-        (key,),
-    )
+    click = _token_click(ctx, claims, body["click_id"], surface)
+    counted = await record_click(judge, ctx, click, (click.impression_key,))
     return json_response({"acknowledged": True, "counted": counted})
+
+
+def _token_click(ctx: Context, claims: ImpressionClaims, click_id: str, surface: Surface) -> Click:
+    """A click on the rendering an impression token was issued for (its dedupe key is the
+    impression's), priced as that token sealed it."""
+    return Click(
+        click_id=click_id,
+        impression_key=f"tok:{claims.token_id}",
+        kind=surface,
+        env=claims.env,
+        ad_id=claims.ad_id,
+        campaign_id=claims.campaign_id,
+        at=ctx.clock(),
+        publisher_id=claims.publisher_id,
+        slot_id=claims.slot_id,
+        pricing=claims.served_pricing,
+        key_family=claims.key_family,
+    )
 
 
 async def _ugc_click_url(ctx: Context, request: Request) -> Response:
@@ -109,26 +110,12 @@ async def _ugc_click_url(ctx: Context, request: Request) -> Response:
             field="t",
         )
     # One id per token without the partner's own: a refired URL is a replay.
-    click_id = _click_id(query, ugc_derived_click_id(claims.token_id))
-    key = f"tok:{claims.token_id}"
-    live = claims.key_family is None or await partner_live(ctx, claims.key_family)
-    await record_click(
-        _Judge(request, None, claims.publisher_id, partner=True, live=live),
-        ctx,
-        Click(
-            click_id=click_id,
-            impression_key=key,
-            kind="ugc",
-            env=claims.env,
-            ad_id=claims.ad_id,
-            campaign_id=claims.campaign_id,
-            at=ctx.clock(),
-            publisher_id=claims.publisher_id,
-            pricing=claims.served_pricing,
-            key_family=claims.key_family,
-        ),
-        (key,),
+    click = _token_click(
+        ctx, claims, _click_id(query, ugc_derived_click_id(claims.token_id)), "ugc"
     )
+    live = claims.key_family is None or await partner_live(ctx, claims.key_family)
+    judge = _Judge(request, None, claims.publisher_id, partner=True, live=live)
+    await record_click(judge, ctx, click, (click.impression_key,))
     return Response(status_code=204)
 
 
