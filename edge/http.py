@@ -81,16 +81,19 @@ async def read_json(
 
 
 def parse_json(body: bytes, invalid: type[EdgeError] = BadRequest) -> Any:
-    """``body`` parsed, or ``invalid`` saying why it is not one JSON document."""
+    """``body`` parsed, or ``invalid`` saying why it is not one JSON document (the field it
+    names is ``body``, as for a body that is not UTF-8)."""
     if not body:
-        raise invalid("the body is empty; a JSON document is required")
+        raise invalid("the body is empty; a JSON document is required", field="body")
     try:
         return orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         # orjson calls any byte that is not UTF-8 "surrogates not allowed": said plainly.
         refusal = not_utf8(body, invalid)
         if refusal is None:
-            refusal = invalid(f"the body is not valid JSON: {exc.msg} at position {exc.pos}")
+            refusal = invalid(
+                f"the body is not valid JSON: {exc.msg} at position {exc.pos}", field="body"
+            )
         raise refusal from None
 
 
@@ -117,7 +120,7 @@ def json_refusal(body: bytes, invalid: type[EdgeError], reason: str) -> EdgeErro
         parse_json(body, invalid)
     except EdgeError as exc:
         return exc
-    return invalid(f"the body is not valid JSON: {reason}")
+    return invalid(f"the body is not valid JSON: {reason}", field="body")
 
 
 async def read_body(request: Request, *, max_bytes: int, allow_text_plain: bool = False) -> bytes:

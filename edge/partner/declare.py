@@ -136,7 +136,7 @@ def _published(node: Any) -> Any:
 def decode(cls: type[T], raw: bytes, error: type[EdgeError]) -> T:
     """``raw`` decoded into ``cls`` and checked against its whole declaration, or ``error``."""
     if not raw:
-        raise error("the body is empty; a JSON document is required")
+        raise error("the body is empty; a JSON document is required", field="body")
     compiled = _compiled(cls)
     try:
         value: T = compiled.decoder.decode(raw)

@@ -74,6 +74,7 @@ def test_a_lone_surrogate_escape_is_not_valid_json(make_client, config, product,
     r = _post(client, path, product, raw, "application/json")
     err = assert_error_shape(r, status, CODES[status])
     assert err["message"].startswith("the body is not valid JSON: "), err["message"]
+    assert err["field"] == "body", err
     assert "surrogate" in err["message"], err["message"]
     assert "truncated" not in err["message"], err["message"]
 
@@ -104,3 +105,17 @@ def test_bytes_in_skipped_keys_are_checked_too(make_client):
     )
     ok = raw.replace(b"caf\xe9", "café".encode())
     assert client.post("/ugc/process", content=ok, headers=headers).status_code == 200
+
+
+@pytest.mark.parametrize(("config", "product", "path", "status"), ROUTES, ids=lambda v: str(v))
+@pytest.mark.parametrize("raw", [b"", b'{"post_id": ', b"NaN", b'\xef\xbb\xbf{"post_id":"x"}'])
+def test_a_body_that_is_no_json_document_names_the_body(
+    make_client, config, product, path, status, raw
+):
+    # Empty, cut short, a bare NaN, a byte-order mark: each is refused with the field a
+    # partner's error handling keys on, as a body that is not UTF-8 is.
+    client = make_client(**config)
+    err = assert_error_shape(
+        _post(client, path, product, raw, "application/json"), status, CODES[status]
+    )
+    assert err["field"] == "body", err
