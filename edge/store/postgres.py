@@ -73,6 +73,7 @@ Conn = psycopg.AsyncConnection[Any]
 _CHANNEL = "edge_changes"
 _MAX_BATCH = 512
 _RETRIES = 5  # deadlock / serialisation failure: the whole batch runs again
+_RETRIED = (pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
 # The pause before the next try, in seconds: drawn from (0, base * 2**try) so that two nodes
 # whose batches deadlocked on the same keys do not retry in step and meet again.
 _RETRY_PAUSE = 0.01
@@ -224,11 +225,9 @@ class PostgresStore(Store):
                 yield conn
         except PoolTimeout as exc:
             raise StoreUnavailable("the database did not answer in time") from exc
-        except (pg_errors.DeadlockDetected, pg_errors.SerializationFailure) as exc:
-            if retried:
-                raise
-            raise StoreUnavailable(f"the database could not answer: {exc}") from exc
         except psycopg.OperationalError as exc:
+            if retried and isinstance(exc, _RETRIED):
+                raise
             raise StoreUnavailable(f"the database could not answer: {exc}") from exc
 
     async def _write_loop(self) -> None:
@@ -270,7 +269,7 @@ class PostgresStore(Store):
                 isolate = True
                 self.reruns += 1
                 continue
-            except (pg_errors.DeadlockDetected, pg_errors.SerializationFailure) as exc:
+            except _RETRIED as exc:
                 log.info("store batch retried after %s (attempt %d)", type(exc).__name__, attempt)
                 attempt += 1
                 pause = random.uniform(0, _RETRY_PAUSE * 2**attempt)  # noqa: S311 # nosec B311: jitter
@@ -324,7 +323,7 @@ class PostgresStore(Store):
                 results = await many(wconn, [job.args for job in run])
                 if len(results) != len(run):
                     raise ValueError(f"{len(results)} results for {len(run)} jobs")
-        except (pg_errors.DeadlockDetected, pg_errors.SerializationFailure):
+        except _RETRIED:
             raise  # the transaction is lost: retry the whole batch
         except psycopg.OperationalError:
             raise
@@ -974,7 +973,7 @@ async def _run_one(
                 result = await job.fn(wconn, *job.args)
         else:
             result = await job.fn(wconn, *job.args)
-    except (pg_errors.DeadlockDetected, pg_errors.SerializationFailure):
+    except _RETRIED:
         raise  # the transaction is lost: retry the whole batch
     except psycopg.OperationalError:
         raise
