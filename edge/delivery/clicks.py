@@ -26,7 +26,7 @@ makes it billable is decided in the edge (here and in ``edge.ledger``), never in
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 
 from starlette.requests import Request
@@ -110,20 +110,20 @@ async def _ugc_click_url(ctx: Context, request: Request) -> Response:
             field="t",
         )
     # One id per token without the partner's own: a refired URL is a replay.
-    click = _token_click(
-        ctx, claims, _click_id(query, ugc_derived_click_id(claims.token_id)), "ugc"
-    )
+    click_id = _click_id(query, lambda: ugc_derived_click_id(claims.token_id))
+    click = _token_click(ctx, claims, click_id, "ugc")
     live = claims.key_family is None or await partner_live(ctx, claims.key_family)
     judge = _Judge(request, None, claims.publisher_id, partner=True, live=live)
     await record_click(judge, ctx, click, (click.impression_key,))
     return Response(status_code=204)
 
 
-def _click_id(query: dict[str, str], derived: str) -> str:
-    """The partner's ``click_id`` from a click URL's query, checked, else ``derived``."""
+def _click_id(query: dict[str, str], derive: Callable[[], str]) -> str:
+    """The partner's ``click_id`` from a click URL's query, checked, else ``derive()``'s (a
+    hash: computed only when the partner names none)."""
     click_id = query.get("click_id")
     if click_id is None:
-        return derived
+        return derive()
     if not _CLICK_ID.fullmatch(click_id):
         raise BadRequest("click_id is 8 to 64 of A-Z a-z 0-9 _ -", field="click_id")
     return click_id
@@ -133,7 +133,7 @@ async def ai_click(ctx: Context, request: Request) -> Response:
     query = strict_query(request, schemas.AI_CLICK_QUERY)
     beacon = verified_ai_beacon(ctx, "click", query)
     # One id per ad and message without the partner's own: a refired URL is a replay.
-    click_id = _click_id(query, beacon.derived_click_id)
+    click_id = _click_id(query, lambda: beacon.derived_click_id)
     live = beacon.key_family is None or await partner_live(ctx, beacon.key_family)
     ad_id, campaign_id, pricing = ai_attribution(ctx, beacon.ad_id, beacon.pricing)
     seen = (beacon.impression_key("render"), beacon.impression_key("view"))
