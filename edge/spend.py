@@ -23,13 +23,14 @@ changes (``snapshot``), made at most once per change.
 The figures are per campaign in total and in the current UTC day (the daily caps); the
 store answers today's from the campaigns' day buckets, bumped in each billing commit.
 
-Copies of one billable event (a partner refiring a click URL, an advertiser resending a
-conversion, a tag's resent beacon) that this process takes at once are decided in turn
+Copies of one click or conversion (a partner refiring a click URL, the tag resending a
+click, an advertiser resending a conversion) that this process takes at once are decided in turn
 (``turns``): without that, every copy in flight holds the charge it would bill, only one of
 them counts, and until they commit every other event of the campaign sees that much less
 headroom, so a genuine one near the budget bills less than it should, for good (a replay
 never bills). A copy of one that counted here a moment ago is a replay without a hold or a
-write.
+write. Impressions are not taken in turn: their copies hold a CPM bid, a cent or less, and
+the beacon path must stay cheap.
 """
 
 from __future__ import annotations
