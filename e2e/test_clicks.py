@@ -120,6 +120,35 @@ def test_right_click_is_not_a_click(page, site, pub):
     assert sent.to(CLICK) == [] and site.pages.pixel_fires(pub, CLICK_PIXEL) == 0
 
 
+def test_a_click_made_by_script_is_not_a_click(page, site, pub):
+    # A "click anywhere" widget, a session replay or a publisher's script: not a person, so
+    # no beacon, no click tracker and nothing billed; a person's click afterwards counts.
+    sent = Requests(page, site.edge_url)
+    viewable_ad(page, site, pub)
+    page.evaluate(
+        """(sel) => {
+            const link = document.querySelector(sel);
+            link.addEventListener("click", (e) => e.preventDefault()); // stay on the page
+            link.click();
+            link.dispatchEvent(new MouseEvent("click", { bubbles: true, cancelable: true }));
+            link.dispatchEvent(new MouseEvent("auxclick", { bubbles: true, button: 1 }));
+        }""",
+        LINK,
+    )
+    round_trip(page)
+    assert sent.to(CLICK) == [] and site.pages.pixel_fires(pub, CLICK_PIXEL) == 0
+    box = page.locator(LINK).bounding_box()
+    assert box is not None
+
+    def is_click(response):
+        return response.url.endswith(CLICK) and response.request.method == "POST"
+
+    with page.expect_response(is_click, timeout=10_000):
+        page.mouse.click(box["x"] + 5, box["y"] + 5)
+    assert sent.to(CLICK) == [("POST", CLICK)]
+    site.pages.wait_for_pixels(pub, CLICK_PIXEL, 1)
+
+
 def test_the_click_id_macro_is_expanded_only_where_the_advertiser_put_it(page, site, pub):
     monitor = open_page(page, site, pub=pub, topic="coffee")
     monitor.wait_for_event("filled", "main-slot")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import gzip
 import hashlib
+import json
 import re
 from dataclasses import dataclass
 from functools import cache
@@ -88,11 +89,22 @@ def _strip_debug(body: str) -> str:
     return body
 
 
+def js_number(value: float) -> str:
+    """The shortest JavaScript literal of a number: ``.5`` for 0.5, ``1e3`` for 1000."""
+    text = json.dumps(value)
+    forms = [text, text.removeprefix("0") if text.startswith("0.") else text]
+    if isinstance(value, int) and value and not value % 10:
+        digits = text.rstrip("0")
+        forms.append(f"{digits}e{len(text) - len(digits)}")
+    return min(forms, key=len)
+
+
 @cache
 def _sources(debug: bool) -> tuple[str, jinja2.Template]:
     body = "\n".join((SRC / name).read_text() for name in SOURCES)
     body = (SRC / DEBUG_SOURCE).read_text() + "\n" + body if debug else _strip_debug(body)
     env = jinja2.Environment(autoescape=False, keep_trailing_newline=True)  # noqa: S701 (JS, not HTML; tojson escapes)
+    env.filters["number"] = js_number
     return body, env.from_string((SRC / "config.js.j2").read_text())
 
 

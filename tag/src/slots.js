@@ -153,15 +153,18 @@ function place(it, placement) {
   // (an image request): "impression" and "viewable" ones when the ad is viewable, "click"
   // ones on a click. Firing a click tracker on view would count a click for every view.
   const pixels = (type) => {
-    for (const px of ad.pixel_trackers || []) if (isText(px?.url) && px.tracker_type === type) new Image().src = px.url;
+    for (const px of ad.pixel_trackers || []) if (px?.tracker_type === type && isText(px.url)) new Image().src = px.url;
   };
   // A click, a middle click or keyboard activation (Enter fires click) sends one beacon and
   // fires the click trackers; the browser follows the link itself. A repeat reuses the click
   // id and counts nothing; its trackers are not requested again either, and no state here
   // says so: the browser answers an image URL the page has already loaded from its list of
   // available images (HTML standard, "update the image data"; HTTP caching plays no part).
+  // Only a person's click counts: one made by script (el.click(), a dispatched MouseEvent, a
+  // "click anywhere" widget or a session replay) is not trusted and sends nothing. (& rather
+  // than && keeps the tag within its size budget: both sides are cheap and side-effect free.)
   box.onclick = box.onauxclick = guard((e) => {
-    if (e.button < 2) {
+    if (e.isTrusted & e.button < 2) {
       send(surface + "/click", { click_id });
       pixels("click");
     }

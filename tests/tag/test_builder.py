@@ -95,10 +95,19 @@ def test_version_names_the_bytes(build):
 def test_config_blob_carries_origin_version_publisher_and_mrc_thresholds(build):
     js = build.js.decode()
     assert f'"{ORIGIN}"' in js and f'"{build.version}"' in js
-    for value in ("0.5", "0.3", "242500", "1000"):
-        assert re.search(rf"=\s*{re.escape(value)}[,;]", js), value
+    # Written as the shortest JavaScript literal (.5, 1e3), they are still these numbers.
+    numbers = {float(n) for n in re.findall(r"=\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)[,;]", js)}
+    assert {0.5, 0.3, 242500, 1000, tb.HOVER_DWELL_MS} <= numbers
     pinned = build_tag(ORIGIN, publisher="pub-7").js.decode()
     assert '"pub-7"' in pinned and '"pub-7"' not in js
+
+
+@pytest.mark.parametrize(
+    ("value", "literal"),
+    [(0.5, ".5"), (0.3, ".3"), (1000, "1e3"), (242_500, "242500"), (500, "500"), (0, "0")],
+)
+def test_numbers_are_written_as_their_shortest_literal(value, literal):
+    assert tb.js_number(value) == literal
 
 
 def test_mrc_constants_are_the_published_rule():
