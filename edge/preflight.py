@@ -26,6 +26,7 @@ import psycopg
 from edge.settings import Settings, SettingsError
 from edge.store.migrations import NewerSchema, refuse_unknown
 from edge.store.postgres import redact_url
+from edge.store.sqlite import create_private
 from geoip import GeoDatabaseError, open_reader
 from matcher.catalogue import Catalogue, CatalogueError, load_catalogue
 from matcher.geo import DmaTableError, read_dma_table
@@ -85,6 +86,7 @@ def check_db(settings: Settings) -> None:
         raise bad("db", path, f"cannot create its folder: {_reason(exc)}") from None
     existed = path.exists()
     try:
+        create_private(path)
         with contextlib.closing(sqlite3.connect(path, timeout=5.0)) as conn:
             # The edge writes from start-up on (migrations, keys); a read-only file, folder
             # or file system must stop it here, not on the first beacon.

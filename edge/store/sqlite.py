@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures as cf
+import contextlib
 import logging
+import os
 import queue
 import sqlite3
 import threading
@@ -81,9 +83,19 @@ def _resolve(outcomes: list[Outcome]) -> None:
             future.set_exception(exc)
 
 
+def create_private(path: Path) -> None:
+    """Create the database file readable and writable by its owner only, unless it exists.
+    It holds the token signing key and partner data; SQLite gives its -wal and -shm files
+    the database file's mode. A file that exists keeps the mode its operator gave it."""
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+
+
 def connect(
     path: Path, *, readonly: bool = False, factory: type[sqlite3.Connection] = sqlite3.Connection
 ) -> sqlite3.Connection:
+    if not readonly:
+        create_private(path)
     # isolation_level=None: we issue BEGIN/COMMIT ourselves.
     conn = sqlite3.connect(
         path, isolation_level=None, check_same_thread=False, timeout=5.0, factory=factory

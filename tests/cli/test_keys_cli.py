@@ -1,5 +1,7 @@
 import io
 import json
+import os
+import stat
 
 from edge.cli import main
 from edge.keys import parse
@@ -141,3 +143,14 @@ def test_a_sandbox_ai_key_is_issued_with_a_warning(tmp_path, capsys):
     for env, product in (("production", "ai"), ("sandbox", "ugc"), ("sandbox", "ad-manager")):
         assert main(["keys", "issue", "--env", env, "--product", product, "--db", str(db)]) == 0
         assert "warning" not in capsys.readouterr().err
+
+
+def test_a_database_the_cli_creates_is_the_owners_alone(tmp_path, capsys):
+    # Key hashes and the signing key live in it: 0600 whatever the umask.
+    old = os.umask(0o022)
+    try:
+        _issue(capsys, tmp_path / "edge.db")
+    finally:
+        os.umask(old)
+    made = [p for p in tmp_path.iterdir() if p.name.startswith("edge.db")]
+    assert made and {stat.S_IMODE(p.stat().st_mode) for p in made} == {0o600}

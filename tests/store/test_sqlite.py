@@ -2,7 +2,9 @@
 both backends share is in test_store.py)."""
 
 import asyncio
+import os
 import sqlite3
+import stat
 import threading
 import time
 
@@ -38,6 +40,32 @@ def test_open_creates_folder_wal_and_every_migration(store):
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     applied = [r[0] for r in conn.execute("SELECT name FROM schema_migrations ORDER BY name")]
     assert applied == [name for name, _ in migration_files()]
+
+
+def test_a_new_database_and_its_wal_files_are_the_owners_alone(tmp_path):
+    # It holds the token signing key: no other local user may read it, whatever the umask.
+    old = os.umask(0o022)
+    try:
+        s = SQLiteStore(tmp_path / "edge.db")
+        s.open_blocking()
+        try:
+            files = [tmp_path / n for n in ("edge.db", "edge.db-wal", "edge.db-shm")]
+            assert all(f.exists() for f in files)
+            assert {stat.S_IMODE(f.stat().st_mode) for f in files} == {0o600}
+        finally:
+            s.close_blocking()
+    finally:
+        os.umask(old)
+
+
+def test_an_existing_database_keeps_the_mode_its_operator_gave_it(tmp_path):
+    path = tmp_path / "edge.db"
+    sqlite3.connect(path).close()
+    path.chmod(0o640)
+    s = SQLiteStore(path)
+    s.open_blocking()
+    s.close_blocking()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640
 
 
 def test_migrations_apply_once(tmp_path):
