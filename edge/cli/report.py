@@ -34,8 +34,6 @@ import textwrap
 import time
 from typing import Any
 
-import orjson
-
 from edge.cli._common import (
     EXISTING_DB_HELP,
     Subcommands,
@@ -313,7 +311,7 @@ def run(args: argparse.Namespace) -> int:
 
     report = with_context(settings, work, must_exist=True)
     if fmt == "json":
-        print(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode())
+        print(daily.render_json(report))
     else:
         print(render_text(report), end="")
     return 0
@@ -360,7 +358,7 @@ def run_daily(args: argparse.Namespace, fmt: str) -> int:
 
     report = daily.build(with_context(settings, work, must_exist=True), days)
     if fmt == "json":
-        print(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode())
+        print(daily.render_json(report))
     elif fmt == "csv":
         print(daily.render_csv(report), end="")
     else:

@@ -15,6 +15,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from edge.counters import DAILY_COUNTERS, DayRow
 
 DEFAULT_DAYS = 30  # the default range: the 30 UTC days that end today
@@ -108,6 +110,34 @@ def _number(counter: str, amount: float) -> float | int:
     return int(amount) if float(amount).is_integer() else amount
 
 
+def plain_money(value: float) -> str:
+    """A USD amount to ``MONEY_DECIMALS`` decimals, trailing zeros dropped, never in
+    exponent form (``0.000004``, not ``4e-06``)."""
+    return f"{value:.{MONEY_DECIMALS}f}".rstrip("0").rstrip(".")
+
+
+def is_money(key: str) -> bool:
+    """A report field that holds USD: ``billable_usd`` and its ``_cpm``, ``_cpc``, ``_cpa``
+    parts, and the pacing's ``*_usd`` figures."""
+    return "_usd" in key
+
+
+def _plain(value: Any, money: bool = False) -> Any:
+    if isinstance(value, dict):
+        return {k: _plain(v, is_money(k)) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if money and isinstance(value, float):
+        return orjson.Fragment(plain_money(value).encode())
+    return value
+
+
+def render_json(report: dict[str, Any]) -> str:
+    """The report as indented JSON, its money in plain decimals as CSV and the docs give it
+    (a JSON number either way: ``0.000004`` where the encoder would write ``4e-06``)."""
+    return orjson.dumps(_plain(report), option=orjson.OPT_INDENT_2).decode()
+
+
 def render_csv(report: dict[str, Any]) -> str:
     """One line per row; a counter a scope does not have (an ad's requests) is empty. Money
     is written in plain decimals, as JSON gives it (never ``5e-05``)."""
@@ -121,9 +151,7 @@ def render_csv(report: dict[str, Any]) -> str:
 
 
 def _csv_cell(counter: str, value: float | int) -> str:
-    if counter == MONEY:
-        return f"{value:.{MONEY_DECIMALS}f}".rstrip("0").rstrip(".")
-    return str(value)
+    return plain_money(value) if counter == MONEY else str(value)
 
 
 def render_table(report: dict[str, Any]) -> str:

@@ -20,7 +20,7 @@ from html import escape
 
 from edge.counters import DayRow
 from edge.reports.charts import Series, legend, line_chart, percent, series_class, usd
-from edge.reports.daily import DayRange
+from edge.reports.daily import DayRange, plain_money
 from matcher.pacing import Pacer
 from matcher.types import Campaign
 
@@ -217,7 +217,7 @@ def _numbers(days: list[str], entries: list[CampaignDays]) -> str:
 
 def _cell(counter: str, value: float) -> str:
     if counter == "billable_usd":
-        return f"{value:.6f}".rstrip("0").rstrip(".") if value else "0"
+        return plain_money(value)
     return str(int(value)) if float(value).is_integer() else str(value)
 
 

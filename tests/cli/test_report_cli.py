@@ -9,6 +9,7 @@ from edge import ledger
 from edge.cli import main
 from edge.cli.report import build, render_text
 from edge.ivt import INVALID_COUNTERS
+from edge.reports import daily
 from edge.store import Click, Conversion, Hover, Impression, SQLiteStore
 
 # A revoked partner's events count for its ad and campaign, never on a key or publisher row.
@@ -66,6 +67,24 @@ def test_json_report(tmp_path, capsys):
     assert report["key"]["key_x"]["requests"] == 7
     # Invalid events, by reason, under keys that start with "invalid"; never billed.
     assert ad["invalid_bot_user_agent"] == 1 and pub["invalid_bot_user_agent"] == 1
+
+
+def test_json_money_is_in_plain_decimals_never_exponent_form(capsys):
+    # A $0.0004 CPM bills $0.0000004 an impression: ten are $0.000004, which a JSON encoder
+    # writes 4e-06. Every JSON form gives plain decimals, as the CSV does.
+    tiny = 10 * 0.0004 / 1000
+    report = build([("campaign", "cmp-1", "billable_usd", tiny)], (), now=0.0)
+    report["campaign"]["cmp-1"]["pacing"] = {"pacing": "even", "spent_usd": tiny,
+                                             "planned_usd": 0.00001, "budget_usd": 1.0,
+                                             "daily_cap_usd": None}  # fmt: skip
+    text = daily.render_json(report)
+    assert "e-" not in text and '"billable_usd": 0.000004' in text
+    assert '"spent_usd": 0.000004' in text and '"planned_usd": 0.00001' in text
+    again = orjson.loads(text)["campaign"]["cmp-1"]
+    assert again["billable_usd"] == 0.000004 and again["pacing"]["budget_usd"] == 1
+    days = daily.DayRange.parse("2026-01-01", "2026-01-01", 0.0)
+    by_day = daily.build([("2026-01-01", "ad", "ad-1", "billable_usd", tiny)], days)
+    assert '"billable_usd": 0.000004' in daily.render_json(by_day)
 
 
 def test_text_report(tmp_path, capsys):
