@@ -10,18 +10,21 @@ the model's pages, inherited and never written, and the catalogue's vectors, mem
 from the vector cache file.
 
 The supervisor forwards SIGTERM/SIGINT (graceful stop) and SIGHUP to every worker, and
-replaces a worker that dies while serving. A worker that fails during start-up (a bad
-setting, an unreachable database) stops them all with its exit status, rather than being
-restarted in a loop.
+replaces a worker that dies while serving. A supervisor that dies without forwarding (kill
+-9) takes its workers with it: the kernel sends each SIGTERM (Linux's parent-death signal).
+A worker that fails during start-up (a bad setting, an unreachable database) stops them
+all with its exit status, rather than being restarted in a loop.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import logging
 import os
 import signal
 import socket
+import sys
 import time
 from collections.abc import Callable
 from types import FrameType
@@ -30,6 +33,21 @@ log = logging.getLogger("edge.workers")
 
 START_GRACE_SECONDS = 20.0  # a worker that exits sooner failed to start
 RESTART_PAUSE_SECONDS = 0.5
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def end_with_parent(parent: int) -> None:
+    """Have the kernel send this worker SIGTERM (a graceful stop) when its supervisor dies,
+    however it dies: a supervisor killed outright (SIGKILL, the OOM killer) would otherwise
+    leave its workers serving the port unsupervised, and a new ``edge serve`` could not bind
+    it. Linux only; elsewhere a worker outlives a killed supervisor."""
+    if not sys.platform.startswith("linux"):
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
+        log.warning("worker: cannot ask to end with the supervisor (errno %d)", ctypes.get_errno())
+    elif os.getppid() != parent:  # it died before the request was made
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
@@ -56,12 +74,14 @@ class Supervisor:
         self.exit_code = 0
 
     def _spawn(self, index: int) -> None:
+        parent = os.getpid()
         pid = os.fork()
         if pid == 0:  # the worker
             code = 1
             try:
                 for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):
                     signal.signal(sig, signal.SIG_DFL)
+                end_with_parent(parent)
                 # Until the app takes SIGHUP (a catalogue reload), it must not end the worker.
                 signal.signal(signal.SIGHUP, signal.SIG_IGN)
                 code = self.run_worker(index, self.sock)

@@ -166,16 +166,33 @@ def inherited_anonymous_mib(pid: int) -> float:
 
 
 @pytest.mark.slow
-def test_workers_share_the_model_loaded_before_the_fork(tmp_path):
+def test_workers_share_the_model_loaded_before_the_fork_and_end_with_it(tmp_path):
     """The supervisor loads the embedding model before it forks: its weights and buffers
-    (~95 MB that a worker would otherwise hold privately) stay shared pages in every worker."""
+    (~95 MB that a worker would otherwise hold privately) stay shared pages in every worker.
+    Killed outright, it takes the workers with it."""
     settings = {"EDGE_WORKERS": "2", "EDGE_LOG_LEVEL": "warning"}
     with EdgeProcess(db=tmp_path / "edge.db", settings=settings) as edge:
         assert edge.proc is not None
         workers = children(edge.proc.pid)
         assert len(workers) == 2
         shared = [inherited_anonymous_mib(w) for w in workers]
+        # A supervisor killed outright (SIGKILL, the OOM killer) takes its workers with it,
+        # instead of leaving them on the port with nobody to replace them.
+        os.kill(edge.proc.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while alive := [w for w in workers if running(w)]:
+            assert time.monotonic() < deadline, f"workers outlived their supervisor: {alive}"
+            time.sleep(0.1)
     assert min(shared) > 80, shared
+
+
+def running(pid: int) -> bool:
+    """The process exists and has not exited (a zombie nobody reaped has)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def test_a_worker_that_cannot_start_stops_the_edge_with_its_status(tmp_path):
