@@ -42,6 +42,9 @@ CountRow = TotalRow | DayRow  # a bump of a total, or of one day's bucket
 # page, a post or a partner's call, so only a publisher and a key have one; the other
 # counters exist for every scope they are counted for.
 DAILY_SCOPES = frozenset({"ad", "campaign", "publisher", "key"})
+# What the advertiser says its conversions were worth (their value_usd, summed): reported
+# per ad, campaign and key, never billed.
+CONVERSION_VALUE = "conversion_value_usd"
 DAILY_COUNTERS = (
     "requests",
     "matches",

@@ -52,7 +52,14 @@ from __future__ import annotations
 
 from collections.abc import Awaitable
 
-from edge.counters import CountRow, billed_counts, utc_day, with_day, with_days
+from edge.counters import (
+    CONVERSION_VALUE,
+    CountRow,
+    billed_counts,
+    utc_day,
+    with_day,
+    with_days,
+)
 from edge.ivt import KEY_REVOKED
 from edge.store.base import Store
 from edge.store.events import Click, Conversion, Hover, Impression, PlacementFailure
@@ -228,6 +235,9 @@ def conversion_counts(conversion: Conversion) -> list[CountRow]:
     c = conversion.click
     scopes = (("ad", c.ad_id), ("campaign", c.campaign_id), ("key", c.key_family))
     rows: list[CountRow] = [(scope, sid, "conversions", 1) for scope, sid in scopes if sid]
+    value = conversion.value_usd  # what the advertiser says it was worth: reported, never billed
+    if value:
+        rows += [(scope, sid, CONVERSION_VALUE, value) for scope, sid in scopes if sid]
     if conversion.charge_usd is not None:
         rows += billed_counts(
             c.ad_id, c.campaign_id, c.publisher_id, "cpa", conversion.charge_usd, c.key_family

@@ -42,6 +42,7 @@ from edge.cli._common import (
     with_context,
 )
 from edge.context import Context
+from edge.counters import CONVERSION_VALUE
 from edge.ivt import INVALID_COUNTERS, KEY_REVOKED
 from edge.preflight import check_catalogue
 from edge.reports import daily
@@ -73,6 +74,8 @@ words:
                         An AI click is valid after the render beacon alone, so an AI ad
                         whose view beacons are not fired can show a ctr above 1 (or null).
   conversions           conversions reported for valid clicks (POST /v1/ad-manager/conversions)
+  conversion_value_usd  the sum of those conversions' value_usd (what the advertiser says they
+                        were worth; reported, never billed)
   billable_usd          USD billed: CPM per 1,000 viewable impressions, CPC per valid click,
                         CPA per conversion (by model: billable_usd_cpm, _cpc, _cpa); not
                         past a campaign's budget or daily cap (bar the batch in flight)
@@ -90,15 +93,10 @@ words:
                         a flight end or budget), budget_usd, daily_cap_usd, pacing; null for a
                         campaign not in the catalogue read
 """
-# What clicks and conversions move: ad, campaign and key rows list all five, publishers the
-# clicks and the money (a conversion is counted per ad, campaign and key only).
-MONEY_COUNTERS = (
-    "clicks",
-    "conversions",
-    "billable_usd_cpm",
-    "billable_usd_cpc",
-    "billable_usd_cpa",
-)
+# What clicks and conversions move: ad, campaign and key rows list them all, publishers the
+# clicks and the money (a conversion and its value are counted per ad, campaign and key).
+BILLED_BY_MODEL = ("billable_usd_cpm", "billable_usd_cpc", "billable_usd_cpa")
+MONEY_COUNTERS = ("clicks", "conversions", CONVERSION_VALUE, *BILLED_BY_MODEL)
 
 # Sections in print order; scopes the edge adds later appear after these.
 SCOPES = ("ad", "publisher", "campaign", "key")
@@ -120,7 +118,7 @@ COLUMNS = {
     "publisher": (
         *REPORT_COUNTERS,
         "clicks",
-        *MONEY_COUNTERS[2:],
+        *BILLED_BY_MODEL,
         *(c for c in INVALID_COUNTERS if c != "invalid_not_served" and c not in _KEY_REVOKED),
     ),
     "campaign": (
@@ -283,7 +281,7 @@ def _cell(counter: str, value: Any) -> str:
         return f"{spent}/{'-' if planned is None else daily.money_cell(planned)}"
     if value is None:
         return "-"
-    if counter.startswith(MONEY):
+    if counter.startswith(MONEY) or counter == CONVERSION_VALUE:
         return daily.money_cell(value)  # to the micro-dollar, as JSON gives it
     return f"{value:.4f}" if counter == "ctr" else str(value)
 

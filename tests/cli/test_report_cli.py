@@ -147,7 +147,8 @@ def test_clicks_ctr_conversions_money_by_model_invalid_and_pacing(tmp_path, caps
                       "cmp-happy-hound", 2.0, invalid_reason="duplicate")  # fmt: skip
         await ledger.record_click(store, again)
         (clicked,) = await store.clicks_by_id("clk-1", "production", 1)
-        await ledger.record_conversion(store, Conversion(clicked, 3.0))
+        # Worth $49.90 to the advertiser: reported beside the conversion, never billed.
+        await ledger.record_conversion(store, Conversion(clicked, 3.0, value_usd=49.9))
 
     asyncio.run(work())
     store.close_blocking()
@@ -161,14 +162,17 @@ def test_clicks_ctr_conversions_money_by_model_invalid_and_pacing(tmp_path, caps
     assert (ad["clicks"], ad["conversions"], ad["ctr"]) == (1, 1, 0.25)
     assert ad["invalid_clicks_duplicate"] == 1
     assert ad["billable_usd"] == ad["billable_usd_cpc"] == 1.4 and ad["billable_usd_cpm"] == 0
+    assert ad["conversion_value_usd"] == 49.9 and ad["billable_usd_cpa"] == 0
     camp = report["campaign"]["cmp-happy-hound"]
+    assert camp["conversion_value_usd"] == 49.9 and camp["billable_usd"] == 1.4
     assert (camp["clicks"], camp["viewable_impressions"], camp["ctr"]) == (1, 4, 0.25)
     assert camp["pacing"] == {"pacing": "even", "spent_usd": 1.4, "planned_usd": None,
                               "budget_usd": 20000.0, "daily_cap_usd": None}  # fmt: skip
     assert report["ad"]["ad-1"]["ctr"] == 0 and report["ad"]["ad-1"]["clicks"] == 0
     assert report["campaign"]["cmp-1"]["billable_usd_cpm"] == 0.015
     assert main(["report", "--db", str(db)]) == 0
-    assert "pacing" in capsys.readouterr().out
+    table = capsys.readouterr().out
+    assert "pacing" in table and "conversion_value_usd" in table and "49.900000" in table
 
 
 def test_report_help_defines_its_words(capsys):
@@ -177,7 +181,9 @@ def test_report_help_defines_its_words(capsys):
     with pytest.raises(SystemExit):
         main(["report", "--help"])
     out = capsys.readouterr().out
-    for word in ("impressions", "viewable_impressions", "clicks", "ctr", "invalid_", "pacing"):
+    words = ("impressions", "viewable_impressions", "clicks", "ctr", "invalid_", "pacing",
+             "conversion_value_usd")  # fmt: skip
+    for word in words:
         assert f"  {word}" in out, word
     words = " ".join(out.split())
     assert "can exceed impressions" in words and "not_viewable:" in words
@@ -212,6 +218,7 @@ def test_every_row_of_a_scope_lists_every_counter_of_that_scope(tmp_path, capsys
     assert report["key"]["key_a"] == {
         "requests": 3, "matches": 0, "empties": 0, "no_matches": 0, "impressions": 0,
         "viewable_impressions": 0, "billable_usd": 0, "clicks": 0, "conversions": 0,
+        "conversion_value_usd": 0,
         "billable_usd_cpm": 0, "billable_usd_cpc": 0, "billable_usd_cpa": 0,
         **dict.fromkeys(KEY_ROW_INVALID, 0), "some_later_counter": 0,
     }  # fmt: skip
