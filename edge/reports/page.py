@@ -1,7 +1,7 @@
 """The HTML of the /reports operator page: the last 30 UTC days per campaign, as charts and
 as the numbers they are drawn from.
 
-- Delivery rate: impressions / matches (of the ads served, the share that rendered).
+- Delivery rate: impressions / matches (of the ads served, the share counted: for the tag, seen).
 - Viewability rate: viewable impressions / impressions.
 - Spend against pacing: spend to date at the end of each day (the campaign's total less
   what later days billed) beside the even line's plan for that instant (``Pacer.planned``;
