@@ -162,6 +162,16 @@ class LiveCatalogue:
         )
         return await self.sync(ctx)
 
+    async def hangup(self, ctx: Context) -> bool:
+        """SIGHUP with no catalogue file named: nothing to re-read, so it says so and looks
+        for a new live version in the database now rather than at the next poll."""
+        log.warning(
+            "catalogue: SIGHUP: no catalogue file to re-read (EDGE_CATALOGUE / --catalogue is "
+            "not set); checking the database for a new live version now. `edge catalogue "
+            "load FILE` stores and serves one."
+        )
+        return await self.sync(ctx)
+
     async def reload_file(self, ctx: Context, path: Path) -> bool:
         """Re-read the catalogue file; a bad file changes nothing."""
         try:
@@ -196,19 +206,24 @@ class LiveCatalogue:
 
         self._task = asyncio.create_task(poll(), name="edge-catalogue-poll")
         path = ctx.settings.catalogue
-        if path is not None:
-            loop = asyncio.get_running_loop()
-            # Only the main thread may own signal handlers (a test's app runs elsewhere).
-            with contextlib.suppress(RuntimeError, ValueError, NotImplementedError):
+        loop = asyncio.get_running_loop()
+        # Only the main thread may own signal handlers (a test's app runs elsewhere).
+        with contextlib.suppress(RuntimeError, ValueError, NotImplementedError):
+            if path is None:
                 loop.add_signal_handler(
-                    signal.SIGHUP, lambda: self._spawn(self._logged(self.reload(ctx, path)))
+                    signal.SIGHUP, lambda: self._spawn(self._logged(self.hangup(ctx)))
                 )
                 self._hup = True
-                changed = self._read_stamp is None or _file_stamp(path) != self._read_stamp
-                if self.version is None and changed:  # serving the file, not a live version
-                    # A SIGHUP that came while this process was starting was ignored: catch
-                    # up with the file as it is now.
-                    self._spawn(self._logged(self.reload_file(ctx, path)))
+                return
+            loop.add_signal_handler(
+                signal.SIGHUP, lambda: self._spawn(self._logged(self.reload(ctx, path)))
+            )
+            self._hup = True
+            changed = self._read_stamp is None or _file_stamp(path) != self._read_stamp
+            if self.version is None and changed:  # serving the file, not a live version
+                # A SIGHUP that came while this process was starting was ignored: catch up
+                # with the file as it is now.
+                self._spawn(self._logged(self.reload_file(ctx, path)))
 
     async def stop(self) -> None:
         if self._hup:

@@ -132,6 +132,48 @@ def test_sighup_reloads_the_file_without_a_stored_version(make_client, tmp_path)
     assert ctx.live_catalogue.version is None
 
 
+def test_sighup_without_a_file_says_so_and_looks_for_a_new_live_version(
+    make_client, tmp_path, caplog
+):
+    client = make_client(env="production")
+    ctx = client.app.state.ctx
+    assert ctx.settings.catalogue is None
+    stored = tmp_path / "stored.json"
+    stored.write_bytes(orjson.dumps(with_new_campaign(bundled())))
+    assert main(["catalogue", "load", str(stored), "--db", str(ctx.settings.db)]) == 0
+    with caplog.at_level("WARNING", logger="edge.catalogue"):
+        assert client.portal.call(ctx.live_catalogue.hangup, ctx) is True  # now, not at a poll
+    assert ctx.live_catalogue.version == 1
+    assert ctx.matcher.catalogue.campaign("cmp-hot-reload") is not None
+    assert "no catalogue file to re-read" in caplog.text
+
+
+def test_start_without_a_file_still_takes_sighup(tmp_path):
+    import asyncio
+    import signal
+    from types import SimpleNamespace
+
+    from edge.live_catalogue import LiveCatalogue
+    from edge.settings import Settings
+
+    settings = Settings(env="production", db=tmp_path / "edge.db")
+    live = LiveCatalogue()
+    handlers = []
+
+    async def go():
+        live.start(SimpleNamespace(settings=settings))  # the loop's thread owns SIGHUP here
+        handlers.append(signal.getsignal(signal.SIGHUP))
+        await live.stop()
+        handlers.append(signal.getsignal(signal.SIGHUP))
+
+    before = signal.getsignal(signal.SIGHUP)
+    asyncio.run(go())
+    # Taken while serving (a SIGHUP is answered in the log, not ignored unsaid), given back
+    # on stop.
+    assert handlers[0] not in (signal.SIG_DFL, signal.SIG_IGN, None, before)
+    assert handlers[1] == before
+
+
 def test_a_match_running_on_the_old_catalogue_finishes_on_it(make_client, shared_matcher):
     client = make_client(env="production")
     ctx = client.app.state.ctx

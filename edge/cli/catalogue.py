@@ -151,7 +151,8 @@ def _load(args: argparse.Namespace) -> int:
     elif changed:
         print(
             f"catalogue version {version} is live: {summary['campaigns']} campaigns, "
-            f"{summary['ads']} ads"
+            f"{summary['ads']} ads. Running edges switch to it once they have embedded its "
+            f"new ad texts (seconds; each logs 'catalogue version {version} live')"
         )
     else:
         print(f"catalogue version {version} has this content and is live; nothing was changed")
