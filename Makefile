@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 	@touch $@
 
 # The brand-safety margin's exemplars: MiniLM vectors of the training units the shipped model
-# was fitted with, built from the labelled rows (~1 minute) instead of kept in git (3.5 MB).
+# was fitted with, built from the labelled rows (~35 s on two cores) instead of kept in git (3.5 MB).
 $(EXEMPLARS): $(STAMP) matcher/data/safety_model.npz tests/data/safety_labelled.jsonl \
 		matcher/safety_train.py matcher/safety.py matcher/embeddings.py matcher/model_graph.py
 	$(BIN)/python -m matcher.safety_train --exemplars-only
