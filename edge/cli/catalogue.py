@@ -24,6 +24,7 @@ import argparse
 import asyncio
 import datetime as dt
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -40,6 +41,7 @@ from edge.cli._common import (
 from edge.context import Context
 from edge.settings import add_arguments
 from matcher.catalogue import Catalogue, CatalogueError, load_catalogue, parse_catalogue
+from matcher.eligibility import flight_gate
 
 if TYPE_CHECKING:
     from edge.cli._common import Subcommands
@@ -308,12 +310,21 @@ def _validate(args: argparse.Namespace) -> int:
             print(f"{args.file}: {len(exc.errors)} error(s)", file=sys.stderr)
         return 1
     status = Counter(c.status for c in catalogue.campaigns)
+    # Valid, but an active campaign outside its flight serves nothing today: said, so that a
+    # file copied from an example with past dates is not a mystery of empty answers.
+    now = time.time()
+    outside: dict[str, list[str]] = {"expired": [], "not_started": []}
+    for c in catalogue.campaigns:
+        gate = flight_gate(c, now) if c.status == "active" else None
+        if gate is not None:
+            outside[gate].append(c.id)
     summary = {
         "valid": True,
         "campaigns": len(catalogue.campaigns),
         "ad_sets": len(catalogue.ad_sets()),
         "ads": len(catalogue),
         "status": dict(sorted(status.items())),
+        "outside_flight": outside,
         "content_hash": catalogue.content_hash,
     }
     if args.json:
@@ -325,4 +336,13 @@ def _validate(args: argparse.Namespace) -> int:
             f"{args.file}: valid; {summary['campaigns']} campaigns{statuses}, "
             f"{summary['ad_sets']} ad sets, {summary['ads']} ads"
         )
+        for gate, words in (("expired", "ended (end_at is past)"),
+                            ("not_started", "not started yet (start_at is ahead)")):  # fmt: skip
+            if ids := outside[gate]:
+                shown = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+                print(
+                    f"{args.file}: note: {len(ids)} active campaign(s) {words}, serving "
+                    f"nothing now: {shown}",
+                    file=sys.stderr,
+                )
     return 0
