@@ -330,8 +330,9 @@ async def served_campaigns(ctx: Context, from_file: Catalogue | None) -> tuple[C
             return from_file.campaigns
         if ctx.settings.is_production:
             print(
-                "edge report: pacing is of the bundled sample catalogue: no catalogue was "
-                "loaded into this database; pass the file the edge serves with --catalogue",
+                "edge report: pacing is of the bundled sample catalogue (what `edge demo` "
+                "and an edge without --catalogue serve): no catalogue was loaded into this "
+                "database; if the edge serves a file, pass it with --catalogue",
                 file=sys.stderr,
             )
         return load_catalogue(None).campaigns

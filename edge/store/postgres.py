@@ -272,7 +272,7 @@ class PostgresStore(Store):
             except _RETRIED as exc:
                 log.info("store batch retried after %s (attempt %d)", type(exc).__name__, attempt)
                 attempt += 1
-                pause = random.uniform(0, _RETRY_PAUSE * 2**attempt)  # noqa: S311 # nosec B311: jitter
+                pause = random.uniform(0, _RETRY_PAUSE * 2**attempt)  # noqa: S311  # nosec B311
                 await asyncio.sleep(pause)
                 continue
             except (psycopg.OperationalError, StoreUnavailable, PoolTimeout) as exc:

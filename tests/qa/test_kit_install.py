@@ -1,5 +1,5 @@
 """The QA kit as a QA engineer meets it: a fresh virtual environment outside this repository,
-``pip install 'contextual-edge[qa]'`` (no dev extra), and docs/qa.md's example files, copied
+``pip install '<the wheel or source>[qa]'`` (no dev extra), and docs/qa.md's example files, copied
 verbatim, run against a page with two ads above the fold and one below."""
 
 from __future__ import annotations

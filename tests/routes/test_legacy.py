@@ -45,7 +45,8 @@ def test_off_by_default_404(make_client, method, path):
     client = make_client()
     key = issue_key(client, "ugc")
     r = client.request(method, path, json={}, headers={"X-API-Key": key})
-    assert_error_shape(r, 404, "not_found")
+    err = assert_error_shape(r, 404, "not_found")
+    assert "EDGE_LEGACY_API=1" in err["message"]  # says how to turn it on
     assert path not in client.get("/openapi.json").json()["paths"]
 
 
