@@ -41,6 +41,8 @@ from matcher.embeddings import MiniLM
 from tag import TagBuild, build_stylesheet, build_tag
 
 Clock = Callable[[], float]
+# The meta entry that names the environment a database serves (see _claim_environment).
+ENVIRONMENT_META = "environment"
 log = logging.getLogger("edge.context")
 PAGE_CACHE_ENTRIES = 10_000
 
@@ -138,6 +140,7 @@ class Context:
         """Open the store and load what needs I/O; on failure, stop what had started."""
         await self.open_store()
         try:
+            await self._claim_environment()
             if self.signer is None:
                 self.signer = await Signer.from_settings(self.settings, self.store)
             if self.matcher is None:
@@ -170,6 +173,20 @@ class Context:
         except BaseException:
             await self.stop()
             raise
+
+    async def _claim_environment(self) -> None:
+        """A database serves one environment: the first edge to start on it records which,
+        and an edge of the other one is refused (exit 2). On one database a sandbox's
+        test traffic would count in production's counters and reports (they are kept per
+        ad, campaign and publisher, not per environment), and a sandbox key would sign in
+        to production's /reports figures."""
+        env = self.settings.env
+        held = (await self.store.put_meta_if_absent(ENVIRONMENT_META, env.encode())).decode()
+        if held != env:
+            raise SettingsError(
+                f"EDGE_DB (--db): this database serves the {held} environment; a {env} edge "
+                f"needs a database of its own (e.g. --db var/{env}.db)"
+            )
 
     async def _start_estimates(self, matcher: Matcher) -> None:
         # Before serving: a restart ranks with what was learned, not with bare priors.

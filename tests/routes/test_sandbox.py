@@ -11,6 +11,7 @@ import pytest
 from edge.beacons import read_impression_token
 from edge.partner.flow import sandbox_no_match
 from edge.qa.server import EdgeProcess
+from edge.settings import SettingsError
 from tests.conftest import assert_error_shape, issue_key
 from tests.routes.conftest import cli_key, post_json
 
@@ -136,13 +137,27 @@ def test_the_production_path_is_the_same_route(sandbox):
     assert_error_shape(post_json(client, "/v1/ugc/process", {"post_id": "p"}, None), 401)
 
 
-def test_sandbox_paths_only(make_client, sandbox):
+def test_sandbox_paths_only(make_client, sandbox, tmp_path):
     client, _key = sandbox
     body = {"post_id": "p", "message": DOG}
     assert_error_shape(post_json(client, "/v1/ai/process", body, issue_key(client, "ai")), 404)
     assert client.get("/ugc/health").status_code == 200
-    prod = make_client()
+    prod = make_client(db=tmp_path / "production.db")
     assert_error_shape(post_json(prod, PATH, body, issue_key(prod, "ugc")), 404)
+
+
+def test_a_database_serves_one_environment(make_client, tmp_path):
+    # On one database the sandbox's test traffic would count in production's reports, and
+    # a sandbox key would read them: the second environment is refused at start.
+    make_client(env="production", db=tmp_path / "edge.db")
+    with pytest.raises(
+        SettingsError,
+        match=r"^EDGE_DB \(--db\): this database serves the "
+        r"production environment; a sandbox edge needs a database of its own",
+    ):
+        make_client(env="sandbox", db=tmp_path / "edge.db")
+    make_client(env="production", db=tmp_path / "edge.db")  # its own environment: served
+    make_client(env="sandbox", db=tmp_path / "sandbox.db")
 
 
 @pytest.mark.slow
