@@ -146,7 +146,8 @@ def ad_manager_doc(
             "name": "cursor",
             "in": "query",
             "schema": {"type": "string"},
-            "description": "next_cursor of the previous page",
+            "description": "next_cursor of the previous page of this listing (opaque: a cursor "
+            "of the other listing is a 400)",
         },
     ]
     by_campaign = {"name": "campaign_id", "in": "query", "schema": {"type": "string"}}

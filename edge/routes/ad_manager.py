@@ -36,26 +36,33 @@ MAX_LIMIT = 200
 _CURSOR = re.compile(r"[A-Za-z0-9_-]{1,1400}")  # base64url of an id, no padding
 
 
-def encode_cursor(last_id: str) -> str:
-    return base64.urlsafe_b64encode(last_id.encode()).rstrip(b"=").decode()
+def encode_cursor(kind: str, last_id: str) -> str:
+    """The cursor after ``last_id`` in the listing ``kind`` (its path's last part): the
+    kind travels inside, so a cursor of one listing is refused by the other rather than
+    read as a position in it (a silent restart, or an empty last page)."""
+    return base64.urlsafe_b64encode(f"{kind}:{last_id}".encode()).rstrip(b"=").decode()
 
 
-def decode_cursor(cursor: str) -> str:
-    """The id a cursor of ``encode_cursor`` holds; any other text (not base64url, not the
-    exact form this API writes, or no printable id inside) is a 400."""
+def decode_cursor(kind: str, cursor: str) -> str:
+    """The id a cursor of ``encode_cursor`` for ``kind`` holds; any other text (not
+    base64url, not the exact form this API writes, another listing's, or no printable id
+    inside) is a 400."""
     try:
         if not _CURSOR.fullmatch(cursor):
             raise ValueError(cursor)
-        last_id = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        if not last_id.isprintable() or encode_cursor(last_id) != cursor:
+        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        last_id = text.removeprefix(f"{kind}:")
+        if last_id == text or not last_id.isprintable():
+            raise ValueError(cursor)
+        if encode_cursor(kind, last_id) != cursor:
             raise ValueError(cursor)
     except (binascii.Error, ValueError):
         raise BadRequest("cursor is not one this API returned", field="cursor") from None
     return last_id
 
 
-def page_params(request: Request, allowed: Sequence[str]) -> tuple[int, str | None]:
-    """(limit, id after which the page starts) from the query string."""
+def page_params(request: Request, kind: str, allowed: Sequence[str]) -> tuple[int, str | None]:
+    """(limit, id after which the page starts) from the query string of listing ``kind``."""
     seen: set[str] = set()
     for name, _ in request.query_params.multi_items():
         if name not in allowed:
@@ -73,17 +80,21 @@ def page_params(request: Request, allowed: Sequence[str]) -> tuple[int, str | No
             raise BadRequest(f"limit must be an integer from 1 to {MAX_LIMIT}", field="limit")
         limit = int(raw)
     cursor = request.query_params.get("cursor")
-    return limit, decode_cursor(cursor) if cursor else None
+    return limit, decode_cursor(kind, cursor) if cursor else None
 
 
 def paginate(
-    items: Sequence[dict[str, Any]], ids: Sequence[str], limit: int, after: str | None
+    kind: str,
+    items: Sequence[dict[str, Any]],
+    ids: Sequence[str],
+    limit: int,
+    after: str | None,
 ) -> tuple[list[dict[str, Any]], str | None]:
     """One page of id-sorted ``items`` starting after the id ``after``; the next cursor."""
     start = bisect.bisect_right(ids, after) if after is not None else 0
     page = list(items[start : start + limit])
     more = start + limit < len(items)
-    return page, encode_cursor(page[-1]["id"]) if more and page else None
+    return page, encode_cursor(kind, page[-1]["id"]) if more and page else None
 
 
 def routes(ctx: Context) -> list[BaseRoute]:
@@ -109,15 +120,15 @@ def _answer(headers: dict[str, str], body: dict[str, Any]) -> Response:
 
 async def campaigns(ctx: Context, request: Request) -> Response:
     admission = await admit(ctx, request, "ad-manager")
-    limit, after = page_params(request, ("limit", "cursor"))
+    limit, after = page_params(request, "campaigns", ("limit", "cursor"))
     lst = await listing(ctx)
-    page, cursor = paginate(lst.campaigns, lst.campaign_ids, limit, after)
+    page, cursor = paginate("campaigns", lst.campaigns, lst.campaign_ids, limit, after)
     return _answer(admission.headers, {"campaigns": page, "next_cursor": cursor})
 
 
 async def ad_sets(ctx: Context, request: Request) -> Response:
     admission = await admit(ctx, request, "ad-manager")
-    limit, after = page_params(request, ("limit", "cursor", "campaign_id"))
+    limit, after = page_params(request, "ad-sets", ("limit", "cursor", "campaign_id"))
     lst = await listing(ctx)
     items, ids = lst.ad_sets, lst.ad_set_ids
     wanted = request.query_params.get("campaign_id")
@@ -129,7 +140,7 @@ async def ad_sets(ctx: Context, request: Request) -> Response:
             )
         items = [s for s in items if s["campaign_id"] == wanted]
         ids = [s["id"] for s in items]
-    page, cursor = paginate(items, ids, limit, after)
+    page, cursor = paginate("ad-sets", items, ids, limit, after)
     return _answer(admission.headers, {"ad_sets": page, "next_cursor": cursor})
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 
 from edge.settings import RateLimit
@@ -103,6 +105,25 @@ def test_bad_paging_parameters_are_400(am, params, field):
     client, headers = am
     err = assert_error_shape(client.get(CAMPAIGNS, params=params, headers=headers), 400)
     assert err["field"] == field
+
+
+def test_a_cursor_is_refused_by_the_other_listing(am):
+    # An ad-set cursor on the campaigns listing (or the reverse) read as a position there
+    # would restart the walk silently or end it early: a 400 says the client mixed them up.
+    client, headers = am
+    first = {
+        p: client.get(p, params={"limit": 1}, headers=headers).json() for p in (CAMPAIGNS, AD_SETS)
+    }
+    for here, there in ((CAMPAIGNS, AD_SETS), (AD_SETS, CAMPAIGNS)):
+        cursor = first[there]["next_cursor"]
+        assert cursor is not None
+        r = client.get(here, params={"limit": 1, "cursor": cursor}, headers=headers)
+        assert assert_error_shape(r, 400)["field"] == "cursor"
+        assert client.get(there, params={"cursor": cursor}, headers=headers).status_code == 200
+    # A cursor of the form before listings were named in it (the bare id) is refused too.
+    bare = base64.urlsafe_b64encode(b"cmp-ai").rstrip(b"=").decode()
+    r = client.get(CAMPAIGNS, params={"cursor": bare}, headers=headers)
+    assert assert_error_shape(r, 400)["field"] == "cursor"
 
 
 def test_sandbox_serves_the_same_paths_with_sandbox_keys(make_client, shared_matcher):
