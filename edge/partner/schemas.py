@@ -15,7 +15,8 @@ from edge.partner.bodies import AiProcessRequest, SandboxProcessRequest, UgcProc
 from edge.partner.declare import schema_components
 
 REF = "#/components/schemas/"
-_RATE_HEADERS = {
+# What every keyed answer carries (and a 429 with them): the key's quota and what is left.
+RATE_HEADERS = {
     "RateLimit-Policy": {
         "description": 'IETF RateLimit-Policy: "<product>";q=<requests>;w=<seconds>',
         "schema": {"type": "string"},
@@ -31,10 +32,10 @@ def ref(name: str) -> dict[str, str]:
     return {"$ref": REF + name}
 
 
-def _error(code: int) -> dict[str, Any]:
+def keyed_error(code: int) -> dict[str, Any]:
     resp = error_for(code)
     if code == 429:
-        resp["headers"].update(_RATE_HEADERS)
+        resp["headers"].update(RATE_HEADERS)
     return resp
 
 
@@ -49,12 +50,12 @@ def operation(
     params: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     codes = sorted({*errors, *((403,) if ctx.settings.is_production else ())})
-    ok = {**ok, "headers": {**ok.get("headers", {}), **_RATE_HEADERS}}
+    ok = {**ok, "headers": {**ok.get("headers", {}), **RATE_HEADERS}}
     op: dict[str, Any] = {
         "summary": summary,
         "tags": [tag],
         "security": [{"ApiKey": []}],
-        "responses": {"200": ok, **{str(c): _error(c) for c in codes}},
+        "responses": {"200": ok, **{str(c): keyed_error(c) for c in codes}},
     }
     if body is not None:
         op["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}

@@ -27,6 +27,7 @@ from edge.context import Context
 from edge.delivery.requests import store_errors
 from edge.errors import BadRequest, Forbidden, PayloadTooLarge, Unauthorized, UnsupportedMediaType
 from edge.openapi import error_for
+from edge.partner.schemas import RATE_HEADERS, keyed_error
 from edge.reports import page as html
 from edge.reports import session
 from edge.reports.daily import DayRange
@@ -71,6 +72,12 @@ async def reports_page(ctx: Context, request: Request) -> Response:
         return _html(html.login(exc.message), 401)
     if operator is None:
         return _html(html.login(), 401)
+    # A script's keyed request spends its key's Ad Manager quota and is told what is left,
+    # as on every keyed route (429 past it); a signed-in browser's page views do not.
+    limits: dict[str, str] = {}
+    if "x-api-key" in request.headers:
+        limits = await ctx.rate_limits.admit(PRODUCT, operator.family)
+        request.state.rate_limit_headers = limits
     now = ctx.clock()
     days = DayRange.last(DAYS, now)
     async with store_errors():
@@ -80,7 +87,7 @@ async def reports_page(ctx: Context, request: Request) -> Response:
         totals = await ctx.store.counts(["campaign"])
     spent = {i: amount for _s, i, counter, amount in totals if counter == "billable_usd"}
     campaigns = ctx.matcher.catalogue.campaigns if ctx.matcher is not None else ()
-    return _html(html.render(days, rows, campaigns, spent, now, ctx.settings.env))
+    return _html(html.render(days, rows, campaigns, spent, now, ctx.settings.env), 200, limits)
 
 
 async def stylesheet(ctx: Context, request: Request) -> Response:
@@ -179,8 +186,8 @@ def _secure(ctx: Context, request: Request) -> bool:
     return request.url.scheme == "https" or ctx.settings.base_url.startswith("https://")
 
 
-def _html(body: str, status: int = 200) -> HTMLResponse:
-    return HTMLResponse(body, status_code=status, headers=HTML_HEADERS)
+def _html(body: str, status: int = 200, extra: dict[str, str] | None = None) -> HTMLResponse:
+    return HTMLResponse(body, status_code=status, headers={**HTML_HEADERS, **(extra or {})})
 
 
 def _redirect(cookie: str) -> Response:
@@ -219,8 +226,14 @@ def openapi(ctx: Context) -> dict[str, Any]:
                     "description": __doc__,
                     "tags": tags,
                     "responses": {
-                        "200": page,
+                        "200": {
+                            **page,
+                            "description": f"{page['description']} (with X-API-Key: the "
+                            "key's RateLimit headers, as on every keyed route)",
+                            "headers": RATE_HEADERS,
+                        },
                         "401": {**page, "description": SIGN_IN_401},
+                        "429": keyed_error(429),
                         "503": error_for(503),
                     },
                 }

@@ -9,6 +9,7 @@ import pytest
 
 from edge import ledger
 from edge.routes.reports import CSP
+from edge.settings import RateLimit
 from edge.store import Impression
 from tests.conftest import assert_error_shape, issue_key
 
@@ -186,6 +187,27 @@ def test_an_api_key_header_works_for_scripts(make_client):
     r = client.get("/reports", headers={"X-API-Key": key})
     assert r.status_code == 200 and ("cmp-trailhead", TODAY) in parse(r.text).rows
     assert "set-cookie" not in r.headers
+
+
+def test_a_scripts_keyed_requests_spend_the_keys_ad_manager_quota(make_client):
+    # As on every keyed route: the RateLimit headers, and 429 past the quota, which the
+    # key's other Ad Manager calls share. A signed-in browser's page views spend nothing.
+    client = make_client(rate_limit_ad_manager=RateLimit(2, 10.0))
+    key = issue_key(client, "ad-manager")
+    first = client.get("/reports", headers={"X-API-Key": key})
+    assert first.status_code == 200
+    assert first.headers["RateLimit-Policy"] == '"ad-manager";q=2;w=10'
+    assert first.headers["RateLimit"].startswith('"ad-manager";r=1')
+    assert client.get("/v1/ad-manager/campaigns", headers={"X-API-Key": key}).status_code == 200
+    r = client.get("/reports", headers={"X-API-Key": key})
+    assert_error_shape(r, 429)
+    assert int(r.headers["Retry-After"]) > 0 and "RateLimit" in r.headers
+    signed_in = make_client(
+        rate_limit_ad_manager=RateLimit(1, 10.0), db=client.app.state.ctx.settings.db
+    )
+    assert signed_in.post("/reports/login", data={"key": key}).status_code == 200
+    for _ in range(3):
+        assert signed_in.get("/reports").status_code == 200
 
 
 def test_revoking_the_key_ends_its_sessions(make_client):
