@@ -144,6 +144,8 @@ def _pacing_section(
         if has_plan:
             series.append(Series("even line (plan)", "plan", plan))
             note = ""
+        elif c is None:  # counted before, removed from the catalogue since
+            note = '<p class="note">No even line: not in the catalogue served now.</p>'
         else:
             note = '<p class="note">No even line: it needs a budget and a flight end.</p>'
         top = max([0.0, *(v for s in series for v in s.values if v is not None)])

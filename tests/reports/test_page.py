@@ -80,6 +80,13 @@ def test_a_campaign_not_delivering_at_all_is_charted_when_nothing_was_counted():
     assert "spent, 2026-09-20: $0.00</title>" in figure
 
 
+def test_a_campaign_gone_from_the_catalogue_says_so_instead_of_a_plan():
+    rows = [("2026-09-20", "campaign", "cmp-gone", "billable_usd", 5.0)]
+    html = render(DAYS, rows, [campaign()], {"cmp-gone": 5.0}, NOW, "production")
+    figure = html.split('<figure data-campaign="cmp-gone">')[1].split("</figure>")[0]
+    assert "not in the catalogue served now" in figure and "budget and a flight end" not in figure
+
+
 def test_rates_leave_a_gap_where_a_day_has_no_denominator():
     rows = [("2026-09-19", "campaign", "c", "matches", 4.0),
             ("2026-09-19", "campaign", "c", "impressions", 2.0),
