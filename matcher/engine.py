@@ -407,8 +407,13 @@ class Matcher:
         if self.safety is not None:
             verdicts = self.judge_safety(texts, vectors, sentences)
             ex.safety(verdicts)
-            if not all(v.safe for v in verdicts):
-                return ex.result(MatchResult(outcome="no_match", reason="unsafe"))
+            blocked = next((v for v in verdicts if not v.safe), None)
+            if blocked is not None:
+                return ex.result(
+                    MatchResult(
+                        outcome="no_match", reason="unsafe", unsafe_category=blocked.category
+                    )
+                )
         live = self.masks.mask(request.product, now)
         if request.explain:  # exact scores of every ad; only explanations pay for this
             ex.static_gates(

@@ -152,3 +152,5 @@ class MatchResult:
     retry_after_seconds: int | None = None  # set when outcome is "no_match"
     reason: str = ""  # machine-readable: "unsafe", "no_relevant_demand", "backoff", ...
     explanation: dict[str, Any] | None = field(default=None, compare=False)
+    # With reason "unsafe": the brand-safety class that blocked it ("self_harm", "news", ...).
+    unsafe_category: str | None = None

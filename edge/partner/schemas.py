@@ -295,7 +295,8 @@ AI_RESPONSE = {
         "ads": {"type": "array", "items": ref("AiAd")},
         "no_ad_reason": {
             "type": "string",
-            "description": "Only when ads is empty: unsafe (brand safety), "
+            "description": "Only when ads is empty: unsafe (brand safety; also every turn "
+            "of a conversation for 24 hours after a turn judged self-harm), "
             "no_relevant_demand, or the gate that held the most relevant ads back: "
             "disabled_in_thread, frequency_capped, budget_exhausted, daily_cap_reached, "
             "pacing_ahead (suppressed: an answer without ads or reason)",

@@ -13,16 +13,28 @@ from starlette.routing import BaseRoute, Route
 from edge import matching
 from edge.context import Context
 from edge.counters import count_outcome
-from edge.errors import Unprocessable
+from edge.errors import BadGateway, Unprocessable
 from edge.http import json_response, no_query, read_body
 from edge.partner import schemas
 from edge.partner.bodies import parse_ai
 from edge.partner.guard import admit
 from edge.partner.render import ai_body
+from edge.store import StoreUnavailable
 from edge.threads import partner_scope, partner_thread
-from matcher.types import MatchRequest
+from matcher.state import Backoff
+from matcher.types import MatchRequest, MatchResult
 
 PATH = "/v1/ai/process"
+# A conversation in which the user wrote of harming themselves gets no ad for this long
+# after that turn, whatever its later turns say ("ok. what's a good mattress?").
+CRISIS_HOLD_SECONDS = 24 * 3600
+CRISIS_CATEGORY = "self_harm"
+
+
+def crisis_key(thread: str) -> str:
+    """Where a conversation's hold is kept: a no-match window of its own (the matcher
+    state's backoff rows, pruned once it ends), beside no post's."""
+    return f"{thread}#crisis"
 
 
 def routes(ctx: Context) -> list[BaseRoute]:
@@ -35,20 +47,27 @@ async def process(ctx: Context, request: Request) -> Response:
     admission = await admit(ctx, request, "ai")
     no_query(request.scope, Unprocessable)  # every refusal of this route is a 422
     body = parse_ai(await read_body(request, max_bytes=ctx.settings.max_body_bytes))
-    result = await matching.match(
-        ctx,
-        MatchRequest(
-            product="ai",
-            content=body.content,
-            prompt=body.prompt,
-            # Disables and frequency are per conversation; a lone turn is its own thread.
-            # Scoped to this partner's key family (edge.threads).
-            thread_id=partner_thread("ai", admission.key, body.conversation_id or body.message_id),
-            turn_id=body.message_id,  # the frequency cap counts an ad once per turn
-            geo=body.geo,
-            max_ads=ctx.settings.max_ads,
-        ),
-    )
+    # Disables and frequency are per conversation; a lone turn is its own thread. Scoped to
+    # this partner's key family (edge.threads).
+    thread = partner_thread("ai", admission.key, body.conversation_id or body.message_id)
+    held = body.conversation_id is not None and await in_crisis(ctx, thread)
+    if held:
+        result = MatchResult(outcome="no_match", reason="unsafe", unsafe_category=CRISIS_CATEGORY)
+    else:
+        result = await matching.match(
+            ctx,
+            MatchRequest(
+                product="ai",
+                content=body.content,
+                prompt=body.prompt,
+                thread_id=thread,
+                turn_id=body.message_id,  # the frequency cap counts an ad once per turn
+                geo=body.geo,
+                max_ads=ctx.settings.max_ads,
+            ),
+        )
+        if body.conversation_id is not None and result.unsafe_category == CRISIS_CATEGORY:
+            await hold(ctx, thread)
     count_outcome(ctx.counters, admission.key.family, result)
     assert ctx.signer is not None  # set at start-up, before any request
     # The beacon URLs name the partner too: its conversation "7" is not another's (scope),
@@ -58,6 +77,29 @@ async def process(ctx: Context, request: Request) -> Response:
     return json_response(
         ai_body(ctx, result, body.message_id, body.conversation_id, scope, family),
         headers={**admission.headers, "Cache-Control": "no-store"},
+    )
+
+
+async def in_crisis(ctx: Context, thread: str) -> bool:
+    """Whether a turn of this conversation was judged self-harm within the hold."""
+    state = matching.StoreMatchState(ctx.store, ctx.state_writes)
+    try:
+        window = (await state.load(None, crisis_key(thread), None, ctx.clock())).backoff
+    except StoreUnavailable:  # as a match that cannot read its thread: retry, never an ad
+        raise BadGateway(
+            "the conversation's state could not be read; retry shortly",
+            headers={"Retry-After": str(matching.RETRY_AFTER_SECONDS)},
+        ) from None
+    return window is not None and ctx.clock() < window.until
+
+
+async def hold(ctx: Context, thread: str) -> None:
+    """No ad in this conversation for ``CRISIS_HOLD_SECONDS`` from now (written in the
+    background, as the matcher's own windows are)."""
+    now = ctx.clock()
+    window = Backoff(misses=1, until=now + CRISIS_HOLD_SECONDS, demand="", reason="unsafe")
+    await matching.StoreMatchState(ctx.store, ctx.state_writes).record_miss(
+        crisis_key(thread), window, now
     )
 
 

@@ -181,3 +181,49 @@ def test_real_matcher_turns_and_brand_safety(make_client, shared_matcher):
         "ads": [],
         "no_ad_reason": "unsafe",
     }
+
+
+def test_a_self_harm_turn_holds_the_conversations_ads_for_a_day(make_client, clock):
+    # The user wrote of not wanting to live; their next turn asks for a mattress. No ad in
+    # that conversation for 24 hours, whatever its later turns say; other conversations,
+    # and the same conversation id of another partner, are not held.
+    client = make_client()
+    key = issue_key(client, "ai")
+    other_partner = issue_key(client, "ai")
+    crisis = {
+        "message_id": "m-1",
+        "conversation_id": "c-1",
+        "prompt": "I don't want to live anymore.",
+        "content": "I'm really sorry you're feeling this way. You can call or text 988.",
+    }
+    ordinary = {"message_id": "m-2", "conversation_id": "c-1",
+                "prompt": "ok. what's a good cheap mattress for back pain?",
+                "content": "A medium-firm foam mattress supports the lower back."}  # fmt: skip
+    unsafe = {"message_id": "m-1", "ads": [], "no_ad_reason": "unsafe"}
+    assert post_json(client, PATH, crisis, key).json() == unsafe
+    assert post_json(client, PATH, ordinary, key).json() == {**unsafe, "message_id": "m-2"}
+    elsewhere = {**ordinary, "conversation_id": "c-2"}
+    assert post_json(client, PATH, elsewhere, key).json()["ads"]  # the turn itself is fine
+    assert post_json(client, PATH, ordinary, other_partner).json()["ads"]
+    clock.advance(23 * 3600)
+    later = {**ordinary, "message_id": "m-3"}
+    assert post_json(client, PATH, later, key).json()["no_ad_reason"] == "unsafe"
+    clock.advance(3600 + 1)
+    assert post_json(client, PATH, {**later, "message_id": "m-4"}, key).json()["ads"]
+
+
+def test_news_in_a_conversation_holds_only_its_own_turn(make_client):
+    # Only self-harm holds a conversation: a tragedy asked about is that turn's alone.
+    client = make_client()
+    key = issue_key(client, "ai")
+    news = {
+        "message_id": "m-1",
+        "conversation_id": "c-9",
+        "prompt": "what happened downtown today?",
+        "content": "A gunman opened fire at the station this morning, killing four people.",
+    }
+    ordinary = {"message_id": "m-2", "conversation_id": "c-9",
+                "prompt": "ok. what's a good cheap mattress for back pain?",
+                "content": "A medium-firm foam mattress supports the lower back."}  # fmt: skip
+    assert post_json(client, PATH, news, key).json()["no_ad_reason"] == "unsafe"
+    assert post_json(client, PATH, ordinary, key).json()["ads"]
