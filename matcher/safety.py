@@ -190,6 +190,13 @@ _LEXICON: tuple[tuple[str, str], ...] = (
         r"can'?t (?:go on|keep on|keep) living|cannot (?:go on|keep on|keep) living|"
         r"my life (?:isn'?t|is not|ain'?t|is no longer) worth living|"
         r"(?:tired|sick) of being alive|wish i (?:was|were|had|'d) never (?:been )?born|"
+        # Tired of existing at all (passive ideation; "tired of existing in this flat" is a
+        # complaint about the flat and is not matched), a rope bought with
+        # something to stand on, and a life insurance asked whether it pays for a suicide.
+        r"(?:tired|sick|exhausted) of existing(?! (?:in|as|on|at|like|with|without|under|"
+        r"among|around|for)\b)|"
+        r"(?:bought|got|buying|getting) (?:a |some )?rope and (?:a )?(?:stool|chair)|"
+        r"suicide clause|(?:pays?|paid|payout|cover(?:s|ed)?) (?:out )?(?:on |for )?suicide|"
         r"(?:sleep|fall asleep|go to sleep) and (?:never|not) wake up|"
         r"(?:no|what'?s the|whats the) point (?:of |in )?(?:being alive|staying alive|"
         r"living any ?more|going on living)|"

@@ -710,6 +710,12 @@ def test_encode_cache_file_changes_with_the_model(monkeypatch):
         ("I can't go on living like this", True),
         ("tired of living paycheck to paycheck, which budgeting app?", False),
         ("honestly so tired of being alive", True),
+        # From an AI partner's QA: each got ads beside a shopping question.
+        ("Tired of existing. Recommend a cozy mattress so I can just stay in bed", True),
+        ("I'm tired of existing in this tiny apartment, any storage ideas?", False),
+        ("I bought a rope and a stool today. Best camping tent for two?", True),
+        ("my life insurance pays out on suicide after 2 years right? also how do I budget", True),
+        ("got a jump rope, which gym mat for skipping?", False),
         ("a life without coffee is not worth living lol", False),
         ("i just want to sleep and never wake up", True),
         ("whats the point of living anymore", True),
