@@ -266,7 +266,13 @@ _LEXICON: tuple[tuple[str, str], ...] = (
         # serves.
         r"passed away|laid to rest|in loving memory|in memoriam|"
         r"stillb(?:orn|irth)|miscarr(?:iage|ied)|diagnosed with terminal|"
-        r"lost (?:my|our|his|her) (?:battle|fight) with",
+        r"lost (?:my|our|his|her) (?:battle|fight) with|"
+        # A pet put down (euthanised); "put my puppy to sleep at night" is bedtime, and
+        # "put to sleep for the dental cleaning" an anaesthetic.
+        r"(?:dog|cat|pet|puppy|kitten|horse|bunny|rabbit)s? (?:was|were|got|had to be|"
+        r"is being|being) put (?:down|to sleep)(?! for\b)|"
+        r"(?:had to|have to|going to|decided to) put (?:our|my|the) (?:old |sweet |beloved )?"
+        r"(?:dog|cat|pet|puppy|kitten|horse|bunny|rabbit) (?:down|to sleep)(?! for\b)",
     ),
     (
         "news",

@@ -579,8 +579,14 @@ def test_lexicon_keeps_to_phrases_unsafe_in_every_use():
         "the comedy set was a massacre",
         "my apartment looks like a tornado hit it",
         "drafting my own obituary with the funeral home",
+        "how do i put my puppy to sleep at night? crate tips",
+        "the dog was put to sleep for the dental cleaning, how long is recovery?",
     ):
         assert lexicon_hit(text) is None, text
+    # A pet put down, beside a shopping question (an AI partner's QA got a cat tree ad).
+    pet = "Our cat was put down yesterday. Should we get a new cat tree for the other cat?"
+    assert lexicon_hit(pet)[0] == "death_grief"
+    assert lexicon_hit("we had to put our old dog down last week")[0] == "death_grief"
     assert lexicon_hit("I want to kill myself")[0] == "self_harm"
     assert lexicon_hit("She passed away in her sleep")[0] == "death_grief"
     assert lexicon_hit("A tornado hit the town overnight")[0] == "disaster_war"
