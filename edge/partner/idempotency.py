@@ -1,5 +1,6 @@
-"""Retries of a UGC match are answered once: the same key, post and body within a window get
-the first answer again, without a second match, request count or serve.
+"""Retries of a partner's match are answered once: the same key, route and body (a UGC post,
+an AI turn) within a window get the first answer again, without a second match, request
+count or serve.
 
 A partner whose call timed out or failed at the network level cannot know whether the edge
 matched it; it retries. Without this, each retry counted a request, a match and a serve
@@ -109,10 +110,11 @@ async def answer_once(
     admission: Admission,
     body: Any,
     compute: Callable[[], Awaitable[dict[str, Any]]],
+    route: str = "ugc",
 ) -> Response:
-    """The UGC match's answer: ``compute()``'s, or the one a retry of the same call got
-    within the window (then with ``Idempotent-Replayed: true``)."""
-    fp = fingerprint(admission.key.key_id, "ugc", body, request.headers.get("x-forwarded-for"))
+    """The match's answer on ``route`` (``ugc``, ``ai``): ``compute()``'s, or the one a
+    retry of the same call got within the window (then with ``Idempotent-Replayed: true``)."""
+    fp = fingerprint(admission.key.key_id, route, body, request.headers.get("x-forwarded-for"))
     out, replayed = await ctx.ugc_replays.answer(fp, ctx.clock, compute)
     headers = {**admission.headers, "Cache-Control": "no-store"}
     if replayed:

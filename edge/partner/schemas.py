@@ -184,6 +184,13 @@ RETRIES = (
 )
 
 
+REPLAYED = {
+    "description": "`true` when this answers a retry of the same call (same key, body and "
+    "X-Forwarded-For) within 120 s: the first call's answer again, counted once",
+    "schema": {"const": "true"},
+}
+
+
 def ugc_process_doc(ctx: Context, path: str, *, sandbox: bool) -> dict[str, Any]:
     components: dict[str, Any] = dict(UGC_COMPONENTS)
     response: dict[str, Any] = {"oneOf": [ref("UgcMatched"), ref("NoMatch")]}
@@ -213,14 +220,7 @@ def ugc_process_doc(ctx: Context, path: str, *, sandbox: bool) -> dict[str, Any]
         summary,
         {
             **json_body(response, "Matched, empty or no match"),
-            "headers": {
-                "Idempotent-Replayed": {
-                    "description": "`true` when this answers a retry of the same call (same "
-                    "key, body and X-Forwarded-For) within 120 s: the first call's answer "
-                    "again, counted once",
-                    "schema": {"const": "true"},
-                }
-            },
+            "headers": {"Idempotent-Replayed": REPLAYED},
         },
         (400, 401, 413, 415, 429, 502),
         tag="ugc",
@@ -309,11 +309,15 @@ def ai_process_doc(ctx: Context, path: str) -> dict[str, Any]:
     op = operation(
         ctx,
         "Match an ad to an assistant turn",
-        json_body(ref("AiProcessResponse"), "Ads (possibly none, with no_ad_reason)"),
+        {
+            **json_body(ref("AiProcessResponse"), "Ads (possibly none, with no_ad_reason)"),
+            "headers": {"Idempotent-Replayed": REPLAYED},
+        },
         (401, 413, 415, 422, 429, 502),
         tag="ai",
         body=ref("AiProcessRequest"),
     )
+    op["description"] = RETRIES
     return {
         "paths": {path: {"post": op}},
         "components": {

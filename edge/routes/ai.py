@@ -14,10 +14,11 @@ from edge import matching
 from edge.context import Context
 from edge.counters import count_outcome
 from edge.errors import BadGateway, Unprocessable
-from edge.http import json_response, no_query, read_body
+from edge.http import no_query, read_body
 from edge.partner import schemas
-from edge.partner.bodies import parse_ai
-from edge.partner.guard import admit
+from edge.partner.bodies import AiBody, parse_ai
+from edge.partner.guard import Admission, admit, count_request
+from edge.partner.idempotency import answer_once
 from edge.partner.render import ai_body
 from edge.store import StoreUnavailable
 from edge.threads import partner_scope, partner_thread
@@ -44,9 +45,26 @@ def routes(ctx: Context) -> list[BaseRoute]:
 
 
 async def process(ctx: Context, request: Request) -> Response:
-    admission = await admit(ctx, request, "ai")
-    no_query(request.scope, Unprocessable)  # every refusal of this route is a 422
-    body = parse_ai(await read_body(request, max_bytes=ctx.settings.max_body_bytes))
+    # Counted here, not by admit: a retry answered from memory is not a new request.
+    admission = await admit(ctx, request, "ai", count=False)
+    try:
+        no_query(request.scope, Unprocessable)  # every refusal of this route is a 422
+        body = parse_ai(await read_body(request, max_bytes=ctx.settings.max_body_bytes))
+    except Exception:
+        count_request(ctx, admission)  # a refused body is a request, never a retry
+        raise
+
+    async def answer() -> dict[str, Any]:
+        count_request(ctx, admission)
+        return await turn(ctx, request, admission, body)
+
+    return await answer_once(ctx, request, admission, body, answer, route="ai")
+
+
+async def turn(
+    ctx: Context, request: Request, admission: Admission, body: AiBody
+) -> dict[str, Any]:
+    """One AI turn matched (or held, after a self-harm turn of its conversation)."""
     # Disables and frequency are per conversation; a lone turn is its own thread. Scoped to
     # this partner's key family (edge.threads).
     thread = partner_thread("ai", admission.key, body.conversation_id or body.message_id)
@@ -74,10 +92,7 @@ async def process(ctx: Context, request: Request) -> Response:
     # and its key's report row is the one their views, clicks and conversions count for.
     scope = partner_scope(ctx.signer, "ai", admission.key)
     family = admission.key.family
-    return json_response(
-        ai_body(ctx, result, body.message_id, body.conversation_id, scope, family),
-        headers={**admission.headers, "Cache-Control": "no-store"},
-    )
+    return ai_body(ctx, result, body.message_id, body.conversation_id, scope, family)
 
 
 async def in_crisis(ctx: Context, thread: str) -> bool:

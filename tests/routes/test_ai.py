@@ -7,6 +7,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from edge.beacons import verify_ai_beacon
+from edge.partner.idempotency import REPLAY_HEADER
 from edge.threads import partner_scope
 from matcher.catalogue import ad_number
 from tests.conftest import assert_error_shape, issue_key
@@ -227,3 +228,22 @@ def test_news_in_a_conversation_holds_only_its_own_turn(make_client):
                 "content": "A medium-firm foam mattress supports the lower back."}  # fmt: skip
     assert post_json(client, PATH, news, key).json()["no_ad_reason"] == "unsafe"
     assert post_json(client, PATH, ordinary, key).json()["ads"]
+
+
+def test_a_retried_turn_is_answered_once(ai, script):
+    # A partner whose call timed out retries it: the same answer again (the same ads and
+    # beacon URLs), one match, one request counted; another body is a new turn.
+    client, key = ai
+    first = call(ai, TURN)
+    again = call(ai, TURN)
+    assert first.status_code == again.status_code == 200
+    assert again.json() == first.json()
+    assert REPLAY_HEADER not in first.headers and again.headers[REPLAY_HEADER] == "true"
+    assert len(script.requests) == 1
+    ctx = client.app.state.ctx
+    client.portal.call(ctx.counters.flush, ctx.store)
+    family = client.portal.call(ctx.keyring.find, key).family
+    rows = client.portal.call(ctx.store.counts, ["key"])
+    assert {n: a for _s, i, n, a in rows if i == family}["requests"] == 1
+    other = call(ai, {**TURN, "message_id": "m-other"})
+    assert REPLAY_HEADER not in other.headers and len(script.requests) == 2
