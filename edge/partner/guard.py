@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from starlette.requests import Request
+from starlette.responses import Response
 
 from edge.auth import require_key
 from edge.context import Context
 from edge.errors import BadGateway
+from edge.partner.idempotency import answer_once
 from edge.store import KeyRecord, StoreUnavailable
+
+Body = TypeVar("Body")
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +47,33 @@ async def admit(ctx: Context, request: Request, product: str, *, count: bool = T
     if count:
         count_request(ctx, admission)
     return admission
+
+
+async def match_once(
+    ctx: Context,
+    request: Request,
+    product: str,
+    parse: Callable[[], Awaitable[Body]],
+    match: Callable[[Admission, Body], Awaitable[dict[str, Any]]],
+    *,
+    route: str | None = None,
+) -> Response:
+    """A partner match route from key to answer: the key and its rate; the body
+    (``parse``; a refused body counts as a request); the match, answered once per call on
+    ``route`` (default ``product``): a retry within the window gets the first answer again
+    and counts nothing (edge.partner.idempotency)."""
+    admission = await admit(ctx, request, product, count=False)
+    try:
+        body = await parse()
+    except Exception:
+        count_request(ctx, admission)  # a refused body is a request, never a retry
+        raise
+
+    async def answer() -> dict[str, Any]:
+        count_request(ctx, admission)
+        return await match(admission, body)
+
+    return await answer_once(ctx, request, admission, body, answer, route=route or product)
 
 
 def count_request(ctx: Context, admission: Admission) -> None:

@@ -17,8 +17,7 @@ from edge.errors import BadGateway, Unprocessable
 from edge.http import no_query, read_body
 from edge.partner import schemas
 from edge.partner.bodies import AiBody, parse_ai
-from edge.partner.guard import Admission, admit, count_request
-from edge.partner.idempotency import answer_once
+from edge.partner.guard import Admission, match_once
 from edge.partner.render import ai_body
 from edge.store import StoreUnavailable
 from edge.threads import partner_scope, partner_thread
@@ -45,20 +44,11 @@ def routes(ctx: Context) -> list[BaseRoute]:
 
 
 async def process(ctx: Context, request: Request) -> Response:
-    # Counted here, not by admit: a retry answered from memory is not a new request.
-    admission = await admit(ctx, request, "ai", count=False)
-    try:
+    async def parse() -> AiBody:
         no_query(request.scope, Unprocessable)  # every refusal of this route is a 422
-        body = parse_ai(await read_body(request, max_bytes=ctx.settings.max_body_bytes))
-    except Exception:
-        count_request(ctx, admission)  # a refused body is a request, never a retry
-        raise
+        return parse_ai(await read_body(request, max_bytes=ctx.settings.max_body_bytes))
 
-    async def answer() -> dict[str, Any]:
-        count_request(ctx, admission)
-        return await turn(ctx, request, admission, body)
-
-    return await answer_once(ctx, request, admission, body, answer, route="ai")
+    return await match_once(ctx, request, "ai", parse, partial(turn, ctx, request))
 
 
 async def turn(
@@ -98,14 +88,15 @@ async def turn(
 async def in_crisis(ctx: Context, thread: str) -> bool:
     """Whether a turn of this conversation was judged self-harm within the hold."""
     state = matching.StoreMatchState(ctx.store, ctx.state_writes)
+    now = ctx.clock()
     try:
-        window = (await state.load(None, crisis_key(thread), None, ctx.clock())).backoff
+        window = (await state.load(None, crisis_key(thread), None, now)).backoff
     except StoreUnavailable:  # as a match that cannot read its thread: retry, never an ad
         raise BadGateway(
             "the conversation's state could not be read; retry shortly",
             headers={"Retry-After": str(matching.RETRY_AFTER_SECONDS)},
         ) from None
-    return window is not None and ctx.clock() < window.until
+    return window is not None and now < window.until
 
 
 async def hold(ctx: Context, thread: str) -> None:

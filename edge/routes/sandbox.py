@@ -20,15 +20,14 @@ from starlette.routing import BaseRoute, Route
 from edge.context import Context
 from edge.http import no_query, read_body
 from edge.partner import schemas
-from edge.partner.bodies import parse_ugc
+from edge.partner.bodies import UgcBody, parse_ugc
 from edge.partner.flow import (
     SANDBOX_NO_MATCH_ONE_IN,
     SANDBOX_NO_MATCH_SECONDS,
     match_ugc,
     sandbox_no_match,
 )
-from edge.partner.guard import admit, count_request
-from edge.partner.idempotency import answer_once
+from edge.partner.guard import Admission, match_once
 from edge.partner.render import ugc_body
 from matcher.types import MatchResult
 
@@ -44,17 +43,12 @@ def routes(ctx: Context) -> list[BaseRoute]:
 
 
 async def process(ctx: Context, request: Request) -> Response:
-    admission = await admit(ctx, request, "ugc", count=False)
-    try:
+    async def parse() -> UgcBody:
         no_query(request.scope)
         raw = await read_body(request, max_bytes=ctx.settings.max_body_bytes)
-        body = parse_ugc(raw, sandbox=True)
-    except Exception:
-        count_request(ctx, admission)  # a refused body is a request, never a retry
-        raise
+        return parse_ugc(raw, sandbox=True)
 
-    async def answer() -> dict[str, Any]:
-        count_request(ctx, admission)
+    async def match(admission: Admission, body: UgcBody) -> dict[str, Any]:
         if sandbox_no_match(body.post_id):
             out: dict[str, Any] = {"no_ad_retry_after_seconds": SANDBOX_NO_MATCH_SECONDS}
             ctx.counters.add("key", admission.key.family, "no_matches")
@@ -72,7 +66,7 @@ async def process(ctx: Context, request: Request) -> Response:
             out["explain"] = why
         return out
 
-    return await answer_once(ctx, request, admission, body, answer)
+    return await match_once(ctx, request, "ugc", parse, match)
 
 
 def _explain(result: MatchResult) -> dict[str, Any]:

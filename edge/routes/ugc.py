@@ -13,10 +13,9 @@ from starlette.routing import BaseRoute, Route
 from edge.context import Context
 from edge.http import no_query, read_body
 from edge.partner import schemas
-from edge.partner.bodies import parse_ugc
+from edge.partner.bodies import UgcBody, parse_ugc
 from edge.partner.flow import match_ugc
-from edge.partner.guard import admit, count_request
-from edge.partner.idempotency import answer_once
+from edge.partner.guard import Admission, match_once
 from edge.partner.render import ugc_body
 
 PATH = "/v1/ugc/process"
@@ -29,21 +28,16 @@ def routes(ctx: Context) -> list[BaseRoute]:
 
 
 async def process(ctx: Context, request: Request) -> Response:
-    admission = await admit(ctx, request, "ugc", count=False)
-    try:
+    async def parse() -> UgcBody:
         no_query(request.scope)
-        body = parse_ugc(await read_body(request, max_bytes=ctx.settings.max_body_bytes))
-    except Exception:
-        count_request(ctx, admission)  # a refused body is a request, never a retry
-        raise
+        return parse_ugc(await read_body(request, max_bytes=ctx.settings.max_body_bytes))
 
-    async def answer() -> dict[str, Any]:
-        count_request(ctx, admission)
+    async def match(admission: Admission, body: UgcBody) -> dict[str, Any]:
         result = await match_ugc(ctx, request, body, admission.key)
         # The pixel names the partner's key family: what it bills counts for that row.
         return ugc_body(ctx, result, body.post_id, admission.key.family)
 
-    return await answer_once(ctx, request, admission, body, answer)
+    return await match_once(ctx, request, "ugc", parse, match)
 
 
 def openapi(ctx: Context) -> dict[str, Any]:
