@@ -131,8 +131,6 @@ async def _edge_error(request: Request, exc: Exception) -> Response:
 # Routes only a production edge serves: the AI product, its beacons and conversions. A
 # sandbox's 404 for them says so, rather than that the path is unknown.
 PRODUCTION_ONLY = ("/v1/ai/", "/dea/ai/", "/v1/ad-manager/conversions")
-# The earlier partner API, served only when an operator turns it on: its 404 says how.
-LEGACY_PATHS = ("/ugc/process", "/ugc/disable", "/ugc/impression", "/keys/apiKey")
 
 
 def _not_found(request: Request) -> str:
@@ -141,7 +139,10 @@ def _not_found(request: Request) -> str:
     sandbox = ctx is not None and not ctx.settings.is_production
     if sandbox and path.startswith(PRODUCTION_ONLY):
         return f"{path} is served in production only: the sandbox has no AI product or conversions"
-    if ctx is not None and not ctx.settings.legacy_api and path in LEGACY_PATHS:
+    # The earlier partner API, served only when an operator turns it on: its 404 says how.
+    from edge.routes.legacy import PATHS as LEGACY  # a route module imports this one
+
+    if ctx is not None and not ctx.settings.legacy_api and path in LEGACY.values():
         return (
             f"no route for {path}: the earlier partner API is off on this edge "
             "(EDGE_LEGACY_API=1 turns it on; new integrations use /v1)"

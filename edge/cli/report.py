@@ -281,7 +281,7 @@ def _cell(counter: str, value: Any) -> str:
         return f"{spent}/{'-' if planned is None else daily.money_cell(planned)}"
     if value is None:
         return "-"
-    if counter.startswith(MONEY) or counter == CONVERSION_VALUE:
+    if daily.is_money(counter):
         return daily.money_cell(value)  # to the micro-dollar, as JSON gives it
     return f"{value:.4f}" if counter == "ctr" else str(value)
 

@@ -184,6 +184,14 @@ def test_real_matcher_turns_and_brand_safety(make_client, shared_matcher):
     }
 
 
+# An ordinary turn that follows a blocked one in the same conversation.
+MATTRESS = {
+    "message_id": "m-2",
+    "prompt": "ok. what's a good cheap mattress for back pain?",
+    "content": "A medium-firm foam mattress supports the lower back.",
+}
+
+
 def test_a_self_harm_turn_holds_the_conversations_ads_for_a_day(make_client, clock):
     # The user wrote of not wanting to live; their next turn asks for a mattress. No ad in
     # that conversation for 24 hours, whatever its later turns say; other conversations,
@@ -197,9 +205,7 @@ def test_a_self_harm_turn_holds_the_conversations_ads_for_a_day(make_client, clo
         "prompt": "I don't want to live anymore.",
         "content": "I'm really sorry you're feeling this way. You can call or text 988.",
     }
-    ordinary = {"message_id": "m-2", "conversation_id": "c-1",
-                "prompt": "ok. what's a good cheap mattress for back pain?",
-                "content": "A medium-firm foam mattress supports the lower back."}  # fmt: skip
+    ordinary = {**MATTRESS, "conversation_id": "c-1"}
     unsafe = {"message_id": "m-1", "ads": [], "no_ad_reason": "unsafe"}
     assert post_json(client, PATH, crisis, key).json() == unsafe
     assert post_json(client, PATH, ordinary, key).json() == {**unsafe, "message_id": "m-2"}
@@ -223,9 +229,7 @@ def test_news_in_a_conversation_holds_only_its_own_turn(make_client):
         "prompt": "what happened downtown today?",
         "content": "A gunman opened fire at the station this morning, killing four people.",
     }
-    ordinary = {"message_id": "m-2", "conversation_id": "c-9",
-                "prompt": "ok. what's a good cheap mattress for back pain?",
-                "content": "A medium-firm foam mattress supports the lower back."}  # fmt: skip
+    ordinary = {**MATTRESS, "conversation_id": "c-9"}
     assert post_json(client, PATH, news, key).json()["no_ad_reason"] == "unsafe"
     assert post_json(client, PATH, ordinary, key).json()["ads"]
 
