@@ -60,7 +60,7 @@ class Context:
     estimates: EstimatesRefresher  # keeps the matcher's click-through estimates fresh
     state_writes: StateWrites  # the matcher's post-decision writes in flight
     thread_turns: ThreadTurns  # matches of one conversation take turns (frequency cap)
-    ugc_replays: ReplayCache  # recent UGC and AI match answers: a retry is answered once
+    match_replays: ReplayCache  # recent UGC and AI match answers: a retry is answered once
     housekeeping: Housekeeping  # prunes expired matcher state, a background task
     traffic: TrafficClassifier  # invalid traffic: bots, client binding, per-client rates
     clients: ClientCache  # per client address: the address, geofence verdict, keyed hashes
@@ -110,7 +110,7 @@ class Context:
             estimates=EstimatesRefresher(settings.estimates_refresh_seconds),
             state_writes=StateWrites(),
             thread_turns=ThreadTurns(),
-            ugc_replays=ReplayCache(),
+            match_replays=ReplayCache(),
             housekeeping=Housekeeping(),
             traffic=TrafficClassifier(settings, clock),
             clients=ClientCache(settings.trusted_proxies, signer=lambda: ctx.signer),

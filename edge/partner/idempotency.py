@@ -115,7 +115,7 @@ async def answer_once(
     """The match's answer on ``route`` (``ugc``, ``ai``): ``compute()``'s, or the one a
     retry of the same call got within the window (then with ``Idempotent-Replayed: true``)."""
     fp = fingerprint(admission.key.key_id, route, body, request.headers.get("x-forwarded-for"))
-    out, replayed = await ctx.ugc_replays.answer(fp, ctx.clock, compute)
+    out, replayed = await ctx.match_replays.answer(fp, ctx.clock, compute)
     headers = {**admission.headers, "Cache-Control": "no-store"}
     if replayed:
         headers[REPLAY_HEADER] = "true"
