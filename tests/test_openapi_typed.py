@@ -97,3 +97,32 @@ def test_partner_fired_beacons_declare_the_device_user_agent_header(make_client:
         assert header and header[0]["in"] == "header", (path, method)
     tag_only = doc["paths"]["/dea/url/impression"]["post"].get("parameters", [])
     assert not [p for p in tag_only if p["name"] == "X-Device-User-Agent"]
+
+
+def test_every_field_a_partner_sends_is_described(make_client: Any) -> None:
+    # A field without a description is one a partner learns of only by reading the code
+    # (the AI `prompt`, which brand safety depends on, once was).
+    doc = make_client().get("/openapi.json").json()
+    schemas = doc["components"]["schemas"]
+
+    def resolve(schema: dict[str, Any]) -> dict[str, Any]:
+        if "$ref" in schema:
+            return resolve(schemas[schema["$ref"].rsplit("/", 1)[1]])
+        for option in schema.get("anyOf", []):
+            if option.get("type") != "null":
+                return {**resolve(option), **{k: v for k, v in schema.items() if k != "anyOf"}}
+        return schema
+
+    bare = []
+    for path, ops in doc["paths"].items():
+        if not path.startswith("/v1/"):
+            continue
+        for method, op in ops.items():
+            content = op.get("requestBody", {}).get("content", {}).get("application/json")
+            if content is None:
+                continue
+            body = resolve(content["schema"])
+            for name, prop in body.get("properties", {}).items():
+                if not (prop.get("description") or resolve(prop).get("description")):
+                    bare.append(f"{method.upper()} {path}: {name}")
+    assert not bare, bare

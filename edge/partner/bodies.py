@@ -67,9 +67,34 @@ class AiProcessRequest(msgspec.Struct, forbid_unknown_fields=True):
 
     message_id: Id
     content: Annotated[str, text(MAX_AI_TEXT_CHARS, description="The assistant's answer")]
-    conversation_id: Id | None = None
+    conversation_id: (
+        Annotated[
+            str,
+            text(
+                MAX_ID_CHARS,
+                ident=True,
+                description="The conversation this turn belongs to: each ad's frequency cap "
+                "counts per conversation, and a turn judged self-harm holds every turn of it "
+                "(no ad) for 24 hours. Without it, each turn is a conversation of its own.",
+            ),
+        ]
+        | None
+    ) = None
     location: LOCATION_TEXT | None = None
-    prompt: Annotated[str, text(MAX_AI_TEXT_CHARS, blank=True)] | None = None
+    prompt: (
+        Annotated[
+            str,
+            text(
+                MAX_AI_TEXT_CHARS,
+                blank=True,
+                description="The user's message that this turn answers. Send it: brand safety "
+                "reads the user's intent there (an answer about mattresses to a user who wrote "
+                "that they do not want to wake up gets no ad only when the prompt is sent), "
+                "and the match reads it beside the answer.",
+            ),
+        ]
+        | None
+    ) = None
 
 
 class LegacyMeta(msgspec.Struct):
