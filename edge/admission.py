@@ -4,8 +4,9 @@ Partner requests (/v1, the sandbox, the earlier routes) and the tag's match rout
 separate model threads of the one matcher (its ``partner`` and ``tag`` lanes), so a /v1
 request never queues behind page matches. The tag lane also takes at most
 ``EDGE_TAG_MATCH_SLOTS`` matches at a time (running or waiting for its thread); past that a
-/dea match request is shed at once with 503 and ``Retry-After``, before its body is read,
-rather than queued for seconds. /v1 is never shed here: its own limits are per key.
+/dea match request that needs the model is shed at once with 503 and ``Retry-After``,
+rather than queued for seconds (one answered from the page cache needs no slot). /v1 is
+never shed here: its own limits are per key.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ class ModelAdmission:
         return self._tag_in_flight
 
     def check_tag(self) -> None:
-        """503 now when the tag lane is full (cheap: called before the body is read)."""
+        """503 now when the tag lane is full."""
         if self._tag_in_flight >= self.tag_slots:
             self.shed += 1
             raise TagLaneFull(

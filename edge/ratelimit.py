@@ -79,8 +79,9 @@ class GcraLimiter:
         """How far ahead of now the TAT may be for a request to pass."""
         return self._tolerance
 
-    def check(self, key: str) -> Decision:
-        """Spend one request of ``key``'s bucket if it has one."""
+    def check(self, key: str, cost: float = 1.0) -> Decision:
+        """Spend ``cost`` requests of ``key``'s bucket if it holds that many (a cost above the
+        burst is taken as the whole burst: a full bucket always pays for one call)."""
         now = self._clock() - self._origin
         self._since_prune += 1
         if self._since_prune >= _PRUNE_EVERY:
@@ -88,10 +89,11 @@ class GcraLimiter:
         tat = max(self._tat.get(key, now), now)
         if tat - now > self.limit.period_seconds + _EPS:
             tat = now  # the clock stepped back: never lock a key out for the size of the step
-        if tat - now > self._tolerance + _EPS:
-            wait = tat - now - self._tolerance
+        step = self._interval * min(max(cost, 1.0), float(self.limit.requests))
+        if tat + step - now > self.limit.period_seconds + _EPS:
+            wait = tat + step - now - self.limit.period_seconds
             return Decision(False, 0, tat - now, wait)
-        new_tat = tat + self._interval
+        new_tat = tat + step
         self._tat[key] = new_tat
         self._tat.move_to_end(key)
         ahead = new_tat - now

@@ -342,6 +342,13 @@ class Settings:
         "Tag match requests (/dea/url/keywords, /placements) per client address; 429 above.",
         _rate_limit,
     )
+    dea_client_text_rate: RateLimit = _setting(
+        RateLimit(200_000, 60.0),
+        "Characters of text per client address that the tag's match routes send to the model, "
+        "e.g. 200000/1m (one request's most); 429 above. Pages answered from the page cache "
+        "do not count.",
+        _rate_limit,
+    )
     dea_publisher_rate: RateLimit = _setting(
         RateLimit(200, 1.0),
         "Tag match requests per publisher id, e.g. 200/s; 429 above.",

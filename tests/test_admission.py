@@ -125,6 +125,7 @@ def test_v1_median_stays_within_twice_idle_under_a_dea_flood(tmp_path):
         # Only the lane and its slots protect /v1 here: the per-client and per-publisher
         # limits (which would shed this loopback flood first) are lifted.
         "EDGE_DEA_CLIENT_RATE": "1000000/1s",
+        "EDGE_DEA_CLIENT_TEXT_RATE": "1000000/1s",
         "EDGE_DEA_PUBLISHER_RATE": "1000000/1s",
         "EDGE_RATE_LIMIT_UGC": "1000000/1s",
         "EDGE_PAGE_CACHE_SECONDS": "0",

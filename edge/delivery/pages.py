@@ -7,11 +7,12 @@ first; an unsafe text (news, tragedy) fills nothing. Each filled slot carries a 
 single-use impression token for the beacon of its surface ("url" page slots, "ugc" posts),
 bound to the client that asked (a keyed hash of its address and user agent).
 
-Abuse controls, cheapest first: the client's request rate (429) and the tag lane's free
-slots (503) before the body is read; then a registered ``Origin`` of the publisher (403;
-browsers always send it on these POSTs) and the publisher's request rate (429). A page
-matched recently for the same text, post, slots and place is answered from the page-match
-cache without the model.
+Abuse controls, cheapest first: the client's request rate (429) before the body is read;
+then a registered ``Origin`` of the publisher (403; browsers always send it on these POSTs)
+and the publisher's request rate (429). A page matched recently for the same text, post,
+slots and place is answered from the page-match cache without the model, whatever the tag
+lane's load. The texts that need the model are charged to the client's text budget (429)
+and take one of the tag lane's slots (503 when none is free).
 """
 
 from __future__ import annotations
@@ -55,13 +56,13 @@ class _Group:
 
 
 async def keywords(ctx: Context, request: Request) -> Response:
-    binding = _admit(ctx, request)
+    client_key, binding = _admit(ctx, request)
     body = await json_body(ctx, request, schemas.KEYWORDS_REQUEST)
     pid = _publisher(ctx, request, body["publisher_id"])
     content = _join(body.get("title", ""), body.get("text", ""))
     group = _Group(content, None, tuple(body["slots"]))
     geo = _geo(ctx, request)
-    (result,) = await _match_groups(ctx, [group], body["page_url"], geo, pid)
+    (result,) = await _match_groups(ctx, [group], body["page_url"], geo, pid, client_key)
     placements = _fill(ctx, group, result, pid, binding)
     count_placements(ctx.counters, pid, placements, functools.partial(_campaign_id, ctx))
     keywords: list[str] = []
@@ -77,7 +78,7 @@ async def keywords(ctx: Context, request: Request) -> Response:
 
 
 async def placements(ctx: Context, request: Request) -> Response:
-    binding = _admit(ctx, request)
+    client_key, binding = _admit(ctx, request)
     body = await json_body(ctx, request, schemas.PLACEMENTS_REQUEST)
     pid = _publisher(ctx, request, body["publisher_id"])
     groups: dict[tuple[str, str | None], list[str]] = {}
@@ -91,7 +92,7 @@ async def placements(ctx: Context, request: Request) -> Response:
     geo = _geo(ctx, request)
     page_url = body["page_url"]
     todo = [_Group(content, post, tuple(slots)) for (content, post), slots in groups.items()]
-    results = await _match_groups(ctx, todo, page_url, geo, pid)
+    results = await _match_groups(ctx, todo, page_url, geo, pid, client_key)
     by_slot: dict[str, dict[str, Any]] = {}
     for group, result in zip(todo, results, strict=True):
         for placement in _fill(ctx, group, result, pid, binding):
@@ -104,13 +105,14 @@ async def placements(ctx: Context, request: Request) -> Response:
 # -- helpers ----------------------------------------------------------------------------------
 
 
-def _admit(ctx: Context, request: Request) -> str:
-    """The client's binding (``edge.ivt.client_binding``, for its tokens), within its
-    request rate and with a free tag-lane slot (before the body)."""
+def _admit(ctx: Context, request: Request) -> tuple[str, str]:
+    """The client's key (``edge.ivt.client_key``, its limits') and binding
+    (``edge.ivt.client_binding``, for its tokens), within its request rate (before the
+    body)."""
     client = ctx.clients.of_scope(request.scope)
-    ctx.tag_limits.enforce(ctx.tag_limits.match_client, ctx.clients.key(client), "client address")
-    ctx.admission.check_tag()
-    return ctx.clients.binding(client, header(request.scope, b"user-agent") or "")
+    key = ctx.clients.key(client)
+    ctx.tag_limits.enforce(ctx.tag_limits.match_client, key, "client address")
+    return key, ctx.clients.binding(client, header(request.scope, b"user-agent") or "")
 
 
 def _publisher(ctx: Context, request: Request, pid: str) -> str:
@@ -154,10 +156,16 @@ def _geo(ctx: Context, request: Request) -> GeoSignal | None:
 
 
 async def _match_groups(
-    ctx: Context, groups: list[_Group], page_url: str, geo: GeoSignal | None, pid: str
+    ctx: Context,
+    groups: list[_Group],
+    page_url: str,
+    geo: GeoSignal | None,
+    pid: str,
+    client_key: str,
 ) -> list[MatchResult | None]:
     """One result per group, from the page-match cache where it can be; the groups that
-    need the model hold one tag-lane slot for this request (503 when none is free)."""
+    need the model are charged to the client's text budget (429) and hold one tag-lane slot
+    for this request (503 when none is free)."""
     cache = ctx.page_cache
     matcher = ctx.matcher
     version = matcher.catalogue.content_hash if matcher is not None else ""
@@ -193,8 +201,11 @@ async def _match_groups(
         for key in keys:
             cache.keep_only(key, keep)
     pairs = list(zip(groups, keys, strict=True))
-    needs_model = any(g.content.strip() and not cache.known(k) for g, k in pairs)
-    slot = ctx.admission.tag_slot() if needs_model else contextlib.nullcontext()
+    to_match = sum(len(g.content) for g, k in pairs if g.content.strip() and not cache.known(k))
+    if to_match:
+        ctx.admission.check_tag()  # a busy lane sheds the request before it is charged
+        ctx.tag_limits.charge_text(client_key, to_match)
+    slot = ctx.admission.tag_slot() if to_match else contextlib.nullcontext()
     with slot:
         return list(await asyncio.gather(*(one(g, k) for g, k in pairs)))
 

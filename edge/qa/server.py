@@ -74,6 +74,7 @@ class EdgeProcess:
             EDGE_IVT_IMPRESSIONS="1000000/1s",
             EDGE_IVT_CLICKS="1000000/1s",
             EDGE_DEA_CLIENT_RATE="1000000/1s",
+            EDGE_DEA_CLIENT_TEXT_RATE="1000000/1s",
             EDGE_FAILURE_CLIENT_RATE="1000000/1s",
         )
         env.update(self.settings)

@@ -339,6 +339,45 @@ def test_a_full_tag_lane_sheds_match_requests_with_503(make_client, monkeypatch)
     assert ctx.admission.tag_in_flight == 0  # the slot was given back
 
 
+def live_match(client) -> MatchResult:
+    """An answer with an ad of the live catalogue: a cached one holds (page_cache.servable)."""
+    ad = client.app.state.ctx.matcher.catalogue.placement("ad-trail-shoes")
+    return MatchResult("matched", (ScoredAd(ad, 0.8, 0.8),))
+
+
+def test_a_cached_page_is_answered_while_the_tag_lane_is_full(make_client, monkeypatch):
+    client = make_client(tag_match_slots=1)
+    register(client)
+    script(monkeypatch, {"Trail": live_match(client)})
+    assert client.post("/dea/url/keywords", json=kw_body(), headers=BROWSER).status_code == 200
+    with client.app.state.ctx.admission.tag_slot():  # a flood of other pages holds the lane
+        r = client.post("/dea/url/keywords", json=kw_body(), headers=BROWSER)
+        assert r.status_code == 200 and r.json()["placements"][0]["ad"] is not None
+        other = client.post("/dea/url/keywords", json=kw_body(text="new words"), headers=BROWSER)
+        assert_error_shape(other, 503, "overloaded")
+
+
+def test_the_text_a_client_sends_to_the_model_is_budgeted(make_client, monkeypatch):
+    # A few requests of many long texts must not let one address hold the tag lane: the
+    # characters matched are charged per client address, cached pages excepted.
+    client = make_client(dea_client_text_rate=RateLimit(100, 60.0))
+    register(client)
+    fake = script(monkeypatch, {"Trail": live_match(client)})
+
+    def page(*texts: str):
+        slots = [{"slot_id": f"s{i}", "text": t} for i, t in enumerate(texts)]
+        body = {"publisher_id": PUB, "v": "1.0.0", "page_url": PAGE, "placements": slots}
+        return client.post("/dea/url/placements", json=body, headers=BROWSER)
+
+    first = ("Trail " + "a" * 34, "Trail " + "b" * 34)  # 80 characters of 100
+    assert page(*first).status_code == 200
+    r = page("Trail " + "c" * 34)  # 40 more: over
+    err = assert_error_shape(r, 429, "rate_limited")
+    assert "too much text" in err["message"] and int(r.headers["Retry-After"]) >= 1
+    assert page(*first).status_code == 200  # the same page again: from the cache, free
+    assert len(fake.requests) == 2
+
+
 def test_the_partner_lane_is_not_queued_behind_the_tag_lane(shared_matcher):
     from matcher.types import MatchRequest
 
