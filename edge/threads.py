@@ -8,7 +8,8 @@ an AI conversation of the same name:
 
 - a partner's (``/v1``, sandbox and earlier routes): ``<product>:<key family>:<id>``; the
   key family (``KeyRecord.family``) outlives a rotation, so a rotated key keeps its state;
-- a publisher's (the tag's ``/dea`` slots): ``tag:<publisher id>:<id>``.
+- a publisher's (the tag's ``/dea`` slots): ``tag:<publisher id>:<id>``; a post's no-match
+  window there is its post's and its text's (``publisher_window``).
 
 Neither a product, a key family (``key_<hex>``) nor a publisher id (``A-Z a-z 0-9 _ . -``)
 holds a colon, so two scoped keys are equal only when all three parts are.
@@ -25,11 +26,14 @@ count for: an id that authenticates nothing (only the operator's CLI acts on it)
 
 from __future__ import annotations
 
+import hashlib
+
 from edge.signing import Signer
 from edge.store import KeyRecord
 
 SCOPE_PURPOSE = "partner-scope/v1"
 SCOPE_CHARS = 12  # 72 bits of the keyed hash: no two key families meet, short in a URL
+WINDOW_HASH_CHARS = 32  # 128 bits of a text's SHA-256
 
 
 def partner_thread(product: str, key: KeyRecord, thread_id: str) -> str:
@@ -40,6 +44,16 @@ def partner_thread(product: str, key: KeyRecord, thread_id: str) -> str:
 def publisher_thread(publisher_id: str, thread_id: str) -> str:
     """A post id (or page URL) from a publisher's page, scoped to that publisher."""
     return f"tag:{publisher_id}:{thread_id}"
+
+
+def publisher_window(publisher_id: str, post_id: str, text: str) -> str:
+    """The no-match window of a publisher's post as the tag sent it: its post id and a hash
+    of its text. Anyone can send a tag request with any text under a post id read from the
+    page; keyed by the post alone, a stranger's unsafe or meaningless text would hold the
+    post's real text without ads for up to a day. The hash (fixed-length hex) comes first,
+    so no post id can spell another post's key."""
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:WINDOW_HASH_CHARS]
+    return f"tag:{publisher_id}:text-{digest}:{post_id}"
 
 
 def partner_scope(signer: Signer, product: str, key: KeyRecord) -> str:

@@ -236,9 +236,10 @@ class Matcher:
         that times out its callers does not leave the thread computing answers nobody reads.
         """
         unit = request.post_id or request.turn_id
-        snapshot = await state.load(request.thread_id, request.post_id, unit, now)
+        window_id = request.window_id or request.post_id
+        snapshot = await state.load(request.thread_id, window_id, unit, now)
         backoff = snapshot.backoff
-        if request.post_id and backoff is not None and now < backoff.until:
+        if window_id and backoff is not None and now < backoff.until:
             # Inside the window: the remaining seconds again, without a new match.
             return MatchResult(
                 outcome="no_match",
@@ -272,7 +273,7 @@ class Matcher:
             if lane == "partner":
                 self._partner_done()
         if result.outcome == "no_match":
-            if request.post_id:
+            if window_id:
                 window = next_window(
                     backoff,
                     now=now,
@@ -280,11 +281,11 @@ class Matcher:
                     demand=self.demand_version(now, spent),
                     reason=result.reason,
                 )
-                await state.record_miss(request.post_id, window, now)
+                await state.record_miss(window_id, window, now)
                 result = _with_retry(result, window.until - now)
         else:
-            if request.post_id and backoff is not None:
-                await state.clear_backoff(request.post_id)
+            if window_id and backoff is not None:
+                await state.clear_backoff(window_id)
             if result.ads and request.thread_id and unit:
                 await state.record_served(
                     request.thread_id, unit, [s.placement.ad.id for s in result.ads], now

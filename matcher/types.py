@@ -127,6 +127,9 @@ class MatchRequest:
     prompt: str | None = None  # AI: the user's prompt that produced ``content``
     thread_id: str | None = None  # suppression and frequency scope (post, conversation, page)
     post_id: str | None = None  # no-match backoff key (UGC)
+    # The no-match window's key when it is not ``post_id``: the tag's window is its post's
+    # and text's, since anyone can send any text under a post id read from the page.
+    window_id: str | None = None
     # AI: the assistant message id. The frequency cap counts an ad once per unit (post_id,
     # else turn_id): refreshes of one post never use up the cap; requests with neither
     # (page-level slots) are not counted.

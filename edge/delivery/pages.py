@@ -40,7 +40,7 @@ from edge.errors import BadRequest, Forbidden
 from edge.geo import locate_ip
 from edge.http import header, json_response
 from edge.origins import normalise_origin
-from edge.threads import publisher_thread
+from edge.threads import publisher_thread, publisher_window
 from matcher.types import GeoSignal, MatchRequest, MatchResult, ScoredAd
 
 MAX_KEYWORDS = 20
@@ -183,6 +183,9 @@ async def _match_groups(
             # same id shares its disables, frequency or no-match window (edge.threads).
             thread_id=publisher_thread(pid, group.post_id or page_url),
             post_id=None if group.post_id is None else publisher_thread(pid, group.post_id),
+            window_id=None
+            if group.post_id is None
+            else publisher_window(pid, group.post_id, group.content),
             geo=geo,
             max_ads=len(group.slot_ids),
         )

@@ -378,6 +378,25 @@ def test_the_text_a_client_sends_to_the_model_is_budgeted(make_client, monkeypat
     assert len(fake.requests) == 2
 
 
+def test_a_strangers_text_under_a_post_id_does_not_hold_the_posts_real_text(make_client):
+    # The post id is in the page for anyone to read; the real matcher decides here (each
+    # request matched afresh: no page cache).
+    client = make_client(page_cache_seconds=0)
+    register(client)
+
+    def ask(text: str):
+        body = {"publisher_id": PUB, "v": "1.0.0", "page_url": PAGE,
+                "placements": [{"slot_id": "s", "post_id": "post-7", "text": text}]}  # fmt: skip
+        r = client.post("/dea/url/placements", json=body, headers=BROWSER)
+        assert r.status_code == 200, r.text
+        return r.json()["placements"][0]
+
+    assert ask("I want to kill myself tonight")["reason"] == "unsafe"  # a window opens
+    assert ask("I want to kill myself tonight")["reason"] == "backoff"  # for that text
+    real = ask("my pup will not touch his kibble, any food picky dogs like?")
+    assert real["ad"] is not None, real
+
+
 def test_the_partner_lane_is_not_queued_behind_the_tag_lane(shared_matcher):
     from matcher.types import MatchRequest
 
