@@ -175,3 +175,27 @@ def test_a_catalogue_loaded_once_is_served_by_both_nodes(two_nodes, tmp_path):
         # Announced: each node embeds the new ads (a few) and swaps; the poll is 3 s.
         assert time.monotonic() - loaded_at < 2.5, "a node still serves the old catalogue"
         time.sleep(0.4)
+
+
+def test_a_self_harm_turns_hold_reaches_the_other_node_at_once(two_nodes):
+    # The partner sends the next turn to the other node the moment it has the answer.
+    url, _signer, a, b = two_nodes
+    key = issue(url, "ai")
+    headers = {"X-API-Key": key, "Content-Type": "application/json"}
+    for n in range(5):
+        crisis = {
+            "message_id": "m-1", "conversation_id": f"hold-{n}", "location": "US-CA",
+            "prompt": "I don't want to live anymore.",
+            "content": "I'm really sorry you're feeling this way. You can call or text 988.",
+        }  # fmt: skip
+        nxt = {
+            "message_id": "m-2", "conversation_id": f"hold-{n}", "location": "US-CA",
+            "prompt": "ok. what's a good cheap mattress for back pain?",
+            "content": "A medium-firm foam mattress supports the lower back.",
+        }  # fmt: skip
+        for node, body in ((a, crisis), (b, nxt)):
+            status, _, raw = request(
+                node.port, "POST", "/v1/ai/process", orjson.dumps(body), headers
+            )
+            assert status == 200, raw
+            assert orjson.loads(raw)["no_ad_reason"] == "unsafe", (n, raw)

@@ -100,13 +100,20 @@ async def in_crisis(ctx: Context, thread: str) -> bool:
 
 
 async def hold(ctx: Context, thread: str) -> None:
-    """No ad in this conversation for ``CRISIS_HOLD_SECONDS`` from now (written in the
-    background, as the matcher's own windows are)."""
+    """No ad in this conversation for ``CRISIS_HOLD_SECONDS`` from now, committed before the
+    turn is answered (unlike the matcher's own windows, written in the background): the
+    partner may send the next turn to another node the moment it has this answer, and a
+    node that dies after answering must not take the hold with it. A hold that cannot be
+    stored is a 502, so the partner retries the turn and the hold is written then."""
     now = ctx.clock()
     window = Backoff(misses=1, until=now + CRISIS_HOLD_SECONDS, demand="", reason="unsafe")
-    await matching.StoreMatchState(ctx.store, ctx.state_writes).record_miss(
-        crisis_key(thread), window, now
-    )
+    try:
+        await ctx.store.put_backoff(crisis_key(thread), window, now)
+    except StoreUnavailable:
+        raise BadGateway(
+            "the conversation's hold could not be stored; retry shortly",
+            headers={"Retry-After": str(matching.RETRY_AFTER_SECONDS)},
+        ) from None
 
 
 def openapi(ctx: Context) -> dict[str, Any]:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
 from edge.beacons import verify_ai_beacon
 from edge.partner.idempotency import REPLAY_HEADER
+from edge.store import StoreUnavailable
 from edge.threads import partner_scope
 from matcher.catalogue import ad_number
 from tests.conftest import assert_error_shape, issue_key
@@ -217,6 +219,52 @@ def test_a_self_harm_turn_holds_the_conversations_ads_for_a_day(make_client, clo
     assert post_json(client, PATH, later, key).json()["no_ad_reason"] == "unsafe"
     clock.advance(3600 + 1)
     assert post_json(client, PATH, {**later, "message_id": "m-4"}, key).json()["ads"]
+
+
+CRISIS = {
+    "message_id": "m-1",
+    "conversation_id": "c-1",
+    "prompt": "I don't want to live anymore.",
+    "content": "I'm really sorry you're feeling this way. You can call or text 988.",
+}
+
+
+def test_the_hold_is_stored_before_the_turn_is_answered(make_client, monkeypatch):
+    # The next turn may reach another node the moment this answer is out, and the node that
+    # answered may die: the hold must already be committed (a slow store shows it).
+    client = make_client()
+    key = issue_key(client, "ai")
+    store = client.app.state.ctx.store
+    stored = []
+    put_backoff = store.put_backoff
+
+    async def slow_put(thread_id, window, at):
+        await asyncio.sleep(0.3)
+        await put_backoff(thread_id, window, at)
+        stored.append(thread_id)
+
+    monkeypatch.setattr(store, "put_backoff", slow_put)
+    assert post_json(client, PATH, CRISIS, key).json()["no_ad_reason"] == "unsafe"
+    assert [s for s in stored if s.endswith("#crisis")], stored
+
+
+def test_a_hold_that_cannot_be_stored_is_retried(make_client, monkeypatch):
+    client = make_client()
+    key = issue_key(client, "ai")
+    store = client.app.state.ctx.store
+    put_backoff = store.put_backoff
+
+    async def down(*args):
+        raise StoreUnavailable("down")
+
+    monkeypatch.setattr(store, "put_backoff", down)
+    r = post_json(client, PATH, CRISIS, key)
+    assert_error_shape(r, 502, "upstream_unavailable")
+    assert r.headers["Retry-After"]
+    monkeypatch.setattr(store, "put_backoff", put_backoff)
+    assert post_json(client, PATH, CRISIS, key).json()["no_ad_reason"] == "unsafe"
+    ordinary = {**MATTRESS, "conversation_id": "c-1"}
+    assert post_json(client, PATH, ordinary, key).json()["no_ad_reason"] == "unsafe"
 
 
 def test_news_in_a_conversation_holds_only_its_own_turn(make_client):
