@@ -41,10 +41,18 @@ from matcher.embeddings import MiniLM
 from tag import TagBuild, build_stylesheet, build_tag
 
 Clock = Callable[[], float]
-# The meta entry that names the environment a database serves (see _claim_environment).
+# The meta entry that names the environment a database serves (see claim_environment).
 ENVIRONMENT_META = "environment"
 log = logging.getLogger("edge.context")
 PAGE_CACHE_ENTRIES = 10_000
+
+
+def _other_environment(held: str, what: str) -> str:
+    other = "sandbox" if held == "production" else "production"
+    return (
+        f"EDGE_DB (--db): this database serves the {held} environment; {what} needs a "
+        f"database of its own (e.g. --db var/{other}.db)"
+    )
 
 
 @dataclass(eq=False)
@@ -140,7 +148,7 @@ class Context:
         """Open the store and load what needs I/O; on failure, stop what had started."""
         await self.open_store()
         try:
-            await self._claim_environment()
+            await self.claim_environment()
             if self.signer is None:
                 self.signer = await Signer.from_settings(self.settings, self.store)
             if self.matcher is None:
@@ -174,7 +182,7 @@ class Context:
             await self.stop()
             raise
 
-    async def _claim_environment(self) -> None:
+    async def claim_environment(self) -> None:
         """A database serves one environment: the first edge to start on it records which,
         and an edge of the other one is refused (exit 2). On one database a sandbox's
         test traffic would count in production's counters and reports (they are kept per
@@ -183,10 +191,15 @@ class Context:
         env = self.settings.env
         held = (await self.store.put_meta_if_absent(ENVIRONMENT_META, env.encode())).decode()
         if held != env:
-            raise SettingsError(
-                f"EDGE_DB (--db): this database serves the {held} environment; a {env} edge "
-                f"needs a database of its own (e.g. --db var/{env}.db)"
-            )
+            raise SettingsError(_other_environment(held, f"a {env} edge"))
+
+    async def refuse_other_environment(self, env: str, what: str) -> None:
+        """SettingsError when the database already serves the other environment (``what``
+        would belong to ``env``); records nothing, so a command that only stores (a key)
+        does not decide which environment a new database serves."""
+        held = await self.store.get_meta(ENVIRONMENT_META)
+        if held is not None and held.decode() != env:
+            raise SettingsError(_other_environment(held.decode(), what))
 
     async def _start_estimates(self, matcher: Matcher) -> None:
         # Before serving: a restart ranks with what was learned, not with bare priors.

@@ -72,6 +72,7 @@ def write_env_file(path: Path, values: dict[str, str]) -> None:
     merged = {**read_env_file(path), **values}
     text = "# Demo keys written by `edge demo`; `. var/demo.env` sets them in a shell.\n"
     text += "".join(f"export {name}={shlex.quote(value)}\n" for name, value in merged.items())
+    path.parent.mkdir(parents=True, exist_ok=True)  # var/ beside no SQLite file (a URL)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
         f.write(text)
@@ -79,8 +80,10 @@ def write_env_file(path: Path, values: dict[str, str]) -> None:
 
 
 async def _demo_keys(ctx: Context, kept: dict[str, str]) -> dict[str, str]:
-    """Variable -> key: the kept ones still valid, fresh ones for the rest; every other demo
-    key of this environment is revoked."""
+    """The database claimed for this environment (refused, before any key is written, when it
+    serves the other one), then variable -> key: the kept ones still valid, fresh ones for
+    the rest; every other demo key of this environment is revoked."""
+    await ctx.claim_environment()
     env = ctx.settings.env
     keys: dict[str, str] = {}
     reused: set[str] = set()

@@ -107,6 +107,7 @@ def _issue(args: argparse.Namespace) -> int:
         return 2
 
     async def work(ctx: Context) -> int:
+        await ctx.refuse_other_environment(args.env, f"a {args.env} key")
         key, record = await ctx.keyring.issue(args.env, args.product, args.name)
         print(key)
         if args.env == "sandbox" and args.product == "ai":

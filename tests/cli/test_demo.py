@@ -92,3 +92,14 @@ def test_readme_sandbox_example_works_as_written(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     answer = json.loads(done.stdout)
     assert answer["explain"]["outcome"] in ("matched", "empty", "no_match"), answer
+
+
+def test_the_key_file_gets_its_folder_when_the_database_is_a_url(tmp_path: Path) -> None:
+    # With a postgresql:// database the file goes in var/ of the working folder, which a
+    # fresh checkout does not have yet.
+    from edge.cli.demo import write_env_file
+
+    path = tmp_path / "var" / "demo.env"
+    write_env_file(path, {"UGC_KEY": "k"})
+    assert read_env_file(path) == {"UGC_KEY": "k"}
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600

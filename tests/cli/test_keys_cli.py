@@ -154,3 +154,46 @@ def test_a_database_the_cli_creates_is_the_owners_alone(tmp_path, capsys):
         os.umask(old)
     made = [p for p in tmp_path.iterdir() if p.name.startswith("edge.db")]
     assert made and {stat.S_IMODE(p.stat().st_mode) for p in made} == {0o600}
+
+
+def _claim(db, env: str) -> None:
+    """The database as an edge of ``env`` leaves it once started (its environment claimed)."""
+    import asyncio
+
+    from edge.context import ENVIRONMENT_META
+    from edge.store.sqlite import SQLiteStore
+
+    async def go() -> None:
+        store = SQLiteStore(db)
+        await store.open()
+        try:
+            await store.put_meta_if_absent(ENVIRONMENT_META, env.encode())
+        finally:
+            await store.close()
+
+    asyncio.run(go())
+
+
+def test_a_key_for_the_other_environment_is_refused(tmp_path, capsys):
+    # A sandbox key on production's database works nowhere: a sandbox edge needs a database
+    # of its own. Refused before anything is written; the database's own environment issues.
+    db = tmp_path / "edge.db"
+    _claim(db, "production")
+    argv = ["keys", "issue", "--env", "sandbox", "--product", "ugc", "--db", str(db)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "this database serves the production environment; a sandbox key needs" in err
+    assert main(["keys", "list", "--json", "--db", str(db)]) == 0
+    assert capsys.readouterr().out.strip() == ""
+    _issue(capsys, db, env="production")
+
+
+def test_demo_on_the_other_environments_database_writes_nothing(tmp_path, capsys):
+    db = tmp_path / "var" / "edge.db"
+    db.parent.mkdir()
+    _claim(db, "production")
+    assert main(["demo", "--env", "sandbox", "--db", str(db)]) == 2
+    assert "this database serves the production environment" in capsys.readouterr().err
+    assert main(["keys", "list", "--json", "--db", str(db)]) == 0
+    assert capsys.readouterr().out.strip() == ""
+    assert not (db.parent / "demo.env").exists()
