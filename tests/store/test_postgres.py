@@ -235,6 +235,37 @@ def test_restarted_server_is_unavailable_then_recovers_by_itself(postgres, run):
         run(store.close())
 
 
+def test_an_outage_is_answered_at_once_after_the_first_wait(postgres, run):
+    # One request at a time waits for a database that stopped answering; the others are
+    # refused at once, instead of each holding its connection for the pool's 5 s.
+    url = postgres.new_database()
+    store = PostgresStore(url)
+    run(store.open())
+    try:
+        assert run(ledger.record_impression(store, imp(("before",)))) is True
+        postgres.stop()
+        try:
+            with pytest.raises(StoreUnavailable):
+                run(store.list_keys())  # finds the database gone (up to the pool's timeout)
+
+            async def many() -> list[float]:
+                async def one() -> float:
+                    t0 = time.monotonic()
+                    with pytest.raises(StoreUnavailable):
+                        await store.list_keys()
+                    return time.monotonic() - t0
+
+                return sorted(await asyncio.gather(*(one() for _ in range(8))))
+
+            waits = run(many())
+            assert waits[-2] < 0.5, waits  # all but the one probe: refused at once
+        finally:
+            postgres.start()
+        assert _seconds_until_it_records(run, store, "after") < 10
+    finally:
+        run(store.close())
+
+
 def test_a_node_is_back_within_seconds_after_a_long_outage(postgres, run):
     # The pool's pause between tries doubles (1, 2, 4, 8, 16 s ...): after 20 s down, its
     # next try would come ~11 s after the server is back, unless a run of tries ends early.
