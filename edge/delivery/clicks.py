@@ -52,6 +52,13 @@ from edge.store import Click, ClickConflict
 from matcher.types import PricingModel
 
 _CLICK_ID = re.compile(r"[A-Za-z0-9_\-]{8,64}")
+# The edge's own click ids (``ugc_derived_click_id``, ``AiBeacon.derived_click_id``) begin
+# so. An id sent in may not, unless it is the one the edge derives for that very click URL:
+# a UGC ad's derived id can be computed from its public token, so anyone could otherwise
+# file a second valid click under it (a tag click, or an AI click URL with &click_id=) and
+# make the partner's conversion ambiguous, billing nothing.
+RESERVED_CLICK_PREFIXES = ("ugc-", "ai-")
+_RESERVED = "click_id: ids beginning ugc- or ai- are the edge's own; send your own id or none"
 # The pricing a click is judged and kept under when its view billed as CPM: it bills
 # nothing, and neither does its conversion (bid 0: the view's own bid billed the view).
 _BILLED_AS_CPM = PricingModel("cpm", 0.0)
@@ -69,6 +76,8 @@ async def ugc_click(ctx: Context, request: Request) -> Response:
 
 async def _tag_click(ctx: Context, request: Request, surface: Surface) -> Response:
     body = await json_body(ctx, request, schemas.CLICK_REQUEST)
+    if body["click_id"].startswith(RESERVED_CLICK_PREFIXES):  # the tag's ids never do
+        raise BadRequest(_RESERVED, field="click_id")
     claims = read_claims(ctx, body["impression_token"], surface, "impression_token")
     live = claims.key_family is None or await partner_live(ctx, claims.key_family)
     judge = _Judge(request, claims.client, claims.publisher_id, live=live)
@@ -120,12 +129,14 @@ async def _ugc_click_url(ctx: Context, request: Request) -> Response:
 
 def _click_id(query: dict[str, str], derive: Callable[[], str]) -> str:
     """The partner's ``click_id`` from a click URL's query, checked, else ``derive()``'s (a
-    hash: computed only when the partner names none)."""
+    hash: computed only when the partner names none, or names one of the edge's own)."""
     click_id = query.get("click_id")
     if click_id is None:
         return derive()
     if not _CLICK_ID.fullmatch(click_id):
         raise BadRequest("click_id is 8 to 64 of A-Z a-z 0-9 _ -", field="click_id")
+    if click_id.startswith(RESERVED_CLICK_PREFIXES) and click_id != derive():
+        raise BadRequest(_RESERVED, field="click_id")
     return click_id
 
 

@@ -133,7 +133,8 @@ CLICK_ID = {
     "pattern": r"^[A-Za-z0-9_\-]{8,64}$",
     "description": "Unique per rendered ad, made by the tag (128 random bits); a resent click "
     "reuses it. It is the id a conversion reports, and what a {click_id} macro in "
-    "click_through_url becomes.",
+    "click_through_url becomes. Never beginning ugc- or ai-: those are the edge's own ids "
+    "(400).",
 }
 CLICK_REQUEST = _object(
     ["impression_token", "click_id", "v"],

@@ -273,7 +273,8 @@ def _ai_click(ctx: Context) -> dict[str, Any]:
             "in": "query",
             "required": False,
             "schema": schemas.CLICK_ID,
-            "description": "The partner's id for this click (8-64 of A-Z a-z 0-9 _ -); "
+            "description": "The partner's id for this click (8-64 of A-Z a-z 0-9 _ -, not "
+            "beginning ugc- or ai- unless it is the id this URL derives); "
             "without it, one id per (ad_id, message_id) in its conversation, of its partner",
         }
     )
@@ -295,7 +296,8 @@ def _ugc_click_url(ctx: Context) -> dict[str, Any]:
                 "in": "query",
                 "required": False,
                 "schema": schemas.CLICK_ID,
-                "description": "The partner's id for this click (8-64 of A-Z a-z 0-9 _ -); "
+                "description": "The partner's id for this click (8-64 of A-Z a-z 0-9 _ -, not "
+                "beginning ugc- or ai- unless it is the id this URL derives); "
                 "without it, one id per impression token (the one an advertiser's {click_id} "
                 "macro in the ad's click_through_url received)",
             },

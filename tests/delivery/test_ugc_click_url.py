@@ -154,6 +154,33 @@ def test_a_cpa_ad_converts_through_the_id_its_click_id_macro_received(client):
     assert again["click_through_url"] != ad["click_through_url"]
 
 
+def test_the_edges_own_click_ids_cannot_be_filed_from_another_url(client):
+    # A UGC ad's derived click id is computable from its public token: filed as a second
+    # valid click elsewhere, it made the partner's conversion ambiguous and billed nothing.
+    raw = doc(**{DOG_SET: ("cpa", 18.0)})
+    load(client, raw)
+    key, _ = partner(client, "ugc")
+    ad = serve(client, key, DOG, "p-1")
+    token = parse_qs(urlsplit(ad["click_url"]).query)["t"][0]
+    click_id = ugc_derived_click_id(token_id_of(client, token))
+    fire(client, pixel(ad))
+    fire(client, ad["click_url"], click_id=click_id)  # its own derived id, named: accepted
+    other = serve(client, key, DOG, "p-2")
+    fire(client, pixel(other))
+    stolen = client.get(
+        f"{other['click_url']}&{urlencode({'click_id': click_id})}", headers=FOR_USER
+    )
+    assert stolen.status_code == 400 and stolen.json()["error"]["field"] == "click_id"
+    tag = {"impression_token": token, "click_id": click_id, "v": "1.0.0"}
+    r = client.post("/dea/ugc/click", json=tag, headers=FOR_USER)
+    assert r.status_code == 400 and r.json()["error"]["field"] == "click_id"
+    assert "edge's own" in r.json()["error"]["message"]
+    manager, _ = partner(client, "ad-manager")
+    r = client.post(CONVERSIONS, json={"click_id": click_id}, headers={"X-API-Key": manager})
+    assert r.status_code == 200, r.text
+    assert r.json()["billed_usd"] == 18.0
+
+
 def token_id_of(client, token: str) -> str:
     ctx = client.app.state.ctx
     return read_impression_token(
