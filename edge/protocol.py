@@ -4,6 +4,11 @@ limits it lacks, and a response cycle that writes whole answers in one call.
 Connection limits, each a setting:
 - ``EDGE_MAX_CONNECTIONS``: open connections and requests in progress; past it a request
   gets 503 in the error shape, with ``Retry-After``.
+- ``EDGE_MAX_CLIENT_CONNECTIONS``: open connections from one client address (the trusted
+  proxies of ``EDGE_TRUSTED_PROXIES`` excepted); one past it is closed as it is accepted,
+  before it can hold a slot of ``EDGE_MAX_CONNECTIONS``: otherwise one address reopening
+  a thousand idle sockets as the header timeout closes them kept every other client, health
+  checks included, at 503.
 - ``EDGE_KEEP_ALIVE_SECONDS``: uvicorn's ``timeout_keep_alive``, idle time between requests.
 - ``EDGE_HEADER_TIMEOUT_SECONDS`` and ``EDGE_MAX_HEADER_BYTES``: uvicorn's httptools
   protocol has neither (a socket that never sends, or sends one byte at a time, stays open;
@@ -39,6 +44,7 @@ from uvicorn.protocols.http.httptools_impl import (
     RequestResponseCycle,
 )
 
+from edge.client_ip import IPAddress, parse_address, trusted
 from edge.errors import error_body
 from edge.lane import Finished, RawHeaders
 from edge.settings import Settings
@@ -267,9 +273,17 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     body_timeout: float = 20.0
     max_header_bytes: int = 16_384
     max_connections: int = 1000
+    max_client_connections: int = 128
+    trusted_proxies: tuple[Any, ...] = ()
+    # Open connections per client address, shared by the process's connections (each
+    # process's class gets its own, ``guarded_protocol``); an address leaves it at 0.
+    client_connections: dict[IPAddress, int] = {}  # noqa: RUF012 (replaced per process)
+    refused_clients = 0  # connections closed for their address's count, since start
+    _refusal_logged = 0.0  # loop time of the last warning about them
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self._client_address: IPAddress | None = None  # counted in client_connections
         self._head_timer: asyncio.TimerHandle | None = None
         self._head_deadline = 0.0  # loop time by which the current head must have ended
         self._in_head = False  # a request has begun and its headers have not ended
@@ -292,9 +306,45 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     # uvicorn's protocol narrows asyncio's BaseTransport to Transport; this keeps its signature.
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        if not self._admit_client(transport):
+            return
         self._start_head_clock()
 
+    def _admit_client(self, transport: asyncio.Transport) -> bool:
+        """Count the connection for its address; close it when the address is at its limit."""
+        peer = transport.get_extra_info("peername")
+        address = parse_address(peer[0]) if isinstance(peer, tuple) and peer else None
+        if address is None or trusted(address, self.trusted_proxies):
+            return True
+        counts = self.client_connections
+        held = counts.get(address, 0)
+        if held >= self.max_client_connections:
+            cls = type(self)
+            cls.refused_clients += 1
+            now = self.loop.time()
+            if now - cls._refusal_logged >= 10.0:  # a flood must not flood the log too
+                cls._refusal_logged = now
+                self.logger.warning(
+                    "a client address reached EDGE_MAX_CLIENT_CONNECTIONS (%d): its further "
+                    "connections are closed (%d so far)",
+                    self.max_client_connections,
+                    cls.refused_clients,
+                )
+            self._refused = True
+            transport.abort()
+            return False
+        counts[address] = held + 1
+        self._client_address = address
+        return True
+
     def connection_lost(self, exc: Exception | None) -> None:
+        address, self._client_address = self._client_address, None
+        if address is not None:
+            left = self.client_connections.get(address, 1) - 1
+            if left > 0:
+                self.client_connections[address] = left
+            else:
+                self.client_connections.pop(address, None)
         # uvicorn tells only the last request read (self.cycle) that the client is gone: the
         # one answering, and those queued behind it, would write to the closed socket.
         first, unanswered = self._disconnect_all()
@@ -604,5 +654,8 @@ def guarded_protocol(settings: Settings) -> type[GuardedHttpToolsProtocol]:
             "body_timeout": float(settings.body_timeout_seconds),
             "max_header_bytes": settings.max_header_bytes,
             "max_connections": settings.max_connections,
+            "max_client_connections": settings.max_client_connections,
+            "trusted_proxies": settings.trusted_proxies,
+            "client_connections": {},
         },
     )

@@ -396,6 +396,12 @@ class Settings:
         "Open connections and requests in progress at most; past it new requests get 503.",
         _int_in(1, 1_000_000),
     )
+    max_client_connections: int = _setting(
+        128,
+        "Open connections from one client address at most (EDGE_TRUSTED_PROXIES excepted); "
+        "past it a new connection from that address is closed at once.",
+        _int_in(1, 1_000_000),
+    )
     keep_alive_seconds: int = _setting(
         5, "How long an idle keep-alive connection is kept open between requests.", _int_in(1, 300)
     )

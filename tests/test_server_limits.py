@@ -484,3 +484,45 @@ def test_stalled_bodies_hold_the_connection_slots_only_until_the_body_timeout(ed
     finally:
         for sock in stalled:
             sock.close()
+
+
+def _connect_from(edge, source: str) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.settimeout(10)
+    sock.bind((source, 0))  # any 127.x address is this machine's loopback
+    sock.connect((edge.host, edge.port))
+    return sock
+
+
+@pytest.mark.slow
+def test_one_address_cannot_hold_every_connection(tmp_path):
+    # An attacker reopening idle sockets from one address kept everyone else at 503; now
+    # its connections past EDGE_MAX_CLIENT_CONNECTIONS are closed as they are accepted.
+    settings = {
+        "EDGE_MAX_CLIENT_CONNECTIONS": "3",
+        "EDGE_TRUSTED_PROXIES": "127.0.0.3",
+        "EDGE_SIGNING_KEY": secrets.token_urlsafe(32),
+    }
+    with EdgeProcess(db=tmp_path / "edge.db", settings=settings) as edge:
+        held = [_connect_from(edge, "127.0.0.2") for _ in range(3)]
+        proxy = [_connect_from(edge, "127.0.0.3") for _ in range(5)]  # a trusted proxy
+        try:
+            with _connect_from(edge, "127.0.0.2") as extra:
+                extra.sendall(HEALTH + b"Connection: close\r\n\r\n")
+                try:
+                    closed = extra.recv(100) == b""
+                except ConnectionResetError:
+                    closed = True
+                assert closed  # closed as it was accepted: no answer at all
+            for source in ("127.0.0.4", "127.0.0.3"):  # another client, the proxy's sixth
+                with _connect_from(edge, source) as sock:
+                    sock.sendall(HEALTH + b"Connection: close\r\n\r\n")
+                    assert _read_all(sock).startswith(b"HTTP/1.1 200")
+            held.pop().close()  # one of its own closes: the address may connect again
+            time.sleep(0.2)
+            with _connect_from(edge, "127.0.0.2") as sock:
+                sock.sendall(HEALTH + b"Connection: close\r\n\r\n")
+                assert _read_all(sock).startswith(b"HTTP/1.1 200")
+        finally:
+            for s in held + proxy:
+                s.close()
