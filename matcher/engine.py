@@ -407,7 +407,7 @@ class Matcher:
         texts, vectors, sentences, query = self.query_vectors(request, encoded)
         if self.safety is not None:
             verdicts = self.judge_safety(texts, vectors, sentences)
-            ex.safety(verdicts)
+            ex.safety(verdicts, self.safety.thresholds)
             blocked = next((v for v in verdicts if not v.safe), None)
             if blocked is not None:
                 return ex.result(

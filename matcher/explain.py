@@ -9,6 +9,7 @@ Shape::
                                                      "p_unsafe", "lexicon", "second_pass",
                                                      "sentence_alone", "self_harm_read",
                                                      "scores"}],
+     "safety_thresholds": {name: threshold},
      "location": {...} | null, "floor": {"relevancy", "cosine"},
      "ads": [{"ad_id", "campaign_id", "cosine", "relevancy", "gate", "detail"}],
      "ranked": [{"ad_id", "relevancy", "rank_score", "ecpm", "pricing", "estimate"}],
@@ -18,6 +19,12 @@ Shape::
 answer): ``second_pass`` when its sentences were also encoded alone, ``sentence_alone`` when
 the sentence that blocked was one of those, ``self_harm_read`` False for an answer whose
 prompt shows no self-harm evidence (its self-harm scores are listed but did not count).
+``safety_thresholds`` are the model's: a text is blocked when a lexicon phrase matches, or
+when, on the whole text or one of its sentences, a class's probability reaches that class's
+threshold, P(any unsafe class) reaches ``unsafe``, or the self-harm nearest-neighbour
+margin (``scores.self_harm_knn``: 0.5 is as near to known self-harm wordings as to safe
+ones) reaches ``self_harm_knn``; ``suspect_self_harm`` and ``suspect_knn`` are the levels at
+which a text's sentences are also judged alone (``second_pass``).
 
 ``band`` is the top band's width (``relevancy`` and ``cosine``) and ``band_floor`` the lowest
 relevancy inside it for this request (null when no ad passed the gates): the ads at or above
@@ -38,7 +45,7 @@ campaign, or past ``max_ads``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -59,9 +66,13 @@ class Explainer:
         self.doc: dict[str, Any] = {"safety": [], "location": None, "ads": [], "ranked": []}
         self._ads: dict[str, dict[str, Any]] = {}
 
-    def safety(self, verdicts: Sequence[SafetyVerdict]) -> None:
+    def safety(
+        self, verdicts: Sequence[SafetyVerdict], thresholds: Mapping[str, float] | None = None
+    ) -> None:
         if self.enabled:
             self.doc["safety"] = [v.as_dict() for v in verdicts]
+            if thresholds is not None:
+                self.doc["safety_thresholds"] = {k: round(v, 4) for k, v in thresholds.items()}
 
     def location(self, loc: Location | None) -> None:
         if self.enabled:

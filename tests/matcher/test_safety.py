@@ -824,6 +824,11 @@ def test_explain_names_the_sentence_the_second_pass_blocked(shared_matcher):
     (v,) = r.explanation["safety"]
     assert v["class"] == "self_harm" and v["sentence"] == DILUTED_SENTENCE
     assert v["second_pass"] and v["sentence_alone"]
+    # With the thresholds the scores are read against, so a reader can tell which fired.
+    limits = r.explanation["safety_thresholds"]
+    assert set(limits) >= {"unsafe", "self_harm", "self_harm_knn", "suspect_knn"}
+    fired = [k for k, x in v["scores"].items() if x >= limits.get(k, 2.0)]
+    assert fired, (v["scores"], limits)
 
 
 @pytest.mark.parametrize(
