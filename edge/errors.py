@@ -46,8 +46,16 @@ class BadRequest(EdgeError):
     status, code = 400, "bad_request"
 
 
+# The challenge every 401 carries (RFC 9110 requires one): the key goes in X-API-Key.
+API_KEY_CHALLENGE = 'ApiKey header="X-API-Key"'
+
+
 class Unauthorized(EdgeError):
     status, code = 401, "unauthorized"
+
+    def __init__(self, message: str, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.headers.setdefault("WWW-Authenticate", API_KEY_CHALLENGE)
 
 
 class Forbidden(EdgeError):

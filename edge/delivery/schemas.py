@@ -142,6 +142,12 @@ CLICK_REQUEST = _object(
     click_id=CLICK_ID,
     v=TAG_VERSION,
 )
+# A click URL's &click_id=: the partner's own id (the tag's body carries its own, CLICK_ID).
+PARTNER_CLICK_ID = {
+    "type": "string",
+    "pattern": r"^[A-Za-z0-9_\-]{8,64}$",
+    "description": "The partner's id for this click; the id a conversion reports.",
+}
 AI_CLICK_QUERY = (*AI_BEACON_QUERY, "click_id")
 UGC_CLICK_QUERY = ("t", "click_id")
 CONVERSION_REQUEST = _object(

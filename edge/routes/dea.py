@@ -272,7 +272,7 @@ def _ai_click(ctx: Context) -> dict[str, Any]:
             "name": "click_id",
             "in": "query",
             "required": False,
-            "schema": schemas.CLICK_ID,
+            "schema": schemas.PARTNER_CLICK_ID,
             "description": "The partner's id for this click (8-64 of A-Z a-z 0-9 _ -, not "
             "beginning ugc- or ai- unless it is the id this URL derives); "
             "without it, one id per (ad_id, message_id) in its conversation, of its partner",
@@ -295,7 +295,7 @@ def _ugc_click_url(ctx: Context) -> dict[str, Any]:
                 "name": "click_id",
                 "in": "query",
                 "required": False,
-                "schema": schemas.CLICK_ID,
+                "schema": schemas.PARTNER_CLICK_ID,
                 "description": "The partner's id for this click (8-64 of A-Z a-z 0-9 _ -, not "
                 "beginning ugc- or ai- unless it is the id this URL derives); "
                 "without it, one id per impression token (the one an advertiser's {click_id} "

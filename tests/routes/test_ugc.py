@@ -40,8 +40,10 @@ def test_missing_invalid_or_wrong_product_key_is_401(prod, product, script):
     key = {None: None, "bogus": "prod-ugc-nope"}.get(product) or (
         issue_key(client, product) if product else None
     )
-    err = assert_error_shape(post_json(client, PATH, POST, key), 401, "unauthorized")
+    r = post_json(client, PATH, POST, key)
+    err = assert_error_shape(r, 401, "unauthorized")
     assert err["field"] == "X-API-Key"
+    assert r.headers["WWW-Authenticate"] == 'ApiKey header="X-API-Key"'  # RFC 9110's challenge
     assert script.requests == []  # nothing was matched for an unknown caller
 
 
