@@ -77,6 +77,16 @@ class LiveCatalogue:
             if current is None:
                 return False
             if catalogue.content_hash == current.catalogue.content_hash:
+                if version is not None and version != self.version:
+                    # Nothing to swap, but the version is served from now on: say so, as
+                    # every process does for a version it serves.
+                    log.info(
+                        "catalogue version %d live: the content already served (%d ads in "
+                        "%d campaigns)",
+                        version,
+                        len(catalogue),
+                        len(catalogue.campaigns),
+                    )
                 self.version = version
                 return False
             fresh = await asyncio.to_thread(
@@ -152,6 +162,15 @@ class LiveCatalogue:
         live = await ctx.store.live_catalogue()
         if live is None:
             return await self.reload_file(ctx, path)
+        swapped = await self.sync(ctx)
+        if await self._file_is_served(ctx, path):
+            log.info(
+                "catalogue: SIGHUP: the database's live catalogue version %d is what %s "
+                "holds; nothing to reload",
+                live[0],
+                path,
+            )
+            return swapped
         log.warning(
             "catalogue: SIGHUP does not reload %s: the database holds live catalogue version "
             "%d (stored by `edge catalogue load`), which wins over the file. Run "
@@ -160,7 +179,19 @@ class LiveCatalogue:
             live[0],
             path,
         )
-        return await self.sync(ctx)
+        return swapped
+
+    @staticmethod
+    async def _file_is_served(ctx: Context, path: Path) -> bool:
+        """Whether the catalogue file holds the content served now (a file that cannot be
+        read or is not valid does not)."""
+        try:
+            catalogue = await asyncio.to_thread(load_catalogue, path)
+        except CatalogueError:
+            return False
+        return ctx.matcher is not None and (
+            catalogue.content_hash == ctx.matcher.catalogue.content_hash
+        )
 
     async def hangup(self, ctx: Context) -> bool:
         """SIGHUP with no catalogue file named: nothing to re-read, so it says so and looks

@@ -122,6 +122,24 @@ def test_sighup_keeps_the_stored_live_version_over_the_file(make_client, tmp_pat
     assert "SIGHUP does not reload" in caplog.text and "edge catalogue load" in caplog.text
 
 
+def test_sighup_with_the_file_the_live_version_holds_has_nothing_to_advise(
+    make_client, tmp_path, caplog
+):
+    # The operator loaded the file the edge started with: the version is logged live on
+    # the first sync, and SIGHUP does not tell them to load what is already live.
+    client = make_client(env="production")
+    ctx = client.app.state.ctx
+    path = tmp_path / "file.json"
+    path.write_bytes(orjson.dumps(bundled()))  # what the edge serves already
+    assert main(["catalogue", "load", str(path), "--db", str(ctx.settings.db)]) == 0
+    with caplog.at_level("INFO", logger="edge.catalogue"):
+        assert client.portal.call(ctx.live_catalogue.sync, ctx) is False  # nothing to swap
+        assert "catalogue version 1 live: the content already served" in caplog.text
+        caplog.clear()
+        assert client.portal.call(ctx.live_catalogue.reload, ctx, path) is False
+    assert "nothing to reload" in caplog.text and "does not reload" not in caplog.text
+
+
 def test_sighup_reloads_the_file_without_a_stored_version(make_client, tmp_path):
     client = make_client(env="production")
     ctx = client.app.state.ctx

@@ -91,7 +91,8 @@ words:
                         left, counted per ad and campaign, never on the key's row)
   pacing                per campaign: spent_usd, planned_usd (the even line now; null without
                         a flight end or budget), budget_usd, daily_cap_usd, pacing; null for a
-                        campaign not in the catalogue read
+                        campaign not in the catalogue read; the table shows
+                        spent/planned/budget, - where there is none
 """
 # What clicks and conversions move: ad, campaign and key rows list them all, publishers the
 # clicks and the money (a conversion and its value are counted per ad, campaign and key).
@@ -276,9 +277,10 @@ def render_text(report: dict[str, dict[str, dict[str, float]]]) -> str:
 
 def _cell(counter: str, value: Any) -> str:
     if counter == "pacing" and isinstance(value, dict):
-        planned = value["planned_usd"]
-        spent = daily.money_cell(value["spent_usd"])
-        return f"{spent}/{'-' if planned is None else daily.money_cell(planned)}"
+        # spent/planned/budget: a budget without a flight end has no even line, and its
+        # overspend shows only beside the budget.
+        figures = (value["spent_usd"], value["planned_usd"], value.get("budget_usd"))
+        return "/".join("-" if v is None else daily.money_cell(v) for v in figures)
     if value is None:
         return "-"
     if daily.is_money(counter):

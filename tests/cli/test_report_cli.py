@@ -115,7 +115,11 @@ def test_text_report_money_is_the_figure_json_gives():
     row = next(line for line in lines if line.strip().startswith("cmp-1"))
     cells = dict(zip(header.split(), row.split(), strict=True))
     assert cells["billable_usd"] == "0.003980" and cells["billable_usd_cpm"] == "0.000000"
-    assert cells["pacing"] == "0.003980/0.012500"
+    assert cells["pacing"] == "0.003980/0.012500/1.000000"
+    # A budget without a flight end has no even line: its overspend shows beside the budget.
+    report["campaign"]["cmp-1"]["pacing"].update(spent_usd=10.0, planned_usd=None, budget_usd=5)
+    row = next(ln for ln in render_text(report).splitlines() if ln.strip().startswith("cmp-1"))
+    assert dict(zip(header.split(), row.split(), strict=True))["pacing"] == "10.000000/-/5.000000"
 
 
 def test_empty_store_report(tmp_path, capsys):
