@@ -385,6 +385,8 @@ def _translate(cls: type[Any], raw: bytes, message: str, error: type[EdgeError])
         if mm.group("op") == ">=":
             return fail("must not be empty")
         got = len(value) if isinstance(value, str) else 0
+        if "form" in extra:  # a code too long for its shape: name the shape ("Illinois")
+            return fail(f"must be {extra['form']} (got {got:,} characters)")
         return fail(f"must be at most {n:,} characters (got {got:,})")
     if _REGEX.match(what) and isinstance(node, mi.StrType) and node.pattern is not None:
         return fail(refusal(node.pattern, extra, value))

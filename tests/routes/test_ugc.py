@@ -198,6 +198,14 @@ def test_malformed_geo_values_are_400(prod, geo, field):
     assert assert_error_shape(call(prod, {**POST, "geo_target": geo}), 400)["field"] == field
 
 
+def test_a_code_too_long_for_its_shape_is_told_the_shape(prod):
+    # "Illinois" is refused for its shape, not only for its length.
+    err = assert_error_shape(call(prod, {**POST, "geo_target": {"state": "Illinois"}}), 400)
+    assert err["message"] == (
+        "geo_target.state must be ISO 3166-2 (US-CA) or a bare code (CA) (got 8 characters)"
+    )
+
+
 def test_x_forwarded_for_is_the_end_users_location(prod, script):
     geo = geo_of(prod, script, **{"X-Forwarded-For": "8.8.8.8"})
     assert (geo.state, geo.zipcode, geo.country) == ("US-CA", "94043", "US")
