@@ -176,14 +176,22 @@ class EdgeServer(uvicorn.Server):
             log.info("edge %s environment ready on %s", s.env, s.base_url)
 
 
-def serve(settings: Settings) -> None:
+def serve(settings: Settings, *, demo: bool = False) -> None:
     """Check the file settings, then run until stopped. A bad setting raises
     ``SettingsError`` (one line naming it; the command line's exit 2), a port it cannot
     listen on included; a start that fails otherwise exits 1 (uvicorn's own status, 3, is
-    not one the command line uses)."""
+    not one the command line uses). ``demo``: ``edge demo``'s local edge, which is not
+    warned about its signing key."""
     check_files(settings)
     sock = _listen(settings)  # before anything is logged or loaded: a refusal is one line
     configure_logging(settings.log_level)
+    if settings.is_production and not settings.signing_key and not demo:
+        log.warning(
+            "EDGE_SIGNING_KEY is not set: the edge signs with a key it generated and keeps in "
+            "the database, so anyone who can read the database or a backup of it can forge "
+            "impression tokens, AI beacon URLs and /reports sessions. Set EDGE_SIGNING_KEY "
+            "(docs/deploy.md)."
+        )
     fix_mmap_threshold()  # before the model and catalogue load (workers inherit it)
     db = settings.db
     log.info("database %s", redact_url(db) if isinstance(db, str) else str(db.resolve()))

@@ -164,5 +164,5 @@ def run(args: argparse.Namespace) -> int:
     for command in rest:
         print(f"       {command}")
     print(flush=True)
-    serve(settings)
+    serve(settings, demo=True)
     return 0

@@ -49,6 +49,7 @@ def test_demo_prints_exports_keeps_them_and_its_curls_work(tmp_path: Path, env: 
         out = edge.output()
         exports = printed_exports(out)
         assert set(exports) == set(KEY_VARIABLES[env].values()), out
+        assert "EDGE_SIGNING_KEY is not set" not in out  # a local demo, not a deployment
         env_file = tmp_path / "var" / "demo.env"
         assert read_env_file(env_file) == exports
         assert stat.S_IMODE(env_file.stat().st_mode) == 0o600  # live keys: owner only

@@ -225,6 +225,9 @@ def test_a_start_that_fails_otherwise_exits_1(tmp_path: Path, workers: str) -> N
     assert result.returncode == 1, result.stderr
     assert "the model file is damaged" in result.stderr
     assert "environment ready" not in result.stderr
+    # No EDGE_SIGNING_KEY in production: the generated one sits in the database, and a
+    # reader of the database or its backups could forge what the edge signs.
+    assert "EDGE_SIGNING_KEY is not set" in result.stderr
 
 
 @pytest.mark.slow
