@@ -192,6 +192,13 @@ MATTRESS = {
     "prompt": "ok. what's a good cheap mattress for back pain?",
     "content": "A medium-firm foam mattress supports the lower back.",
 }
+# The turn that holds its conversation: the user wrote of not wanting to live.
+CRISIS = {
+    "message_id": "m-1",
+    "conversation_id": "c-1",
+    "prompt": "I don't want to live anymore.",
+    "content": "I'm really sorry you're feeling this way. You can call or text 988.",
+}
 
 
 def test_a_self_harm_turn_holds_the_conversations_ads_for_a_day(make_client, clock):
@@ -201,15 +208,9 @@ def test_a_self_harm_turn_holds_the_conversations_ads_for_a_day(make_client, clo
     client = make_client()
     key = issue_key(client, "ai")
     other_partner = issue_key(client, "ai")
-    crisis = {
-        "message_id": "m-1",
-        "conversation_id": "c-1",
-        "prompt": "I don't want to live anymore.",
-        "content": "I'm really sorry you're feeling this way. You can call or text 988.",
-    }
     ordinary = {**MATTRESS, "conversation_id": "c-1"}
     unsafe = {"message_id": "m-1", "ads": [], "no_ad_reason": "unsafe"}
-    assert post_json(client, PATH, crisis, key).json() == unsafe
+    assert post_json(client, PATH, CRISIS, key).json() == unsafe
     assert post_json(client, PATH, ordinary, key).json() == {**unsafe, "message_id": "m-2"}
     elsewhere = {**ordinary, "conversation_id": "c-2"}
     assert post_json(client, PATH, elsewhere, key).json()["ads"]  # the turn itself is fine
@@ -219,14 +220,6 @@ def test_a_self_harm_turn_holds_the_conversations_ads_for_a_day(make_client, clo
     assert post_json(client, PATH, later, key).json()["no_ad_reason"] == "unsafe"
     clock.advance(3600 + 1)
     assert post_json(client, PATH, {**later, "message_id": "m-4"}, key).json()["ads"]
-
-
-CRISIS = {
-    "message_id": "m-1",
-    "conversation_id": "c-1",
-    "prompt": "I don't want to live anymore.",
-    "content": "I'm really sorry you're feeling this way. You can call or text 988.",
-}
 
 
 def test_the_hold_is_stored_before_the_turn_is_answered(make_client, monkeypatch):

@@ -226,28 +226,10 @@ def test_restarted_server_is_unavailable_then_recovers_by_itself(postgres, run):
                 run(ledger.record_impression(store, imp(("during",))))
             with pytest.raises(StoreUnavailable):
                 run(store.list_keys())
-        finally:
-            postgres.start()
-        # Connections broken by the restart fail once each, then are replaced.
-        assert _seconds_until_it_records(run, store, "after") < 10
-        assert run(store.impression_count()) == 2  # "during" was refused, never stored
-    finally:
-        run(store.close())
 
-
-def test_an_outage_is_answered_at_once_after_the_first_wait(postgres, run):
-    # One request at a time waits for a database that stopped answering; the others are
-    # refused at once, instead of each holding its connection for the pool's 5 s.
-    url = postgres.new_database()
-    store = PostgresStore(url)
-    run(store.open())
-    try:
-        assert run(ledger.record_impression(store, imp(("before",)))) is True
-        postgres.stop()
-        try:
-            with pytest.raises(StoreUnavailable):
-                run(store.list_keys())  # finds the database gone (up to the pool's timeout)
-
+            # Once the database is found gone, one request at a time waits for it and the
+            # others are refused at once, instead of each holding its connection for the
+            # pool's 5 s.
             async def many() -> list[float]:
                 async def one() -> float:
                     t0 = time.monotonic()
@@ -261,7 +243,9 @@ def test_an_outage_is_answered_at_once_after_the_first_wait(postgres, run):
             assert waits[-2] < 0.5, waits  # all but the one probe: refused at once
         finally:
             postgres.start()
+        # Connections broken by the restart fail once each, then are replaced.
         assert _seconds_until_it_records(run, store, "after") < 10
+        assert run(store.impression_count()) == 2  # "during" was refused, never stored
     finally:
         run(store.close())
 
