@@ -327,8 +327,8 @@ class Settings:
     )
     access_log: bool = _setting(True, "Log one line per request (never keys).", _parse_bool)
     ivt_impressions: RateLimit = _setting(
-        RateLimit(5, 300.0),
-        "Valid tag impressions per client address; more are recorded as invalid, e.g. 5/5m.",
+        RateLimit(60, 300.0),
+        "Valid tag impressions per client address; more are recorded as invalid, e.g. 60/5m.",
         _rate_limit,
     )
     ivt_clicks: tuple[RateLimit, ...] = _setting(
@@ -343,10 +343,10 @@ class Settings:
         _rate_limit,
     )
     dea_client_text_rate: RateLimit = _setting(
-        RateLimit(200_000, 60.0),
+        RateLimit(600_000, 60.0),
         "Characters of text per client address that the tag's match routes send to the model, "
-        "e.g. 200000/1m (one request's most); 429 above. Pages answered from the page cache "
-        "do not count.",
+        "e.g. 600000/1m; 429 above. A request never needs more than the whole budget; pages "
+        "answered from the page cache do not count.",
         _rate_limit,
     )
     dea_publisher_rate: RateLimit = _setting(

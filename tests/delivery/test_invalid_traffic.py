@@ -38,8 +38,12 @@ def kw_body(**kw):
 @pytest.fixture
 def client(make_client):
     # The matches here serve "ad-1": its campaign is in the live catalogue, so its valid
-    # impressions bill (a campaign not in the live catalogue bills nothing).
-    c = make_client(matcher=Script(Catalogue([placement("ad-1").campaign])))
+    # impressions bill (a campaign not in the live catalogue bills nothing). Five valid
+    # impressions per client address in five minutes, to reach the limit in a few beacons.
+    c = make_client(
+        matcher=Script(Catalogue([placement("ad-1").campaign])),
+        ivt_impressions=RateLimit(5, 300.0),
+    )
     register(c)
     return c
 
