@@ -366,7 +366,8 @@ class Settings:
     )
     tag_match_slots: int = _setting(
         2,
-        "Tag match requests matched at once at most; past it /dea match routes answer 503.",
+        "Tag match requests matched at once at most; past it a /dea match request waits up to 1 s "
+        "for one to end, then is answered 503.",
         _int_in(1, 64),
     )
     tag_retention_days: int = _setting(

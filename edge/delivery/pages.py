@@ -204,10 +204,19 @@ async def _match_groups(
         for key in keys:
             cache.keep_only(key, keep)
     pairs = list(zip(groups, keys, strict=True))
-    to_match = sum(len(g.content) for g, k in pairs if g.content.strip() and not cache.known(k))
+
+    def model_text() -> int:
+        return sum(len(g.content) for g, k in pairs if g.content.strip() and not cache.known(k))
+
+    to_match = model_text()
     if to_match:
-        ctx.admission.check_tag()  # a busy lane sheds the request before it is charged
-        ctx.tag_limits.charge_text(client_key, to_match)
+        # A busy lane sheds the request (after a short wait) before it is charged; no await
+        # between a free slot and taking it below. The wait may have let another visitor's
+        # match of the same page in.
+        await ctx.admission.wait_for_tag()
+        to_match = model_text()
+        if to_match:
+            ctx.tag_limits.charge_text(client_key, to_match)
     slot = ctx.admission.tag_slot() if to_match else contextlib.nullcontext()
     with slot:
         return list(await asyncio.gather(*(one(g, k) for g, k in pairs)))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 import threading
+import time
 
 import pytest
 
@@ -347,6 +348,21 @@ def live_match(client) -> MatchResult:
     """An answer with an ad of the live catalogue: a cached one holds (page_cache.servable)."""
     ad = client.app.state.ctx.matcher.catalogue.placement("ad-trail-shoes")
     return MatchResult("matched", (ScoredAd(ad, 0.8, 0.8),))
+
+
+def test_a_request_waits_a_moment_for_a_slot_before_it_is_shed(make_client, monkeypatch):
+    # A reader opening several heavy pages at once: a slot that frees within the wait
+    # serves the next page instead of a 503.
+    client = make_client(tag_match_slots=1)
+    register(client)
+    script(monkeypatch, {"Trail": matched("ad-1")})
+    held = client.app.state.ctx.admission.tag_slot()
+    held.__enter__()  # another page's match holds the only slot for 0.3 s
+    threading.Timer(0.3, held.__exit__, (None, None, None)).start()
+    t0 = time.monotonic()
+    r = client.post("/dea/url/keywords", json=kw_body(), headers=BROWSER)
+    assert r.status_code == 200 and r.json()["placements"][0]["ad"] is not None, r.text
+    assert time.monotonic() - t0 >= 0.25
 
 
 def test_a_cached_page_is_answered_while_the_tag_lane_is_full(make_client, monkeypatch):
