@@ -8,7 +8,7 @@ Shape::
     {"outcome": "matched", "reason": "", "safety": [{"part", "safe", "class", "sentence",
                                                      "p_unsafe", "lexicon", "second_pass",
                                                      "sentence_alone", "self_harm_read",
-                                                     "scores"}],
+                                                     "evidence", "scores"}],
      "safety_thresholds": {name: threshold},
      "location": {...} | null, "floor": {"relevancy", "cosine"},
      "ads": [{"ad_id", "campaign_id", "cosine", "relevancy", "gate", "detail"}],
@@ -18,7 +18,8 @@ Shape::
 ``safety`` has one verdict per text judged (``part``: content, or an AI turn's prompt and
 answer): ``second_pass`` when its sentences were also encoded alone, ``sentence_alone`` when
 the sentence that blocked was one of those, ``self_harm_read`` False for an answer whose
-prompt shows no self-harm evidence (its self-harm scores are listed but did not count).
+prompt shows no self-harm evidence (its self-harm scores are listed but did not count),
+``evidence`` what blocked it (``matcher.safety.EVIDENCE``; null when safe).
 ``safety_thresholds`` are the model's: a text is blocked when a lexicon phrase matches, or
 when, on the whole text or one of its sentences, a class's probability reaches that class's
 threshold, P(any unsafe class) reaches ``unsafe``, or the self-harm nearest-neighbour

@@ -103,6 +103,14 @@ SUSPECT_KNN = "suspect_knn"
 # (``name@sentence``) and for one encoded alone (``name@alone``).
 NAMES = ("unsafe", *UNSAFE_CLASSES, "self_harm_knn")
 _SELF_HARM = NAMES.index("self_harm")
+# What blocked a text (``SafetyVerdict.evidence``): a lexicon phrase; a class's probability or
+# P(any unsafe class); the self-harm margin alone; or the margin alone on a text of fewer than
+# ``MIN_SENTENCE_WORDS`` words. A margin compares distances to the self-harm and to the safe
+# exemplars, so a text the model barely reads ("hi", "lol", "?") lands near 0.5 whichever it
+# is: on such a text the margin blocks (short self-harm wordings such as "kill me" or "i'm
+# done" have nothing else), but it is weaker evidence than any other, and the edge does not
+# hold an AI conversation on it.
+EVIDENCE = ("lexicon", "model", "margin", "margin_short")
 SENTENCE = "sentence"
 ALONE = "alone"
 # The second pass encodes at most this many sentences of a text: the ones with the most
@@ -387,6 +395,8 @@ class SafetyVerdict:
     # False for an AI turn's answer after a prompt with no self-harm evidence: its self-harm
     # scores are shown but did not count (``SafetyClassifier.judge``).
     self_harm_read: bool = True
+    # What blocked (None when safe): ``EVIDENCE``.
+    evidence: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -399,6 +409,7 @@ class SafetyVerdict:
             "second_pass": self.second_pass,
             "sentence_alone": self.sentence_alone,
             "self_harm_read": self.self_harm_read,
+            "evidence": self.evidence,
             "scores": {k: round(v, 4) for k, v in self.scores.items()},
         }
 
@@ -695,7 +706,14 @@ class SafetyClassifier:
         if hit is not None:
             cls, phrase, (a, _) = hit
             return SafetyVerdict(
-                False, top, phrase, cls, _sentence_at(text, a), scores, self_harm_read=harm
+                False,
+                top,
+                phrase,
+                cls,
+                _sentence_at(text, a),
+                scores,
+                self_harm_read=harm,
+                evidence="lexicon",
             )
         # Each unit's scores over its own type's thresholds: the whole text, a sentence as it
         # reads in the text's forward pass, or a sentence encoded alone (second pass).
@@ -716,12 +734,16 @@ class SafetyClassifier:
         k = CLASSES.index(cls)
         sentence = text
         alone = False
+        by_margin = cls == "self_harm" and peak[k] < 1.0
+        evidence = "model"
+        if by_margin and peak[0] < 1.0:  # neither the class's probability nor P(unsafe)
+            short = len(_WORD.findall(text)) < MIN_SENTENCE_WORDS
+            evidence = "margin_short" if short else "margin"
         if len(u.texts) > 1:
             # The unit whose score for the class stands highest over its threshold, or, when
             # only the margin fired, the one nearest to the self-harm exemplars: a sentence
             # (one judged alone by the second pass is named as such), or the whole text when
             # it reads more unsafe than any of its scored sentences.
-            by_margin = cls == "self_harm" and peak[k] < 1.0
             by = ratio[:, -1] if by_margin else ratio[:, k]
             unit = int(by.argmax())
             sentence = u.texts[unit]
@@ -736,6 +758,7 @@ class SafetyClassifier:
             second_pass=second,
             sentence_alone=alone,
             self_harm_read=harm,
+            evidence=evidence,
         )
 
 

@@ -155,5 +155,8 @@ class MatchResult:
     retry_after_seconds: int | None = None  # set when outcome is "no_match"
     reason: str = ""  # machine-readable: "unsafe", "no_relevant_demand", "backoff", ...
     explanation: dict[str, Any] | None = field(default=None, compare=False)
-    # With reason "unsafe": the brand-safety class that blocked it ("self_harm", "news", ...).
+    # With reason "unsafe": the brand-safety class that blocked it ("self_harm", "news", ...),
+    # and what blocked it (``matcher.safety.EVIDENCE``: "lexicon", "model", "margin" or
+    # "margin_short").
     unsafe_category: str | None = None
+    unsafe_evidence: str | None = None

@@ -74,7 +74,7 @@ async def turn(
                 max_ads=ctx.settings.max_ads,
             ),
         )
-        if body.conversation_id is not None and result.unsafe_category == CRISIS_CATEGORY:
+        if body.conversation_id is not None and holds(result):
             await hold(ctx, thread)
     count_outcome(ctx.counters, admission.key.family, result)
     assert ctx.signer is not None  # set at start-up, before any request
@@ -83,6 +83,14 @@ async def turn(
     scope = partner_scope(ctx.signer, "ai", admission.key)
     family = admission.key.family
     return ai_body(ctx, result, body.message_id, body.conversation_id, scope, family)
+
+
+def holds(result: MatchResult) -> bool:
+    """Whether a turn's verdict holds its conversation: self-harm, on any evidence but the
+    nearest-neighbour margin alone on a text of a few words. Such a margin lands near its
+    threshold on greetings ("hi", "thanks!", "?") as on short self-harm wordings; that turn
+    gets no ad, but a conversation opened with "hi" is not held for a day."""
+    return result.unsafe_category == CRISIS_CATEGORY and result.unsafe_evidence != "margin_short"
 
 
 async def in_crisis(ctx: Context, thread: str) -> bool:

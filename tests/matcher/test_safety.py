@@ -1115,3 +1115,23 @@ def test_unread_middle_takes_the_most_suspicious_sentences_in_text_order(shared_
     short = "I keep thinking everyone would be better if I just disappeared. Any shoe tips?"
     _, sentences = matcher_encode(shared_matcher, [short])
     assert safety.unread_middle(short, sentences[0]) == []  # the window read it all
+
+
+def test_a_verdict_names_what_blocked_it(shared_matcher):
+    # The lexicon, the models' probabilities, or the self-harm margin alone; on a text of a
+    # word or two the margin lands near its threshold whatever the text says, and the
+    # verdict says so (an AI conversation is not held on it).
+    texts = ["kms", "i want to die", "hi", "Rode 50 miles today on the new Trek, legs are "
+             "dead. Mind's worse. Been thinking about letting go of the handlebars on the big "
+             "descent.", "a good cheap mattress for back pain"]  # fmt: skip
+    verdicts = shared_matcher.check_safety(texts)
+    assert [v.evidence for v in verdicts] == ["lexicon", "model", "margin_short", "margin", None]
+    assert [v.category for v in verdicts[:4]] == ["self_harm"] * 4
+    req = MatchRequest(product="ugc", content="hi", explain=True)
+    r = shared_matcher.decide(req, ThreadState(), NOW, {})
+    assert (r.reason, r.unsafe_category, r.unsafe_evidence) == (
+        "unsafe",
+        "self_harm",
+        "margin_short",
+    )
+    assert r.explanation["safety"][0]["evidence"] == "margin_short"

@@ -275,6 +275,41 @@ def test_news_in_a_conversation_holds_only_its_own_turn(make_client):
     assert post_json(client, PATH, ordinary, key).json()["ads"]
 
 
+@pytest.mark.parametrize(
+    ("prompt", "content"),
+    [
+        ("hi", "Hello! How can I help you today?"),
+        ("thanks!", "You're welcome!"),
+        ("lol", "Glad that made you laugh."),
+        ("?", "Could you say a little more about what you need?"),
+    ],
+)
+def test_a_greeting_opens_a_conversation_without_holding_it(make_client, prompt, content):
+    # A text of a word or two lands near the self-harm margin's threshold whatever it says,
+    # so the turn itself may get no ad, but the conversation is not held for a day on it.
+    client = make_client()
+    key = issue_key(client, "ai")
+    opening = {"message_id": "m-1", "conversation_id": "c-5", "prompt": prompt, "content": content}
+    first = post_json(client, PATH, opening, key).json()
+    ordinary = {**MATTRESS, "conversation_id": "c-5"}
+    assert post_json(client, PATH, ordinary, key).json()["ads"], first
+
+
+def test_a_short_self_harm_turn_still_holds_the_conversation(make_client):
+    # A few words that the model reads as self-harm (not only the margin) hold as before.
+    client = make_client()
+    key = issue_key(client, "ai")
+    short = {
+        **CRISIS,
+        "conversation_id": "c-6",
+        "prompt": "i want to die",
+        "content": "Please talk to someone.",
+    }
+    assert post_json(client, PATH, short, key).json()["no_ad_reason"] == "unsafe"
+    ordinary = {**MATTRESS, "conversation_id": "c-6"}
+    assert post_json(client, PATH, ordinary, key).json()["no_ad_reason"] == "unsafe"
+
+
 def test_a_retried_turn_is_answered_once(ai, script):
     # A partner whose call timed out retries it: the same answer again (the same ads and
     # beacon URLs), one match, one request counted; another body is a new turn.
