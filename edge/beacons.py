@@ -78,7 +78,12 @@ _AD_NUMBER = re.compile(r"[0-9]{1,16}")
 
 
 class InvalidToken(ValueError):
-    """A token or beacon signature that is forged, malformed, expired or for elsewhere."""
+    """A token or beacon signature that is forged, malformed, expired or for elsewhere;
+    ``field``: the query parameter at fault, when it is not the signature."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 class ExpiredBeacon(InvalidToken):
@@ -103,7 +108,7 @@ def pricing_text(pricing: PricingModel) -> str:
 def _pricing_of(text: str) -> PricingModel:
     found = _PRICING.fullmatch(text)
     if found is None:
-        raise InvalidToken("the beacon's pricing is not one this edge issued")
+        raise InvalidToken("the beacon's pricing is not one this edge issued", "pricing")
     kind = cast(PricingType, found[1])
     return PricingModel(kind, float(found[2]))
 
@@ -299,29 +304,29 @@ def verify_ai_beacon(
     """The beacon the query describes, or InvalidToken when it is not one we signed
     (``ExpiredBeacon`` when it is, but its issue time is not within its max age of ``now``,
     the edge's clock)."""
-    try:
-        raw_ad = query["ad_id"]
-        if not _AD_NUMBER.fullmatch(raw_ad):  # int() also takes "+3", " 3", "3_0" and "٣"
-            raise ValueError(raw_ad)
-        ad_id = int(raw_ad)
-        message_id = query["message_id"]
-        conv = query.get("conversation_id", "")
-        sig = query["sig"]
-    except (KeyError, ValueError):
-        raise InvalidToken("ad_id, message_id and sig are required") from None
+    for name in ("ad_id", "message_id", "sig"):
+        if name not in query:
+            raise InvalidToken(f"ad_id, message_id and sig are required; {name} is missing", name)
+    raw_ad = query["ad_id"]
+    if not _AD_NUMBER.fullmatch(raw_ad):  # int() also takes "+3", " 3", "3_0" and "٣"
+        raise InvalidToken("ad_id is not one this edge issued (the number of an ad)", "ad_id")
+    ad_id = int(raw_ad)
+    message_id = query["message_id"]
+    conv = query.get("conversation_id", "")
+    sig = query["sig"]
     scope = query.get("scope")
     if scope is not None and not _SCOPE.fullmatch(scope):
-        raise InvalidToken("the beacon's scope is not one this edge issued")
+        raise InvalidToken("the beacon's scope is not one this edge issued", "scope")
     priced = query.get("pricing")
     pricing = None if priced is None else _pricing_of(priced)
     if pricing is not None and not scope:
-        raise InvalidToken("the beacon's pricing is not one this edge issued")
+        raise InvalidToken("the beacon's pricing is not one this edge issued", "pricing")
     family = query.get("key_family")
     if family is not None and (pricing is None or not _KEY_FAMILY.fullmatch(family)):
-        raise InvalidToken("the beacon's key_family is not one this edge issued")
+        raise InvalidToken("the beacon's key_family is not one this edge issued", "key_family")
     issued = query.get("issued_at")
     if issued is not None and (family is None or not _ISSUED_AT.fullmatch(issued)):
-        raise InvalidToken("the beacon's issued_at is not one this edge issued")
+        raise InvalidToken("the beacon's issued_at is not one this edge issued", "issued_at")
     sealed = (scope or "", priced or "", family or "", issued or "")
     parts = _ai_parts(kind, ad_id, message_id, conv, *sealed)
     if not signer.verify(AI_BEACON_PURPOSE, *parts, signature=sig):

@@ -72,7 +72,8 @@ def register(sub: Subcommands) -> None:
 
     revoke = ksub.add_parser(
         "revoke",
-        help="revoke a key at once (by the key or its key_id)",
+        help="revoke a key at once (by the key or its key_id); running edges refuse it "
+        "within EDGE_KEY_CACHE_SECONDS (5 s)",
         epilog=exit_statuses("no such active key: it is unknown or already revoked"),
     )
     revoke.add_argument("key", help="the key, its key_id, or - to read it from standard input")

@@ -421,7 +421,7 @@ def verified_ai_beacon(ctx: Context, kind: AiBeaconKind, query: dict[str, str]) 
     except ExpiredBeacon as exc:
         raise BadRequest(str(exc), field="issued_at", code="invalid_token") from None
     except InvalidToken as exc:
-        raise BadRequest(str(exc), field="sig", code="invalid_signature") from None
+        raise BadRequest(str(exc), field=exc.field or "sig", code="invalid_signature") from None
 
 
 async def _ai(ctx: Context, request: Request, kind: AiBeaconKind) -> Response:

@@ -310,6 +310,24 @@ def test_non_ascii_tokens_and_signatures_are_400_not_500(client):
     assert stored(client) == 0
 
 
+@pytest.mark.parametrize(
+    ("name", "value", "field"),
+    [("ad_id", "x123", "ad_id"), ("ad_id", None, "ad_id"), ("message_id", None, "message_id"),
+     ("sig", None, "sig"), ("sig", "AAAA", "sig"), ("scope", "!", "scope"),
+     ("pricing", "cpx:1", "pricing")],
+)  # fmt: skip
+def test_an_ai_beacon_error_names_the_parameter_at_fault(client, name, value, field):
+    # A partner debugging a beacon URL it built or changed is told which parameter is wrong.
+    _, render, _ = _ai_urls(client)
+    params = [p.split("=", 1) for p in render.query.split("&")]
+    kept = [(k, v) for k, v in params if k != name]
+    if value is not None:
+        kept.append((name, value))
+    r = client.get(f"{render.path}?" + "&".join(f"{k}={v}" for k, v in kept))
+    assert assert_error_shape(r, 400, "invalid_signature")["field"] == field
+    assert stored(client) == 0
+
+
 def test_impressions_past_the_budget_are_stored_but_not_billed(client):
     # cmp-baybites (bundled catalogue) has a $1,500 budget. With $1,499.996 billed, the next
     # $6 CPM impression ($0.006) bills the $0.004 left, never more; the one after that is
