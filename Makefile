@@ -41,14 +41,20 @@ postgresql:
 run: install
 	$(BIN)/edge demo
 
+# The tests run in TEST_WORKERS processes (pytest-xdist): one per core, at most four. Many
+# tests wait on a server, a browser or a timeout, so two processes on two cores take ~60%
+# of one's time. `make test TEST_WORKERS=0` runs them in this process, one at a time.
+TEST_WORKERS ?= auto
+PYTEST := $(BIN)/pytest --numprocesses $(TEST_WORKERS) --maxprocesses 4
+
 test: install chromium postgresql lint bandit
-	$(BIN)/pytest
+	$(PYTEST)
 
 unit: install postgresql
-	$(BIN)/pytest tests
+	$(PYTEST) tests
 
 e2e: install chromium
-	$(BIN)/pytest e2e
+	$(PYTEST) e2e
 
 lint: install eslint
 	$(BIN)/ruff check .
