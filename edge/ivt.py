@@ -14,7 +14,8 @@ Rules, in order (the first that applies is the reason):
   revoked partner is counted under another reason on its key row: such an event counts
   for its ad and campaign only (``edge.ledger``).
 - ``bot_user_agent``: a known crawler or bot user agent (general invalid traffic), from the
-  maintained ``crawler-user-agents`` list, or no user agent at all.
+  maintained ``crawler-user-agents`` list and the HTTP clients of scripts and servers it
+  does not name (``SCRIPTED_CLIENTS``), or no user agent at all (or one of a few characters).
 - ``client_mismatch``: the token was issued to another client (a keyed hash of the client
   address and user agent is sealed into it when the tag's match route issues it).
 - ``publisher_removed``: the token's publisher is no longer registered.
@@ -172,9 +173,48 @@ def client_key(signer: Signer, client: Client) -> str:
     return address_key(signer, _network(client.ip))
 
 
+# HTTP clients that scripts and servers use, which the crawler list does not name (it lists
+# crawlers, and of the libraries only the commonest: curl, python-requests, Go, okhttp,
+# axios, ...): the runtimes' own clients by their default user agents, API tools, headless
+# DOMs and test runners, and a bare "Mozilla/5.0" (every browser follows it with its
+# platform). Not here: the clients native apps use on the reader's own device (Dart,
+# Alamofire, CFNetwork), whose default agents a partner's app may fire its pixels with.
+SCRIPTED_CLIENTS = (
+    r"^node(?:/|$)",
+    r"^undici",
+    r"^deno/",
+    r"^bun/",
+    r"^java(?:-http-client)?/",
+    r"^ruby(?:/|$)",
+    r"^faraday",
+    r"^guzzlehttp",
+    r"^restsharp",
+    r"^ureq/",
+    r"^(?:node-)?superagent",
+    r"^apache-http(?:async)?client",
+    r"^vert\.x-webclient",
+    r"^lua-resty-http",
+    r"^php/",
+    r"^postmanruntime",
+    r"^insomnia",
+    r"^reqwest",
+    r"^hyper/",
+    r"^rest-client/",
+    r"^typhoeus",
+    r"^http\.rb",
+    r"windowspowershell",
+    r"\bjsdom/",
+    r"\bcypress/",
+    r"^mozilla/[0-9.]+$",
+)
+# No browser's user agent is shorter than this ("-", "x", "ruby"): stored as a bot's.
+MIN_USER_AGENT = 5
+
+
 class BotDetector:
-    """Known crawler and bot user agents, from the ``crawler-user-agents`` package's list,
-    compiled once into one expression; verdicts are cached per user-agent string. Matched
+    """Known crawler and bot user agents, from the ``crawler-user-agents`` package's list and
+    ``SCRIPTED_CLIENTS``, compiled once into one expression, and agents shorter than
+    ``MIN_USER_AGENT``; verdicts are cached per user-agent string. Matched
     without regard to case: a bot that sends "CURL/8.5.0" or "googlebot/2.1" is the same
     bot (no browser's user agent matches either way). The patterns are lower-cased and
     matched against the lower-cased agent: the list compiled with ``re.IGNORECASE`` costs
@@ -182,13 +222,14 @@ class BotDetector:
 
     def __init__(self, patterns: Sequence[str] | None = None) -> None:
         if patterns is None:
-            patterns = [entry["pattern"] for entry in crawleruseragents.CRAWLER_USER_AGENTS_DATA]
+            listed = crawleruseragents.CRAWLER_USER_AGENTS_DATA
+            patterns = [*(entry["pattern"] for entry in listed), *SCRIPTED_CLIENTS]
         self._regex = re.compile("|".join(f"(?:{lower_pattern(p)})" for p in patterns))
         self.is_bot = lru_cache(maxsize=8192)(self._is_bot)
 
     def _is_bot(self, user_agent: str) -> bool:
         ua = user_agent.strip()[:MAX_USER_AGENT]
-        return not ua or self._regex.search(ua.lower()) is not None
+        return len(ua) < MIN_USER_AGENT or self._regex.search(ua.lower()) is not None
 
 
 _ESCAPE_OR_UPPER = re.compile(r"(\\.)|([A-Z]+)")

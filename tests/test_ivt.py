@@ -73,6 +73,25 @@ def test_every_listed_crawler_instance_is_a_bot_in_any_case():
     assert BotDetector([r"Current[\s\S]*RSS Reader"]).is_bot("CURRENT/2 (rss reader)")
 
 
+@pytest.mark.parametrize(
+    "ua",
+    [
+        "node", "undici", "Deno/1.40.0", "Bun/1.0.25", "Java-http-client/17.0.9", "Java/17.0.9",
+        "Ruby", "Faraday v2.9.0", "GuzzleHttp/7", "RestSharp/110.2.0.0", "ureq/2.9.1",
+        "node-superagent/3.8.3", "Apache-HttpAsyncClient/4.1.4 (Java/1.8.0)",
+        "Vert.x-WebClient/4.5.1", "lua-resty-http/0.17.1 (Lua) ngx_lua/10025", "PHP/8.3",
+        "PostmanRuntime/7.36.0", "insomnia/2023.5.8", "reqwest/0.11", "rest-client/2.1.0 "
+        "(linux x86_64) ruby/3.2.2p53", "Mozilla/5.0 (Windows NT; Windows NT 10.0; en-US) "
+        "WindowsPowerShell/5.1.19041.3570", "Mozilla/5.0 (linux) AppleWebKit/537.36 (KHTML, "
+        "like Gecko) jsdom/20.0.0", "Mozilla/5.0", "-", "x", "ok/1",
+    ],
+)  # fmt: skip
+def test_scripted_http_clients_the_crawler_list_does_not_name_are_bots(ua):
+    # Runtimes' and libraries' default user agents, API tools and headless DOMs: a partner
+    # server that fires a pixel without X-Device-User-Agent, or a script, is not a reader.
+    assert verdict(classifier(), Client("203.0.113.7", ua)) == "bot_user_agent"
+
+
 BROWSERS = (
     CHROME,
     "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) "
@@ -90,6 +109,12 @@ BROWSERS = (
     "Gecko) Version/4.0 Chrome/131.0.6778.81 Mobile Safari/537.36",
     "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) "
     "Chrome/131.0.0.0 YaBrowser/24.10.0.0 Safari/537.36",
+    # Native apps' own clients on the reader's device, and a desktop app's web view.
+    "Dart/3.2 (dart:io)",
+    "Alamofire/5.8.1",
+    "MyForum/4.2 CFNetwork/1490.0.4 Darwin/23.2.0",
+    "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/537.36 (KHTML, like Gecko) "
+    "Slack/4.41.105 Chrome/128.0.6613.186 Electron/32.2.5 Safari/537.36",
 )
 
 
