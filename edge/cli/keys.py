@@ -173,6 +173,21 @@ def _revoke(args: argparse.Namespace) -> int:
             print("edge keys revoke: no such active key", file=sys.stderr)
             return 1
         print(f"revoked {record.key_id} ({record.env}/{record.product})")
+        # A partner's report row and beacons belong to its rotation family (the id of its
+        # first key): while another key of the family is valid, they still count and bill.
+        now = ctx.clock()
+        others = [
+            r.key_id
+            for r in await ctx.store.keys_in_family(record.family)
+            if r.key_id != record.key_id and r.is_valid(now)
+        ]
+        if others:
+            print(
+                f"edge keys revoke: warning: {', '.join(others)} of the same rotation family "
+                f"({record.family}) is still valid; its beacons keep counting until it is "
+                "revoked too",
+                file=sys.stderr,
+            )
         return 0
 
     return with_context(settings_from(args), work, must_exist=True)

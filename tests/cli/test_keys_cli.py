@@ -41,6 +41,25 @@ def test_issue_list_rotate_revoke(tmp_path, capsys):
     assert main(["keys", "revoke", rot["apiKey"], "--db", str(db)]) == 1
 
 
+def test_revoking_one_key_of_a_family_names_the_keys_still_valid(tmp_path, capsys):
+    # An operator revokes the id on a partner's report row (its first key) after the
+    # partner rotated: the new key still bills for the family, and the command says so.
+    db = tmp_path / "edge.db"
+    key = _issue(capsys, db)
+    assert main(["keys", "rotate", key, "--json", "--db", str(db)]) == 0
+    new = json.loads(capsys.readouterr().out)["apiKey"]
+    main(["keys", "list", "--json", "--db", str(db)])
+    rows = {
+        json.loads(x)["status"]: json.loads(x)["key_id"]
+        for x in capsys.readouterr().out.splitlines()
+    }
+    assert main(["keys", "revoke", rows["secondary"], "--db", str(db)]) == 0
+    err = capsys.readouterr().err
+    assert "warning" in err and rows["active"] in err and "still valid" in err
+    assert main(["keys", "revoke", new, "--db", str(db)]) == 0
+    assert "warning" not in capsys.readouterr().err  # the family's last valid key
+
+
 def test_key_can_come_from_stdin(tmp_path, capsys, monkeypatch):
     db = tmp_path / "edge.db"
     key = _issue(capsys, db, product="ai", env="sandbox")
