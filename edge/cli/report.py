@@ -144,7 +144,7 @@ COLUMNS = {
     ),
 }
 # Scopes whose rows also get ``ctr`` (clicks per viewable impression).
-CTR_SCOPES = ("ad", "campaign")
+CTR_SCOPES = ("ad", "campaign", "key")
 
 
 def register(sub: Subcommands) -> None:

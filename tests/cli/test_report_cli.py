@@ -224,7 +224,7 @@ def test_every_row_of_a_scope_lists_every_counter_of_that_scope(tmp_path, capsys
         "viewable_impressions": 0, "billable_usd": 0, "clicks": 0, "conversions": 0,
         "conversion_value_usd": 0,
         "billable_usd_cpm": 0, "billable_usd_cpc": 0, "billable_usd_cpa": 0,
-        **dict.fromkeys(KEY_ROW_INVALID, 0), "some_later_counter": 0,
+        **dict.fromkeys(KEY_ROW_INVALID, 0), "some_later_counter": 0, "ctr": None,
     }  # fmt: skip
     assert report["key"]["key_b"]["empties"] == 1 and report["key"]["key_b"]["requests"] == 0
     assert report["publisher"]["pub-a"]["clicks"] == 0
@@ -371,7 +371,7 @@ def test_key_rows_carry_what_the_partners_serves_earned(tmp_path, capsys):
     assert {c: v for c, v in row.items() if v} == {
         "requests": 2, "matches": 1, "impressions": 1, "viewable_impressions": 1,
         "clicks": 1, "conversions": 1, "billable_usd": 19.255, "billable_usd_cpm": 0.005,
-        "billable_usd_cpc": 1.25, "billable_usd_cpa": 18.0,
+        "billable_usd_cpc": 1.25, "billable_usd_cpa": 18.0, "ctr": 1.0,
     }  # fmt: skip
     assert main(["report", "--db", str(db)]) == 0
     table = capsys.readouterr().out.split("API keys (1)\n", 1)[1].splitlines()
