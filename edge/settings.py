@@ -285,7 +285,11 @@ class Settings:
     max_body_bytes: int = _setting(
         262_144, "Largest request body accepted, in bytes (413 above).", _int_in(1024, 16 << 20)
     )
-    max_ads: int = _setting(3, "Most ads returned for one match.", _int_in(1, 20))
+    max_ads: int = _setting(
+        3,
+        "Most ads returned for one match (past the first, only ads nearly as relevant as it).",
+        _int_in(1, 20),
+    )
     key_cache_seconds: int = _setting(
         5,
         "How long a verified key (or a partner key family's liveness) is trusted before the "

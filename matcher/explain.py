@@ -13,7 +13,7 @@ Shape::
      "location": {...} | null, "floor": {"relevancy", "cosine"},
      "ads": [{"ad_id", "campaign_id", "cosine", "relevancy", "gate", "detail"}],
      "ranked": [{"ad_id", "relevancy", "rank_score", "ecpm", "pricing", "estimate"}],
-     "ranking": {"band", "band_floor", "estimates_as_of"}}
+     "ranking": {"band", "band_floor", "given_floor", "estimates_as_of"}}
 
 ``safety`` has one verdict per text judged (``part``: content, or an AI turn's prompt and
 answer): ``second_pass`` when its sentences were also encoded alone, ``sentence_alone`` when
@@ -29,7 +29,8 @@ which a text's sentences are also judged alone (``second_pass``).
 
 ``band`` is the top band's width (``relevancy`` and ``cosine``) and ``band_floor`` the lowest
 relevancy inside it for this request (null when no ad passed the gates): the ads at or above
-it are ordered by eCPM.
+it are ordered by eCPM. ``given_floor`` is the lowest relevancy given out: an ad past the
+first is given only within 0.15 of cosine of the most relevant one (``ranking.GIVEN_COSINE``).
 
 ``estimate`` is the ad's smoothed click-through and conversion rates with their evidence
 (``successes`` of ``trials``: clicks of viewable impressions, conversions of clicks) and the
@@ -41,7 +42,7 @@ the posterior when exploring).
 ``below_floor``, ``geo``, ``disabled_in_thread``, ``frequency_capped``, ``budget_exhausted``,
 ``daily_cap_reached``, ``pacing_ahead``, ``not_examined`` (past the candidate limit),
 ``ranked_out`` (a better ad of the same
-campaign, or past ``max_ads``).
+campaign, past ``max_ads``, or below ``given_floor``).
 """
 
 from __future__ import annotations
@@ -54,7 +55,14 @@ import numpy as np
 
 from matcher.ctr import CtrModel
 from matcher.geo import Location
-from matcher.ranking import COSINE_BAND, RELEVANCE_BAND, band_floor, calibrate, cosine_for
+from matcher.ranking import (
+    COSINE_BAND,
+    RELEVANCE_BAND,
+    band_floor,
+    calibrate,
+    cosine_for,
+    given_floor,
+)
 from matcher.safety import SafetyVerdict
 from matcher.types import MatchResult, Placement, ScoredAd
 
@@ -126,6 +134,7 @@ class Explainer:
         self.doc["ranking"] = {
             "band": {"relevancy": RELEVANCE_BAND, "cosine": COSINE_BAND},
             "band_floor": None if top is None else round(band_floor(top), 4),
+            "given_floor": None if top is None else round(given_floor(top), 4),
             "estimates_as_of": estimates.as_of,
         }
         for s in ads:

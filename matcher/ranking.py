@@ -20,6 +20,11 @@ x pCTR x pCVR, with pCTR and pCVR the ad's smoothed estimates (``matcher.ctr``).
 exploring, each request draws pCTR and pCVR from their Beta posteriors (Thompson sampling)
 instead of using the means, so an ad with little evidence still wins its share of requests
 in proportion to the chance that it is the best.
+
+An ad past the first is given only within ``GIVEN_COSINE`` (0.15) of the most relevant
+eligible ad's cosine: the relevance floor alone let any ad just above it fill the second and
+third places (cat litter at cosine 0.295 under a puppy-training post whose first ad was at
+0.544). The first ad is always in the top band, so it is never cut.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ CAL_MID = 0.27
 CAL_SCALE = 0.045
 RELEVANCE_BAND = 0.03
 COSINE_BAND = 0.05
+GIVEN_COSINE = 0.15
 
 
 def calibrate(cosine: float) -> float:
@@ -53,6 +59,11 @@ def cosine_for(relevancy: float) -> float:
 def band_floor(top: float) -> float:
     """The lowest relevancy in the top band whose most relevant ad has relevancy ``top``."""
     return max(top - RELEVANCE_BAND, calibrate(cosine_for(top) - COSINE_BAND))
+
+
+def given_floor(top: float) -> float:
+    """The lowest relevancy given out when the most relevant ad has relevancy ``top``."""
+    return calibrate(cosine_for(top) - GIVEN_COSINE)
 
 
 def ecpm(p: Placement, estimates: CtrModel, rng: np.random.Generator | None = None) -> float:
@@ -86,8 +97,8 @@ class Ranker:
     def order(
         self, ads: list[ScoredAd], one_per_campaign: bool, limit: int | None = None
     ) -> list[ScoredAd]:
-        """Best first: the top band by eCPM, then the rest by relevancy; the first
-        ``limit`` of them (None: all).
+        """Best first: the top band by eCPM, then the rest by relevancy down to
+        ``GIVEN_COSINE`` below the most relevant ad; the first ``limit`` of them (None: all).
 
         ``rank_score`` is ``1 + ecpm / (ecpm + best_ecpm)`` inside the band (so above 1) and
         the relevancy outside it, which is exactly the order. A dense catalogue can put
@@ -98,6 +109,7 @@ class Ranker:
             return []
         top = max(s.relevancy_score for s in ads)
         band = band_floor(top)
+        given = given_floor(top)
         best = max((s.ecpm for s in ads if s.relevancy_score >= band), default=0)
         ranks = [
             _band_score(s.ecpm, best) if s.relevancy_score >= band else s.relevancy_score
@@ -113,7 +125,7 @@ class Ranker:
             if limit is not None and len(out) == limit:
                 break
             campaign = ads[i].placement.campaign.id
-            if one_per_campaign and campaign in seen:
+            if (one_per_campaign and campaign in seen) or ads[i].relevancy_score < given:
                 continue
             seen.add(campaign)
             out.append(replace(ads[i], rank_score=ranks[i]))

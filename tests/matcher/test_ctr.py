@@ -138,11 +138,12 @@ def test_a_clearly_more_relevant_ad_is_not_beaten_by_a_higher_ecpm():
 
 
 def test_near_the_top_of_the_scale_the_band_is_bounded_in_cosine():
-    """Relevancy saturates: a 0.44-cosine ad is within 0.03 relevancy of a 0.7-cosine one, yet
-    far less relevant. It must not win on eCPM; an ad of nearly the same cosine still may."""
+    """Relevancy saturates: a 0.56-cosine ad is within 0.03 relevancy of a 0.7-cosine one, yet
+    far less relevant. It must not win on eCPM (it comes second: within ``GIVEN_COSINE``);
+    an ad of nearly the same cosine still may."""
     cat = catalogue({"c": {"s": ("cpc", 50, ["rich"])}, "d": {"t": ("cpm", 0.1, ["relevant"])}})
     ranker = Ranker(cat.placements, 0.5)
-    top, loose = calibrate(0.70), calibrate(0.44)
+    top, loose = calibrate(0.70), calibrate(0.56)
     assert top - loose < RELEVANCE_BAND  # the relevancy bound alone would let it in
     assert ranked(ranker, cat, {"rich": loose, "relevant": top}) == ["relevant", "rich"]
     near = calibrate(0.70 - COSINE_BAND + 0.005)
@@ -179,12 +180,13 @@ def test_thompson_sampling_gives_an_unproven_ad_a_share_of_requests():
 
 def _order_all_then_cut(ads, one_per_campaign, limit):
     """The order as first written: every ad copied with its rank score, sorted, then the
-    first ``limit`` (one per campaign)."""
+    first ``limit`` (one per campaign) of those within ``GIVEN_COSINE`` of the top."""
     from dataclasses import replace
 
-    from matcher.ranking import _band_score
+    from matcher.ranking import _band_score, given_floor
 
-    floor = band_floor(max(s.relevancy_score for s in ads))
+    top = max(s.relevancy_score for s in ads)
+    floor = band_floor(top)
     best = max((s.ecpm for s in ads if s.relevancy_score >= floor), default=0)
     scored = [
         replace(s, rank_score=_band_score(s.ecpm, best))
@@ -195,6 +197,8 @@ def _order_all_then_cut(ads, one_per_campaign, limit):
     scored.sort(key=lambda s: (-s.rank_score, -s.relevancy_score, s.placement.ad.id))
     out, seen = [], set()
     for s in scored:
+        if s.relevancy_score < given_floor(top):
+            continue
         if not one_per_campaign or s.placement.campaign.id not in seen:
             seen.add(s.placement.campaign.id)
             out.append(s)
