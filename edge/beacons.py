@@ -41,6 +41,7 @@ until every node reads both, so a token issued by one node counts on any other.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import re
 import secrets
 from dataclasses import dataclass
@@ -319,14 +320,20 @@ def verify_ai_beacon(
         raise InvalidToken("the beacon's scope is not one this edge issued", "scope")
     priced = query.get("pricing")
     pricing = None if priced is None else _pricing_of(priced)
-    if pricing is not None and not scope:
-        raise InvalidToken("the beacon's pricing is not one this edge issued", "pricing")
     family = query.get("key_family")
-    if family is not None and (pricing is None or not _KEY_FAMILY.fullmatch(family)):
+    if family is not None and not _KEY_FAMILY.fullmatch(family):
         raise InvalidToken("the beacon's key_family is not one this edge issued", "key_family")
     issued = query.get("issued_at")
-    if issued is not None and (family is None or not _ISSUED_AT.fullmatch(issued)):
+    if issued is not None and not _ISSUED_AT.fullmatch(issued):
         raise InvalidToken("the beacon's issued_at is not one this edge issued", "issued_at")
+    # The edge seals each of these with the one before it: a URL that has one without the
+    # one before lost that one (a URL cut or rebuilt by hand).
+    chain = (("scope", scope), ("pricing", priced), ("key_family", family), ("issued_at", issued))
+    for (before, had), (name, value) in itertools.pairwise(chain):
+        if value is not None and not had:
+            raise InvalidToken(
+                f"{before} is missing from the beacon URL (its {name} is sealed with it)", before
+            )
     sealed = (scope or "", priced or "", family or "", issued or "")
     parts = _ai_parts(kind, ad_id, message_id, conv, *sealed)
     if not signer.verify(AI_BEACON_PURPOSE, *parts, signature=sig):

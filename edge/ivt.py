@@ -177,8 +177,9 @@ def client_key(signer: Signer, client: Client) -> str:
 # crawlers, and of the libraries only the commonest: curl, python-requests, Go, okhttp,
 # axios, ...): the runtimes' own clients by their default user agents, API tools, headless
 # DOMs and test runners, and a bare "Mozilla/5.0" (every browser follows it with its
-# platform). Not here: the clients native apps use on the reader's own device (Dart,
+# platform). Not here: the clients iOS and Flutter apps use on the reader's own device (Dart,
 # Alamofire, CFNetwork), whose default agents a partner's app may fire its pixels with.
+# Android's okhttp is on the crawler list itself (scripts use it as much as apps do).
 SCRIPTED_CLIENTS = (
     r"^node(?:/|$)",
     r"^undici",
@@ -202,10 +203,20 @@ SCRIPTED_CLIENTS = (
     r"^rest-client/",
     r"^typhoeus",
     r"^http\.rb",
-    r"windowspowershell",
+    r"\b(?:windows)?powershell/",
+    r"^reactornetty/",
+    r"^fasthttp",
+    r"^mojolicious",
+    r"winhttp\.winhttprequest",
+    r"^apache-cxf/",
+    r"^google-http-java-client/",
+    r"^needle/",
+    r"^excon/",
+    r"^laminas_http_client",
+    r"^ktor-client",
     r"\bjsdom/",
     r"\bcypress/",
-    r"^mozilla/[0-9.]+$",
+    r"^mozilla/[0-9.]+(?: \(compatible\))?$",
 )
 # No browser's user agent is shorter than this ("-", "x", "ruby"): stored as a bot's.
 MIN_USER_AGENT = 5

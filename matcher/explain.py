@@ -29,8 +29,9 @@ which a text's sentences are also judged alone (``second_pass``).
 
 ``band`` is the top band's width (``relevancy`` and ``cosine``) and ``band_floor`` the lowest
 relevancy inside it for this request (null when no ad passed the gates): the ads at or above
-it are ordered by eCPM. ``given_floor`` is the lowest relevancy given out: an ad past the
-first is given only within 0.15 of cosine of the most relevant one (``ranking.GIVEN_COSINE``).
+it are ordered by eCPM. ``given_floor`` is the lowest relevancy given out (a relevancy, as
+``band_floor``): an ad past the first is given only within 0.15 of cosine of the most
+relevant eligible ad (``ranking.GIVEN_COSINE``).
 
 ``estimate`` is the ad's smoothed click-through and conversion rates with their evidence
 (``successes`` of ``trials``: clicks of viewable impressions, conversions of clicks) and the
@@ -42,7 +43,8 @@ the posterior when exploring).
 ``below_floor``, ``geo``, ``disabled_in_thread``, ``frequency_capped``, ``budget_exhausted``,
 ``daily_cap_reached``, ``pacing_ahead``, ``not_examined`` (past the candidate limit),
 ``ranked_out`` (a better ad of the same
-campaign, past ``max_ads``, or below ``given_floor``).
+campaign, or past ``max_ads``), ``below_given_floor`` (past the first, too far below the most
+relevant ad).
 """
 
 from __future__ import annotations
@@ -140,6 +142,11 @@ class Explainer:
         for s in ads:
             if s.placement.ad.id in self._ads:
                 self._ads[s.placement.ad.id]["gate"] = None
+        if top is not None:
+            given = given_floor(top)
+            for entry in self._ads.values():
+                if entry["gate"] == "ranked_out" and calibrate(entry["cosine"]) < given:
+                    entry["gate"] = "below_given_floor"
         self.doc["ranked"] = [
             {
                 "ad_id": s.placement.ad.id,

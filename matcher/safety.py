@@ -105,12 +105,15 @@ NAMES = ("unsafe", *UNSAFE_CLASSES, "self_harm_knn")
 _SELF_HARM = NAMES.index("self_harm")
 # What blocked a text (``SafetyVerdict.evidence``): a lexicon phrase; a class's probability or
 # P(any unsafe class); the self-harm margin alone; or the margin alone on a text of fewer than
-# ``MIN_SENTENCE_WORDS`` words. A margin compares distances to the self-harm and to the safe
-# exemplars, so a text the model barely reads ("hi", "lol", "?") lands near 0.5 whichever it
-# is: on such a text the margin blocks (short self-harm wordings such as "kill me" or "i'm
-# done" have nothing else), but it is weaker evidence than any other, and the edge does not
-# hold an AI conversation on it.
+# ``SHORT_TEXT_WORDS`` words. A margin compares distances to the self-harm and to the safe
+# exemplars, so a text the model barely reads ("hi", "lol", "tell me a joke") lands near 0.5
+# whichever it is: on such a text the margin blocks (short self-harm wordings such as "kill
+# me" or "i'm done" have nothing else), but it is weaker evidence than any other, and the
+# edge holds an AI conversation on it only when the assistant's answer confirms it.
 EVIDENCE = ("lexicon", "model", "margin", "margin_short")
+# Every self-harm text of the labelled, independent, fresh, stress and probe sets that only
+# the margin blocks has six words or more ("don't want to wake up tomorrow").
+SHORT_TEXT_WORDS = 6
 SENTENCE = "sentence"
 ALONE = "alone"
 # The second pass encodes at most this many sentences of a text: the ones with the most
@@ -737,7 +740,7 @@ class SafetyClassifier:
         by_margin = cls == "self_harm" and peak[k] < 1.0
         evidence = "model"
         if by_margin and peak[0] < 1.0:  # neither the class's probability nor P(unsafe)
-            short = len(_WORD.findall(text)) < MIN_SENTENCE_WORDS
+            short = len(_WORD.findall(text)) < SHORT_TEXT_WORDS
             evidence = "margin_short" if short else "margin"
         if len(u.texts) > 1:
             # The unit whose score for the class stands highest over its threshold, or, when

@@ -84,6 +84,11 @@ def test_every_listed_crawler_instance_is_a_bot_in_any_case():
         "(linux x86_64) ruby/3.2.2p53", "Mozilla/5.0 (Windows NT; Windows NT 10.0; en-US) "
         "WindowsPowerShell/5.1.19041.3570", "Mozilla/5.0 (linux) AppleWebKit/537.36 (KHTML, "
         "like Gecko) jsdom/20.0.0", "Mozilla/5.0", "-", "x", "ok/1",
+        "Mozilla/5.0 (Windows NT 10.0; Microsoft Windows 10.0.22631; en-US) PowerShell/7.4.6",
+        "ReactorNetty/1.1.22", "fasthttp", "Mojolicious (Perl)", "Apache-CXF/3.5.5",
+        "Mozilla/4.0 (compatible; Win32; WinHttp.WinHttpRequest.5)", "needle/3.2.0 (Node.js "
+        "v20.10.0; linux x64)", "excon/0.110.0", "Laminas_Http_Client", "ktor-client",
+        "Google-HTTP-Java-Client/1.43.3 (gzip)", "Mozilla/5.0 (compatible)",
     ],
 )  # fmt: skip
 def test_scripted_http_clients_the_crawler_list_does_not_name_are_bots(ua):

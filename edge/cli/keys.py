@@ -73,7 +73,8 @@ def register(sub: Subcommands) -> None:
     revoke = ksub.add_parser(
         "revoke",
         help="revoke a key at once (by the key or its key_id); running edges refuse it "
-        "within EDGE_KEY_CACHE_SECONDS (5 s)",
+        "within EDGE_KEY_CACHE_SECONDS (5 s). Warns when another key of its rotation family "
+        "is still valid: the partner's beacons and report row keep counting under it",
         epilog=exit_statuses("no such active key: it is unknown or already revoked"),
     )
     revoke.add_argument("key", help="the key, its key_id, or - to read it from standard input")
@@ -184,8 +185,8 @@ def _revoke(args: argparse.Namespace) -> int:
         if others:
             print(
                 f"edge keys revoke: warning: {', '.join(others)} of the same rotation family "
-                f"({record.family}) is still valid; its beacons keep counting until it is "
-                "revoked too",
+                f"({record.family}) is still valid: the partner's beacons and report row keep "
+                "counting under it until it is revoked or, as a secondary, expires",
                 file=sys.stderr,
             )
         return 0

@@ -17,8 +17,8 @@ paid on; an Ad Manager key's row holds only its calls.
 
 Ad, publisher, campaign and key rows get ``billable_usd`` by pricing model
 (``billable_usd_cpm``, ``_cpc``, ``_cpa``) and every ``invalid_*`` counter (publisher rows
-all but ``invalid_not_served``, publisher and key rows none of ``key_revoked``); ads and
-campaigns also get ``ctr`` (valid clicks per
+all but ``invalid_not_served``, publisher and key rows none of ``key_revoked``); ads,
+campaigns and keys also get ``ctr`` (valid clicks per
 viewable impression; null before the first one), and
 campaigns ``pacing``: spent against the even line (``planned_usd``) of the catalogue a
 production edge on this database serves: the live version stored by ``edge catalogue load``
@@ -194,7 +194,7 @@ def build(
 ) -> dict[str, dict[str, dict[str, Any]]]:
     """{scope: {id: {counter: amount}}}; every row lists each counter of its scope (``COLUMNS``
     and any other counter a row of that scope moved, 0 when it has not moved), ad and
-    campaign rows ``ctr``, campaigns of ``campaigns`` their pacing."""
+    campaign and key rows ``ctr``, campaigns of ``campaigns`` their pacing."""
     out: dict[str, dict[str, dict[str, Any]]] = {"ad": {}, "publisher": {}}
     for scope, scope_id, counter, amount in rows:
         entry = out.setdefault(scope, {}).setdefault(scope_id, {})

@@ -3,6 +3,7 @@ AI product has no sandbox, so the sandbox answers 404 here."""
 
 from __future__ import annotations
 
+import re
 from functools import partial
 from typing import Any
 
@@ -29,6 +30,14 @@ PATH = "/v1/ai/process"
 # after that turn, whatever its later turns say ("ok. what's a good mattress?").
 CRISIS_HOLD_SECONDS = 24 * 3600
 CRISIS_CATEGORY = "self_harm"
+
+# An answer that refers the user to crisis help: the assistant read the prompt as self-harm.
+# (The lexicon already reads "suicide hotline", "suicidal" and the like in every answer.)
+_CRISIS_HELP = re.compile(
+    r"\b988\b|\bcrisis (?:line|lifeline|text line|hotline|helpline|support)\b|"
+    r"\bsamaritans\b|\b(?:ending|end) your (?:own )?life\b",
+    re.IGNORECASE,
+)
 
 
 def crisis_key(thread: str) -> str:
@@ -74,7 +83,7 @@ async def turn(
                 max_ads=ctx.settings.max_ads,
             ),
         )
-        if body.conversation_id is not None and holds(result):
+        if body.conversation_id is not None and holds(result, body.content):
             await hold(ctx, thread)
     count_outcome(ctx.counters, admission.key.family, result)
     assert ctx.signer is not None  # set at start-up, before any request
@@ -85,12 +94,16 @@ async def turn(
     return ai_body(ctx, result, body.message_id, body.conversation_id, scope, family)
 
 
-def holds(result: MatchResult) -> bool:
+def holds(result: MatchResult, answer: str) -> bool:
     """Whether a turn's verdict holds its conversation: self-harm, on any evidence but the
-    nearest-neighbour margin alone on a text of a few words. Such a margin lands near its
-    threshold on greetings ("hi", "thanks!", "?") as on short self-harm wordings; that turn
-    gets no ad, but a conversation opened with "hi" is not held for a day."""
-    return result.unsafe_category == CRISIS_CATEGORY and result.unsafe_evidence != "margin_short"
+    nearest-neighbour margin alone on a text of a few words, unless the assistant's answer
+    refers the user to crisis help. Such a margin lands near its threshold on small talk
+    ("hi", "tell me a joke") as on short self-harm wordings ("i'm done"); that turn gets no
+    ad either way, and the answer tells the two apart: "Glad I could help!" or "please call
+    988"."""
+    if result.unsafe_category != CRISIS_CATEGORY:
+        return False
+    return result.unsafe_evidence != "margin_short" or _CRISIS_HELP.search(answer) is not None
 
 
 async def in_crisis(ctx: Context, thread: str) -> bool:

@@ -314,11 +314,22 @@ def test_non_ascii_tokens_and_signatures_are_400_not_500(client):
     ("name", "value", "field"),
     [("ad_id", "x123", "ad_id"), ("ad_id", None, "ad_id"), ("message_id", None, "message_id"),
      ("sig", None, "sig"), ("sig", "AAAA", "sig"), ("scope", "!", "scope"),
-     ("pricing", "cpx:1", "pricing")],
+     ("pricing", "cpx:1", "pricing"), ("scope", None, "scope"), ("pricing", None, "pricing"),
+     ("key_family", None, "key_family"), ("key_family", "a b", "key_family"),
+     ("issued_at", "soon", "issued_at")],
 )  # fmt: skip
 def test_an_ai_beacon_error_names_the_parameter_at_fault(client, name, value, field):
-    # A partner debugging a beacon URL it built or changed is told which parameter is wrong.
-    _, render, _ = _ai_urls(client)
+    # A partner debugging a beacon URL it built or changed is told which parameter is wrong;
+    # one that lost a sealed parameter is told which.
+    ctx = client.app.state.ctx
+    placement, _, _ = _ai_urls(client)
+    number = ctx.matcher.catalogue.ad_number(placement.ad.id)
+    url, _ = ai_beacon_urls(
+        ctx.signer, ctx.settings.base_url, number, "m-1", "c-9", scope=AI_SCOPE,
+        pricing=placement.ad_set.pricing_model, key_family="key_0123456789ab",
+        issued_at=ctx.clock(),
+    )  # fmt: skip
+    render = urlsplit(url)
     params = [p.split("=", 1) for p in render.query.split("&")]
     kept = [(k, v) for k, v in params if k != name]
     if value is not None:

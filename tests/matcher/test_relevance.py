@@ -123,7 +123,8 @@ def test_a_far_more_relevant_ad_is_not_outbid_near_the_top_of_the_scale(shared_m
     ranking = result.explanation["ranking"]
     assert listed["ad-budget-app"]["relevancy"] >= ranking["band_floor"] > thermostat["relevancy"]
     # 0.24 of cosine below the first ad: not given at all (see the next test).
-    assert thermostat["gate"] == "ranked_out" and thermostat["relevancy"] < ranking["given_floor"]
+    assert thermostat["gate"] == "below_given_floor"
+    assert thermostat["relevancy"] < ranking["given_floor"]
     assert "ad-thermostat" not in {s.placement.ad.id for s in result.ads}
 
 
@@ -137,10 +138,11 @@ def test_a_second_ad_is_given_only_near_the_first(shared_matcher):
     )  # fmt: skip
     result = shared_matcher.decide(request, ThreadState(), NOW, {})
     listed = result.explanation["ads"]
-    top = max(a["cosine"] for a in listed if a["gate"] in (None, "ranked_out"))
+    top = max(a["cosine"] for a in listed if a["gate"] in (None, "ranked_out", "below_given_floor"))
     given = [a for a in listed if a["ad_id"] in {s.placement.ad.id for s in result.ads}]
     assert result.ads and all(a["cosine"] >= top - GIVEN_COSINE - 1e-4 for a in given)
-    cut = [a for a in listed if a["gate"] == "ranked_out" and a["cosine"] < top - GIVEN_COSINE]
+    cut = [a for a in listed if a["gate"] == "below_given_floor"]
+    assert all(a["cosine"] < top - GIVEN_COSINE for a in cut)
     assert cut, listed  # ads over the floor that the rule kept out
     assert all(a["relevancy"] >= 0.5 for a in cut)
     # The rule alone: cosines 0.6, 0.46 and 0.44 give the first two.

@@ -282,10 +282,13 @@ def test_news_in_a_conversation_holds_only_its_own_turn(make_client):
         ("thanks!", "You're welcome!"),
         ("lol", "Glad that made you laugh."),
         ("?", "Could you say a little more about what you need?"),
+        ("tell me a joke", "Why did the scarecrow win an award? He was outstanding."),
+        ("can we start over?", "Of course. What would you like to talk about?"),
+        ("that's it, I'm done", "Great, glad I could help!"),
     ],
 )
 def test_a_greeting_opens_a_conversation_without_holding_it(make_client, prompt, content):
-    # A text of a word or two lands near the self-harm margin's threshold whatever it says,
+    # A text of a few words lands near the self-harm margin's threshold whatever it says,
     # so the turn itself may get no ad, but the conversation is not held for a day on it.
     client = make_client()
     key = issue_key(client, "ai")
@@ -293,6 +296,21 @@ def test_a_greeting_opens_a_conversation_without_holding_it(make_client, prompt,
     first = post_json(client, PATH, opening, key).json()
     ordinary = {**MATTRESS, "conversation_id": "c-5"}
     assert post_json(client, PATH, ordinary, key).json()["ads"], first
+
+
+@pytest.mark.parametrize("prompt", ["i'm done", "not worth it", "kill me now"])
+def test_a_short_prompt_answered_with_crisis_help_holds_the_conversation(make_client, prompt):
+    # The few words weigh the same as small talk; the assistant's answer says which it was.
+    client = make_client()
+    key = issue_key(client, "ai")
+    answer = (
+        "It sounds like you're going through a lot. If you're thinking of ending your life, "
+        "please call or text 988."
+    )
+    turn = {"message_id": "m-1", "conversation_id": "c-7", "prompt": prompt, "content": answer}
+    assert post_json(client, PATH, turn, key).json()["no_ad_reason"] == "unsafe"
+    ordinary = {**MATTRESS, "conversation_id": "c-7"}
+    assert post_json(client, PATH, ordinary, key).json()["no_ad_reason"] == "unsafe"
 
 
 def test_a_short_self_harm_turn_still_holds_the_conversation(make_client):
