@@ -115,9 +115,20 @@ def _check_server(url: str) -> None:
     """A PostgreSQL URL: the server answers it and lets the user in (one connection, at
     most ``SERVER_CHECK_S``); the URL is named without its password."""
     try:
+        given = psycopg.conninfo.conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        # The driver's message quotes the URL, or the part it could not read: the password.
+        raise bad(
+            "db",
+            redact_url(url),
+            "cannot open: not a URL the PostgreSQL driver can read "
+            "(postgresql://USER:PASSWORD@HOST:PORT/DBNAME; percent-encode characters such as "
+            "@ : / % [ ] in the password)",
+        ) from None
+    try:
         # The URL's own connect_timeout, when it has one, is used (and so checked) as given.
         dsn = url
-        if "connect_timeout" not in psycopg.conninfo.conninfo_to_dict(url):
+        if "connect_timeout" not in given:
             dsn = psycopg.conninfo.make_conninfo(url, connect_timeout=SERVER_CHECK_S)
         with psycopg.connect(dsn) as conn:
             if conn.execute("SELECT to_regclass('schema_migrations')").fetchone() != (None,):

@@ -304,6 +304,11 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._write_deadline = 0.0  # loop time by which writes paused now must resume
 
     # uvicorn's protocol narrows asyncio's BaseTransport to Transport; this keeps its signature.
+    def _unsupported_upgrade_warning(self) -> None:
+        """Nothing: an upgrade request (``Upgrade: websocket``, ``h2c``) is answered as plain
+        HTTP. uvicorn would log two warnings per such request, one of them advice to install
+        a WebSocket library: a log any client could fill."""
+
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         if not self._admit_client(transport):

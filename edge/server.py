@@ -106,6 +106,11 @@ def uvicorn_config(settings: Settings, app: ASGIApp | None = None) -> uvicorn.Co
         port=settings.port,
         loop="uvloop",
         http=guarded_protocol(settings),
+        # The edge serves no WebSocket: an upgrade request is answered as plain HTTP by the
+        # app (its 404, its redacting access log). Handed to uvicorn's WebSocket protocol, a
+        # connection never came back to ours, so its per-address slot was never released,
+        # and uvicorn logged the raw address and query of the handshake.
+        ws="none",
         lifespan="on",
         # The geofence reads X-Forwarded-For itself, from EDGE_TRUSTED_PROXIES only;
         # uvicorn's own rewriting of the client address would bypass that rule.

@@ -526,3 +526,33 @@ def test_one_address_cannot_hold_every_connection(tmp_path):
         finally:
             for s in held + proxy:
                 s.close()
+
+
+@pytest.mark.slow
+def test_a_websocket_handshake_is_plain_http_and_gives_its_connection_slot_back(tmp_path):
+    # The edge serves no WebSocket. Handed to uvicorn's WebSocket code, each handshake kept
+    # one of its address's EDGE_MAX_CLIENT_CONNECTIONS for good (a few tiny requests locked
+    # an address out until a restart), and uvicorn logged its raw address and query.
+    settings = {
+        "EDGE_MAX_CLIENT_CONNECTIONS": "3",
+        "EDGE_ACCESS_LOG": "1",
+        "EDGE_SIGNING_KEY": secrets.token_urlsafe(32),
+    }
+    upgrade = (
+        f"GET /x?api_key={KEY} HTTP/1.1\r\nHost: e\r\nConnection: Upgrade\r\n"
+        "Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
+        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+    ).encode()
+    with EdgeProcess(db=tmp_path / "edge.db", settings=settings) as edge:
+        for _ in range(6):  # twice the address's connections
+            with _connect_from(edge, "127.0.0.2") as sock:
+                sock.sendall(upgrade)
+                sock.settimeout(5)
+                assert sock.recv(100).startswith(b"HTTP/1.1 404")  # the app's own answer
+        time.sleep(0.2)
+        with _connect_from(edge, "127.0.0.2") as sock:
+            sock.sendall(HEALTH + b"Connection: close\r\n\r\n")
+            assert _read_all(sock).startswith(b"HTTP/1.1 200")
+        log = edge.output()
+    assert KEY not in log and "127.0.0.2" not in log and "WebSocket" not in log, log[-2000:]
+    assert "GET /x?api_key=[redacted]" in log

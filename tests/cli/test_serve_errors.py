@@ -110,6 +110,19 @@ def test_a_postgresql_server_that_does_not_answer(tmp_path: Path, command) -> No
     assert line.startswith(prefix) and "cannot open:" in line and "secret" not in line, line
 
 
+@pytest.mark.parametrize(
+    "url",
+    ["postgresql://edge:Pw12345xyz@[fd00::1/edge", "postgresql://edge:Pw12345%zz@db.example/edge"],
+)
+def test_a_postgresql_url_the_driver_cannot_read_is_named_without_its_password(
+    tmp_path: Path, url: str
+) -> None:
+    # The driver's own message quoted the URL, password and all, into the system log.
+    line = one_line(edge(tmp_path, "keys", "list", "--db", url))
+    assert "cannot open: not a URL the PostgreSQL driver can read" in line, line
+    assert "Pw12345" not in line
+
+
 def test_a_postgresql_url_with_a_bad_option_is_refused_at_start(tmp_path: Path) -> None:
     # An option the pool would fail on later ("connect_timeout=abc") stops the start too.
     url = f"postgresql://edge@127.0.0.1:{free_port()}/edge?connect_timeout=abc"
