@@ -97,7 +97,7 @@ async def stylesheet(ctx: Context, request: Request) -> Response:
 
 
 async def sign_in(ctx: Context, request: Request) -> Response:
-    _same_origin(request)
+    _same_origin(ctx, request)
     form = await _form(request)
     key = form.get("key", "").strip()
     try:
@@ -113,7 +113,7 @@ async def sign_in(ctx: Context, request: Request) -> Response:
 async def sign_out(ctx: Context, request: Request) -> Response:
     """Clear the cookie, and end its session on the edge: a copy of the cookie taken
     before is refused from now on, on every node."""
-    _same_origin(request)
+    _same_origin(ctx, request)
     assert ctx.signer is not None  # set at start-up
     now = ctx.clock()
     ended = session.unseal(ctx.signer, request.cookies.get(session.COOKIE), now)
@@ -149,18 +149,25 @@ async def _operator(ctx: Context, request: Request) -> KeyRecord | None:
     return record
 
 
-def _same_origin(request: Request) -> None:
+def _same_origin(ctx: Context, request: Request) -> None:
     """Refuse a form posted by another site's page (login CSRF); a request without
-    ``Origin`` (curl, an old browser) is let through: it carries no cookie of ours."""
+    ``Origin`` (curl, an old browser) is let through: it carries no cookie of ours. The
+    origin's host must be the request's; behind an https ``EDGE_PUBLIC_BASE_URL`` its scheme
+    must be https too (a page injected into plain http on the same host is another site)."""
     origin = request.headers.get("origin")
     if origin is None:
         return
     host = request.headers.get("host", "")
     try:
-        netloc = urlsplit(origin).netloc
+        parts = urlsplit(origin)
     except ValueError:
-        netloc = ""
-    if not host or netloc.lower() != host.lower():
+        parts = urlsplit("")
+    https_only = ctx.settings.base_url.startswith("https://")
+    if (
+        not host
+        or parts.netloc.lower() != host.lower()
+        or (https_only and parts.scheme != "https")
+    ):
         raise Forbidden("sign-in and sign-out are taken from this edge's own page only")
 
 

@@ -287,6 +287,21 @@ def test_a_sign_in_posted_from_another_origin_is_refused(make_client):
     assert ok.status_code == 303
 
 
+def test_behind_an_https_base_url_a_plain_http_origin_is_another_site(make_client):
+    # A page injected into plain http on the edge's own host must not sign a visitor in.
+    client = make_client(public_base_url="https://testserver")
+    key = issue_key(client, "ad-manager")
+
+    def post(origin):
+        return client.post(
+            "/reports/login", data={"key": key}, headers={"Origin": origin},
+            follow_redirects=False,
+        )  # fmt: skip
+
+    assert_error_shape(post("http://testserver"), 403)
+    assert post("https://testserver").status_code == 303
+
+
 @pytest.mark.parametrize(
     ("kwargs", "status"),
     [
