@@ -474,6 +474,20 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             if size > self.max_header_bytes:
                 self._too_large()
                 return
+        # An HTTP/1.1 request names its host exactly once (RFC 9112, 3.2): a server must
+        # answer 400 to one with none or several.
+        if sum(name == b"host" for name, _ in self.headers) != 1 and (
+            self.parser.get_http_version() != "1.0"
+        ):
+            self._refuse(
+                _refusal(
+                    400,
+                    "Bad Request",
+                    "bad_request",
+                    "an HTTP/1.1 request carries exactly one Host header",
+                )
+            )
+            return
         # EDGE_MAX_CONNECTIONS open connections (this one among them) and as many requests
         # in progress are taken; past either, a 503 in the error shape with Retry-After.
         # (uvicorn's own limit_concurrency refused the Nth connection, in plain text.)

@@ -70,6 +70,23 @@ def test_oversized_headers_are_431(edge):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(
+    "head",
+    [b"GET /v1/ugc/health HTTP/1.1\r\n", HEALTH + b"Host: other\r\n"],
+    ids=["no-host", "two-hosts"],
+)
+def test_an_http_1_1_request_without_exactly_one_host_is_400(edge, head):
+    with _connect(edge) as sock:
+        sock.sendall(head + b"Connection: close\r\n\r\n")
+        data = _read_all(sock)
+    assert data.startswith(b"HTTP/1.1 400"), data[:80]
+    assert b"exactly one Host header" in data
+    with _connect(edge) as sock:  # HTTP/1.0 needs none
+        sock.sendall(b"GET /v1/ugc/health HTTP/1.0\r\n\r\n")
+        assert _read_all(sock).startswith(b"HTTP/1.1 200")
+
+
+@pytest.mark.slow
 def test_a_huge_header_is_cut_off_early_not_buffered(edge):
     sent = 0
     with _connect(edge) as sock:

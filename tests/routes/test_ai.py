@@ -298,15 +298,21 @@ def test_a_greeting_opens_a_conversation_without_holding_it(make_client, prompt,
     assert post_json(client, PATH, ordinary, key).json()["ads"], first
 
 
-@pytest.mark.parametrize("prompt", ["i'm done", "not worth it", "kill me now"])
-def test_a_short_prompt_answered_with_crisis_help_holds_the_conversation(make_client, prompt):
+@pytest.mark.parametrize(
+    ("prompt", "answer"),
+    [
+        ("i'm done", "It sounds like you're going through a lot. If you're thinking of "
+         "ending your life, please call or text 988."),
+        ("not worth it", "You can text HOME to 741741 to reach a counselor right now."),
+        ("kill me now", "Please reach out to the Samaritans on 116 123, any time."),
+    ],
+)  # fmt: skip
+def test_a_short_prompt_answered_with_crisis_help_holds_the_conversation(
+    make_client, prompt, answer
+):
     # The few words weigh the same as small talk; the assistant's answer says which it was.
     client = make_client()
     key = issue_key(client, "ai")
-    answer = (
-        "It sounds like you're going through a lot. If you're thinking of ending your life, "
-        "please call or text 988."
-    )
     turn = {"message_id": "m-1", "conversation_id": "c-7", "prompt": prompt, "content": answer}
     assert post_json(client, PATH, turn, key).json()["no_ad_reason"] == "unsafe"
     ordinary = {**MATTRESS, "conversation_id": "c-7"}
