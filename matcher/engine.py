@@ -46,7 +46,7 @@ from matcher.geo import Gazetteer, Location, has_targets, targets_match
 from matcher.index import ad_text, build_index, cache_path, load_or_embed
 from matcher.pacing import Pacer, Spend, as_spend
 from matcher.ranking import Ranker, band_floor
-from matcher.safety import EVIDENCE, SafetyClassifier, SafetyVerdict
+from matcher.safety import SafetyClassifier, SafetyVerdict
 from matcher.state import FREQUENCY_CAP, MatchState, ThreadState, next_window
 from matcher.text import as_read, known_words
 from matcher.types import Campaign, MatchRequest, MatchResult, Placement, ScoredAd
@@ -410,20 +410,17 @@ class Matcher:
             ex.safety(verdicts, self.safety.thresholds)
             blocked = [v for v in verdicts if not v.safe]
             if blocked:
-                # The first text that blocked names the class (an AI turn's prompt before its
-                # answer), with the strongest evidence any text gave for that class.
-                category = blocked[0].category
-                evidence = min(
-                    (v.evidence for v in blocked if v.category == category and v.evidence),
-                    key=EVIDENCE.index,
-                    default=None,
-                )
+                # The first text that blocked (an AI turn's prompt before its answer) names the
+                # class and the evidence: an answer is read for self-harm only after a prompt
+                # that shows some, and a warm sign-off ("Take care of yourself") can read as
+                # self-harm itself, so it must not make a prompt's weak evidence strong.
+                first = blocked[0]
                 return ex.result(
                     MatchResult(
                         outcome="no_match",
                         reason="unsafe",
-                        unsafe_category=category,
-                        unsafe_evidence=evidence,
+                        unsafe_category=first.category,
+                        unsafe_evidence=first.evidence,
                     )
                 )
         live = self.masks.mask(request.product, now)

@@ -319,6 +319,62 @@ def test_a_short_prompt_answered_with_crisis_help_holds_the_conversation(
     assert post_json(client, PATH, ordinary, key).json()["no_ad_reason"] == "unsafe"
 
 
+CRISIS_HELP = [
+    "please call or text 988",
+    "Call 9-8-8 if you need to talk.",
+    "text HOME to 741741",
+    "Please reach out to the Samaritans on 116 123.",
+    "Lifeline Australia: 13 11 14.",
+    "the Suicide & Crisis Lifeline",
+    "If you're thinking of ending your life, reach out.",
+    "Please contact your local crisis centre or go to the nearest A&E.",
+    "If you're in danger, call emergency services.",
+    "Please call 911 or go to the ER.",
+    "Please reach out to one of the crisis lines in your area.",
+    "Please call a helpline.",
+    "Please reach out to a therapist or counselor.",
+    "In France, call 3114.",
+    "Shout: text SHOUT to 85258 (UK).",
+    "Please call the Trevor Project at 1-866-488-7386.",
+    "I'm really sorry you're feeling like this. You don't have to face it alone.",
+]
+NOT_CRISIS_HELP = [
+    "19 x 52 = 988.", "Bye! Order 988 ships Monday.", "Kievan Rus was baptized in 988 AD.",
+    "You can end your life insurance policy within the 30-day free-look period.",
+    "A man calls the Samaritans and asks if they rent out good neighbours.",
+    "Our IT crisis support team is on call 24/7 for outages.",
+    "Quick reminder: our crisis line for power outages is open 24/7.",
+    "Take care of yourself, and feel free to come back anytime.",
+    "Take your life to the next level with a standing desk.",
+]  # fmt: skip
+
+
+def test_crisis_help_is_read_from_the_answer_in_its_many_wordings_and_only_there():
+    from edge.routes.ai import _CRISIS_HELP
+
+    assert [a for a in CRISIS_HELP if not _CRISIS_HELP.search(a)] == []
+    assert [a for a in NOT_CRISIS_HELP if _CRISIS_HELP.search(a)] == []
+
+
+@pytest.mark.parametrize(
+    ("prompt", "answer"),
+    [
+        ("bye", "Take care of yourself, and feel free to come back anytime."),
+        ("good night", "Good night! Sleep well and see you tomorrow."),
+        ("thanks!", "You're welcome! You can end your life insurance policy in 30 days."),
+    ],
+)
+def test_a_warm_sign_off_after_small_talk_holds_nothing(make_client, prompt, answer):
+    # The answer is read for self-harm after a prompt with some evidence, and a sign-off can
+    # read as self-harm itself: the prompt's weak evidence stays weak.
+    client = make_client()
+    key = issue_key(client, "ai")
+    turn = {"message_id": "m-1", "conversation_id": "c-8", "prompt": prompt, "content": answer}
+    post_json(client, PATH, turn, key)
+    ordinary = {**MATTRESS, "conversation_id": "c-8"}
+    assert post_json(client, PATH, ordinary, key).json()["ads"]
+
+
 def test_a_short_self_harm_turn_still_holds_the_conversation(make_client):
     # A few words that the model reads as self-harm (not only the margin) hold as before.
     client = make_client()
