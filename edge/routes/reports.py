@@ -163,11 +163,7 @@ def _same_origin(ctx: Context, request: Request) -> None:
     except ValueError:
         parts = urlsplit("")
     https_only = ctx.settings.base_url.startswith("https://")
-    if (
-        not host
-        or parts.netloc.lower() != host.lower()
-        or (https_only and parts.scheme != "https")
-    ):
+    if not host or parts.netloc.lower() != host.lower() or (https_only and parts.scheme != "https"):
         raise Forbidden("sign-in and sign-out are taken from this edge's own page only")
 
 
