@@ -408,19 +408,18 @@ class Matcher:
         if self.safety is not None:
             verdicts = self.judge_safety(texts, vectors, sentences)
             ex.safety(verdicts, self.safety.thresholds)
-            blocked = [v for v in verdicts if not v.safe]
-            if blocked:
-                # The first text that blocked (an AI turn's prompt before its answer) names the
-                # class and the evidence: an answer is read for self-harm only after a prompt
-                # that shows some, and a warm sign-off ("Take care of yourself") can read as
-                # self-harm itself, so it must not make a prompt's weak evidence strong.
-                first = blocked[0]
+            # The first text that blocked (an AI turn's prompt before its answer) names the
+            # class and the evidence: an answer is read for self-harm only after a prompt that
+            # shows some, and a warm sign-off ("Take care of yourself") can read as self-harm
+            # itself, so it must not make a prompt's weak evidence strong.
+            blocked = next((v for v in verdicts if not v.safe), None)
+            if blocked is not None:
                 return ex.result(
                     MatchResult(
                         outcome="no_match",
                         reason="unsafe",
-                        unsafe_category=first.category,
-                        unsafe_evidence=first.evidence,
+                        unsafe_category=blocked.category,
+                        unsafe_evidence=blocked.evidence,
                     )
                 )
         live = self.masks.mask(request.product, now)

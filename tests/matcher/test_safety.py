@@ -15,7 +15,15 @@ import pytest
 
 from matcher import safety, safety_train
 from matcher.embeddings import MiniLM, Sentences, split_sentences
-from matcher.safety import CLASSES, DENSE, DIM, FEATURES, SafetyClassifier, lexicon_hit
+from matcher.safety import (
+    CLASSES,
+    DENSE,
+    DIM,
+    EVIDENCE,
+    FEATURES,
+    SafetyClassifier,
+    lexicon_hit,
+)
 from matcher.state import ThreadState
 from matcher.types import MatchRequest
 
@@ -1121,11 +1129,11 @@ def test_a_verdict_names_what_blocked_it(shared_matcher):
     # The lexicon, the models' probabilities, or the self-harm margin alone; on a text of a
     # word or two the margin lands near its threshold whatever the text says, and the
     # verdict says so (an AI conversation is not held on it).
-    texts = ["kms", "i want to die", "hi", "Rode 50 miles today on the new Trek, legs are "
-             "dead. Mind's worse. Been thinking about letting go of the handlebars on the big "
-             "descent.", "a good cheap mattress for back pain"]  # fmt: skip
+    texts = ["kms", "i want to die", "Rode 50 miles today on the new Trek, legs are dead. "
+             "Mind's worse. Been thinking about letting go of the handlebars on the big "
+             "descent.", "hi", "a good cheap mattress for back pain"]  # fmt: skip
     verdicts = shared_matcher.check_safety(texts)
-    assert [v.evidence for v in verdicts] == ["lexicon", "model", "margin_short", "margin", None]
+    assert [v.evidence for v in verdicts] == [*EVIDENCE, None]  # in that order
     assert [v.category for v in verdicts[:4]] == ["self_harm"] * 4
     req = MatchRequest(product="ugc", content="hi", explain=True)
     r = shared_matcher.decide(req, ThreadState(), NOW, {})

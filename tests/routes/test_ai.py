@@ -275,9 +275,21 @@ def test_news_in_a_conversation_holds_only_its_own_turn(make_client):
     assert post_json(client, PATH, ordinary, key).json()["ads"]
 
 
+def _turn_and_the_next(make_client, prompt: str, answer: str) -> tuple[dict, dict]:
+    """The answers to a turn and to an ordinary shopping turn right after it, in one
+    conversation: the second has ads unless the first held the conversation."""
+    client = make_client()
+    key = issue_key(client, "ai")
+    turn = {"message_id": "m-1", "conversation_id": "c-5", "prompt": prompt, "content": answer}
+    first = post_json(client, PATH, turn, key).json()
+    return first, post_json(client, PATH, {**MATTRESS, "conversation_id": "c-5"}, key).json()
+
+
 @pytest.mark.parametrize(
-    ("prompt", "content"),
+    ("prompt", "answer"),
     [
+        # Greetings and small talk: a text of a few words lands near the self-harm margin's
+        # threshold whatever it says, so the turn itself may get no ad.
         ("hi", "Hello! How can I help you today?"),
         ("thanks!", "You're welcome!"),
         ("lol", "Glad that made you laugh."),
@@ -285,38 +297,35 @@ def test_news_in_a_conversation_holds_only_its_own_turn(make_client):
         ("tell me a joke", "Why did the scarecrow win an award? He was outstanding."),
         ("can we start over?", "Of course. What would you like to talk about?"),
         ("that's it, I'm done", "Great, glad I could help!"),
+        # Warm sign-offs: the answer is read for self-harm after a prompt with some evidence,
+        # and a sign-off can read as self-harm itself; the prompt's weak evidence stays weak.
+        ("bye", "Take care of yourself, and feel free to come back anytime."),
+        ("good night", "Good night! Sleep well and see you tomorrow."),
+        ("thanks!", "You're welcome! You can end your life insurance policy in 30 days."),
     ],
 )
-def test_a_greeting_opens_a_conversation_without_holding_it(make_client, prompt, content):
-    # A text of a few words lands near the self-harm margin's threshold whatever it says,
-    # so the turn itself may get no ad, but the conversation is not held for a day on it.
-    client = make_client()
-    key = issue_key(client, "ai")
-    opening = {"message_id": "m-1", "conversation_id": "c-5", "prompt": prompt, "content": content}
-    first = post_json(client, PATH, opening, key).json()
-    ordinary = {**MATTRESS, "conversation_id": "c-5"}
-    assert post_json(client, PATH, ordinary, key).json()["ads"], first
+def test_small_talk_holds_no_conversation(make_client, prompt, answer):
+    first, following = _turn_and_the_next(make_client, prompt, answer)
+    assert following["ads"], first
 
 
 @pytest.mark.parametrize(
     ("prompt", "answer"),
     [
+        # A few words the models read as self-harm, not only the margin: held whatever the
+        # answer says.
+        ("i want to die", "Please talk to someone."),
+        # A few words that weigh the same as small talk: the answer's crisis help says
+        # which they were.
         ("i'm done", "It sounds like you're going through a lot. If you're thinking of "
          "ending your life, please call or text 988."),
         ("not worth it", "You can text HOME to 741741 to reach a counselor right now."),
         ("kill me now", "Please reach out to the Samaritans on 116 123, any time."),
     ],
 )  # fmt: skip
-def test_a_short_prompt_answered_with_crisis_help_holds_the_conversation(
-    make_client, prompt, answer
-):
-    # The few words weigh the same as small talk; the assistant's answer says which it was.
-    client = make_client()
-    key = issue_key(client, "ai")
-    turn = {"message_id": "m-1", "conversation_id": "c-7", "prompt": prompt, "content": answer}
-    assert post_json(client, PATH, turn, key).json()["no_ad_reason"] == "unsafe"
-    ordinary = {**MATTRESS, "conversation_id": "c-7"}
-    assert post_json(client, PATH, ordinary, key).json()["no_ad_reason"] == "unsafe"
+def test_a_short_self_harm_turn_holds_its_conversation(make_client, prompt, answer):
+    first, following = _turn_and_the_next(make_client, prompt, answer)
+    assert first["no_ad_reason"] == following["no_ad_reason"] == "unsafe"
 
 
 CRISIS_HELP = [
@@ -354,40 +363,6 @@ def test_crisis_help_is_read_from_the_answer_in_its_many_wordings_and_only_there
 
     assert [a for a in CRISIS_HELP if not _CRISIS_HELP.search(a)] == []
     assert [a for a in NOT_CRISIS_HELP if _CRISIS_HELP.search(a)] == []
-
-
-@pytest.mark.parametrize(
-    ("prompt", "answer"),
-    [
-        ("bye", "Take care of yourself, and feel free to come back anytime."),
-        ("good night", "Good night! Sleep well and see you tomorrow."),
-        ("thanks!", "You're welcome! You can end your life insurance policy in 30 days."),
-    ],
-)
-def test_a_warm_sign_off_after_small_talk_holds_nothing(make_client, prompt, answer):
-    # The answer is read for self-harm after a prompt with some evidence, and a sign-off can
-    # read as self-harm itself: the prompt's weak evidence stays weak.
-    client = make_client()
-    key = issue_key(client, "ai")
-    turn = {"message_id": "m-1", "conversation_id": "c-8", "prompt": prompt, "content": answer}
-    post_json(client, PATH, turn, key)
-    ordinary = {**MATTRESS, "conversation_id": "c-8"}
-    assert post_json(client, PATH, ordinary, key).json()["ads"]
-
-
-def test_a_short_self_harm_turn_still_holds_the_conversation(make_client):
-    # A few words that the model reads as self-harm (not only the margin) hold as before.
-    client = make_client()
-    key = issue_key(client, "ai")
-    short = {
-        **CRISIS,
-        "conversation_id": "c-6",
-        "prompt": "i want to die",
-        "content": "Please talk to someone.",
-    }
-    assert post_json(client, PATH, short, key).json()["no_ad_reason"] == "unsafe"
-    ordinary = {**MATTRESS, "conversation_id": "c-6"}
-    assert post_json(client, PATH, ordinary, key).json()["no_ad_reason"] == "unsafe"
 
 
 def test_a_retried_turn_is_answered_once(ai, script):
